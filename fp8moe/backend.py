@@ -1,0 +1,106 @@
+"""Explicit backend detection and the per-backend kernel configuration policy.
+
+Nothing here changes numerics: every backend produces the same bytes (that is what the tests prove). What differs is
+how the fp8 cast is executed (hardware instruction vs the exact integer encoder the interpreter needs), which fp8
+dtypes exist, and how launch configs are chosen (measured autotuning on CUDA, fixed tables on ROCm, small fixed
+blocks in the interpreter).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+__all__ = ["Backend", "backend_for", "interpreter_requested", "use_interpreter_if_no_gpu"]
+
+BackendKind = Literal["cuda", "rocm", "interpreter"]
+
+_FN = (torch.float8_e4m3fn, torch.float8_e5m2)
+_FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What runs the kernels.
+
+    Attributes:
+        kind: "cuda", "rocm" or "interpreter" (TRITON_INTERPRET=1 on the CPU).
+        arch: "sm_90", "gfx942", "gfx950", ... or "cpu".
+        fp8_dtypes: the fp8 dtypes the backend can store natively. fnuz types do not compile on NVIDIA
+            ("not supported in this architecture", H200, triton 3.6); MI300 (gfx942) has only fnuz, MI350 (gfx950)
+            only the OCP fn formats; the interpreter has all four.
+        exact_encode: cast with the integer encoder (_common.encode_fp8_bits) instead of the backend's conversion.
+            True only in the interpreter, whose own fp32->fp8 conversion rounds ties away from zero and turns NaN
+            into 0x7C (triton 3.9, this machine; tests/test_interpreter_canary.py keeps the evidence).
+        autotune: whether per-shape autotuning is allowed. False on ROCm: each new key costs a device sync there,
+            hundreds per MoE training step (SPEC §7).
+    """
+
+    kind: BackendKind
+    arch: str
+    fp8_dtypes: tuple[torch.dtype, ...]
+    exact_encode: bool
+    autotune: bool
+
+    def check_fp8_dtype(self, fp8_dtype: torch.dtype) -> None:
+        if fp8_dtype not in self.fp8_dtypes:
+            names = [str(d).removeprefix("torch.") for d in self.fp8_dtypes]
+            raise TypeError(f"fp8_dtype {fp8_dtype} is not supported on backend {self.kind}/{self.arch}; use one of {names}")
+
+
+def interpreter_requested() -> bool:
+    """True when Triton was told to interpret kernels on the CPU (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def use_interpreter_if_no_gpu() -> bool:
+    """Turn the Triton interpreter on when this process has no GPU; return whether it is on.
+
+    Must run before any @triton.jit function is defined (the decorator reads the setting). It changes where kernels
+    run, never what they compute. Called once by ``import fp8moe``; ``fp8moe.backend_for(device)`` reports the result.
+    """
+    if not interpreter_requested() and not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+    return interpreter_requested()
+
+
+def _rocm_arch(device: torch.device) -> str:
+    return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+
+
+def backend_for(device: torch.device | str) -> Backend:
+    """The backend that runs kernels on ``device``.
+
+    Raises:
+        ValueError: a CPU tensor without the interpreter, or a GPU tensor while the interpreter is on.
+    """
+    device = torch.device(device)
+    if interpreter_requested():
+        if device.type != "cpu":
+            raise ValueError(
+                f"TRITON_INTERPRET=1 runs kernels on CPU tensors only; got a tensor on {device}. "
+                "Unset TRITON_INTERPRET to run on the GPU."
+            )
+        return Backend("interpreter", "cpu", _FN + _FNUZ, exact_encode=True, autotune=False)
+    if device.type != "cuda":
+        raise ValueError(
+            f"fp8moe kernels need tensors on a CUDA/ROCm device, got {device}; on a machine without a GPU, "
+            "fp8moe runs them through the Triton interpreter (TRITON_INTERPRET=1 set before importing fp8moe)."
+        )
+    if torch.version.hip is not None:
+        arch = _rocm_arch(device)
+        return Backend("rocm", arch, rocm_fp8_dtypes(arch), exact_encode=False, autotune=False)
+    major, minor = torch.cuda.get_device_capability(device)
+    return Backend("cuda", f"sm_{major}{minor}", _FN, exact_encode=False, autotune=True)
+
+
+def rocm_fp8_dtypes(arch: str) -> tuple[torch.dtype, ...]:
+    """fp8 dtypes of an AMD architecture: gfx942 (MI300) stores fnuz, gfx950 (MI350) the OCP fn formats."""
+    if arch.startswith("gfx94"):
+        return _FNUZ
+    if arch.startswith(("gfx95", "gfx12")):
+        return _FN
+    raise ValueError(f"no FP8 support known for AMD architecture {arch!r} (known: gfx942, gfx950, gfx12xx)")

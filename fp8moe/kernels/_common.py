@@ -1,0 +1,176 @@
+"""Shared @triton.jit helpers: every kernel computes amax, scale and the cast through these, written once.
+
+Each helper is the Triton twin of one step of fp8ref.scaling; the step's semantics live there.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8ref.formats import fmt
+from fp8ref.scaling import EPS
+
+__all__ = [
+    "TL_FP8",
+    "abs_max_keep_nan",
+    "cast_to_fp8",
+    "encode_fp8_bits",
+    "fp8_constexprs",
+    "max_keep_nan",
+    "quantize",
+    "saturate_keep_nan",
+    "scale_from_amax",
+]
+
+#: torch fp8 dtype -> Triton element type.
+TL_FP8 = {
+    torch.float8_e4m3fn: tl.float8e4nv,
+    torch.float8_e5m2: tl.float8e5,
+    torch.float8_e4m3fnuz: tl.float8e4b8,
+    torch.float8_e5m2fnuz: tl.float8e5b16,
+}
+
+
+def fp8_constexprs(fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, exact_encode: bool) -> dict:
+    """The constexpr launch arguments every kernel takes, derived from the format once (fp8ref.formats)."""
+    f = fmt(fp8_dtype)
+    return {
+        "FP8_DTYPE": TL_FP8[f.dtype],
+        "FP8_MAX": f.max,
+        "MAN_BITS": f.man_bits,
+        "EMIN": f.emin,
+        "FNUZ": f.fnuz,
+        "POW2": bool(round_scales_to_power_of_2),
+        "EXACT_ENCODE": bool(exact_encode),
+    }
+
+
+@triton.jit
+def max_keep_nan(a, b):
+    """max(a, b) that returns NaN when either is NaN (Triton's default maximum drops NaN, SPEC §4)."""
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def abs_max_keep_nan(x, axis: tl.constexpr):
+    """max |x| along ``axis`` in f32, NaN-propagating like torch.amax. Masked lanes must be loaded as 0."""
+    return tl.reduce(tl.abs(x.to(tl.float32)), axis, max_keep_nan)
+
+
+@triton.jit
+def _pow2_log2_rule(scale):
+    """exp2(floor(RN_f32(log2(scale)))) for f32 scale >= 0, with integer operations only.
+
+    In [2^E, 2^(E+1)), RN_f32(log2 s) rounds up to the integer E+1 exactly when s is within k <= K ulps of 2^(E+1),
+    where K = floor(2^24 * (1 - 2^-h)) and h is half the f32 ulp just below E+1 (round-to-nearest-even ties go to
+    the integer, whose last mantissa bit is 0). 2^24 * h is 2^j with j = floor(log2|E+1|) (2^(j-1) when E+1 is a
+    positive power of two, whose lower neighbour lies in the smaller binade), and since 2^j*ln2 is never within 1e-4
+    of an integer for j <= 7, K = floor(2^j * ln 2) exactly. tests/test_pow2_rule.py checks this against
+    fp8ref.scaling.round_scale_to_power_of_2 on every f32 within 256 ulps of each power of two.
+    """
+    bits = scale.to(tl.int32, bitcast=True)
+    exp_field = (bits >> 23) & 0xFF
+    k = (1 << 23) - (bits & 0x7FFFFF)  # ulps (of 2^-24 relative) below 2^(E+1)
+    n = exp_field - 126  # E + 1
+    abs_n = tl.abs(n)
+    # j = floor(log2 |n|) from the exponent field of float(|n|) (exact for |n| < 2^24)
+    j = ((abs_n.to(tl.float32).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
+    is_pos_pow2 = (n > 0) & ((n & (n - 1)) == 0)
+    j = tl.where(is_pos_pow2, j - 1, j)
+    pow2_j = ((j + 127) << 23).to(tl.float32, bitcast=True)
+    k_max = tl.floor(pow2_j * 0.6931471805599453).to(tl.int32)
+    k_max = tl.where(n == 0, 0, k_max)
+    rounds_up = k <= k_max
+    floor_bits = bits & 0x7F800000
+    up_bits = floor_bits + (1 << 23)
+    finite_nonzero = (exp_field > 0) & (exp_field < 255)
+    return tl.where(finite_nonzero, tl.where(rounds_up, up_bits, floor_bits), bits).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def scale_from_amax(amax, FP8_MAX: tl.constexpr, POW2: tl.constexpr):
+    """Twin of fp8ref.amax_to_scale: f32(f64(FP8_MAX) / max(f64(amax), 1e-12)), NaN kept, optional pow2.
+
+    The division is float64 on purpose: Triton's plain f32 `/` is approximate on NVIDIA (differs from the correctly
+    rounded quotient in ~30% of inputs, H200, triton 3.6, SPEC §4).
+    """
+    a = amax.to(tl.float64)
+    a = tl.where(a != a, a, tl.maximum(a, 1e-12))
+    scale = (FP8_MAX / a).to(tl.float32)
+    if POW2:
+        scale = _pow2_log2_rule(scale)
+    return scale
+
+
+@triton.jit
+def saturate_keep_nan(y, FP8_MAX: tl.constexpr):
+    """clamp(y, -FP8_MAX, FP8_MAX) that keeps NaN (tl.clamp turned NaN into 448) and maps +-inf to +-FP8_MAX."""
+    y = tl.where(y > FP8_MAX, FP8_MAX, y)
+    return tl.where(y < -FP8_MAX, -FP8_MAX, y)
+
+
+@triton.jit
+def encode_fp8_bits(y, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr):
+    """fp8 code (int32 in [0, 255]) of a saturated f32 value, round-to-nearest-even, with integer operations only.
+
+    The exact path for backends whose own conversion cannot be trusted (the interpreter). |y| <= fp8 max is
+    required (saturate_keep_nan first), so no overflow case exists. NaN -> 0x7F|sign (fn), 0x80 (fnuz), as torch.
+    -0 -> 0x80 (fn), 0x00 (fnuz).
+    """
+    bits = y.to(tl.int32, bitcast=True)
+    sign = (bits >> 31) & 1
+    mag = bits & 0x7FFFFFFF
+    exp_field = mag >> 23
+    is_nan = mag > 0x7F800000
+    # Normal fp8 result: round the f32 pattern itself at bit (23 - MAN_BITS); a carry moves into the exponent.
+    shift: tl.constexpr = 23 - MAN_BITS
+    rounded = (mag + ((1 << (shift - 1)) - 1) + ((mag >> shift) & 1)) >> shift
+    normal_code = rounded - ((127 - (1 - EMIN)) << MAN_BITS)  # rebias 127 -> fp8 bias (= 1 - EMIN)
+    # Subnormal fp8 result: integer multiple of 2^(EMIN - MAN_BITS) from the full significand; 2^MAN_BITS is the
+    # smallest normal, whose code is exactly 2^MAN_BITS too.
+    significand = (mag & 0x7FFFFF) | tl.where(exp_field > 0, 1 << 23, 0)
+    unbiased = tl.maximum(exp_field, 1) - 127
+    rshift = tl.minimum(23 + EMIN - MAN_BITS - unbiased, 31)
+    sub_code = (significand + ((1 << (rshift - 1)) - 1) + ((significand >> rshift) & 1)) >> rshift
+    code = tl.where(unbiased >= EMIN, normal_code, sub_code)
+    if FNUZ:
+        code = tl.where(code == 0, 0, code | (sign << 7))
+        code = tl.where(is_nan, 0x80, code)
+    else:
+        code = code | (sign << 7)
+        code = tl.where(is_nan, 0x7F | (sign << 7), code)
+    return code
+
+
+@triton.jit
+def cast_to_fp8(
+    y,
+    FP8_DTYPE: tl.constexpr,
+    MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr,
+    FNUZ: tl.constexpr,
+    EXACT_ENCODE: tl.constexpr,
+):
+    """Saturated f32 -> fp8: the backend's conversion (cvt.rn.satfinite on NVIDIA), or the exact encoder."""
+    if EXACT_ENCODE:
+        return encode_fp8_bits(y, MAN_BITS, EMIN, FNUZ).to(tl.uint8).to(FP8_DTYPE, bitcast=True)
+    else:
+        return y.to(FP8_DTYPE)
+
+
+@triton.jit
+def quantize(
+    x,
+    scale,
+    FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr,
+    FNUZ: tl.constexpr,
+    EXACT_ENCODE: tl.constexpr,
+):
+    """Twin of fp8ref: cast(saturate(f32(x) * scale)), scale broadcast by the caller's shapes."""
+    y = saturate_keep_nan(x.to(tl.float32) * scale, FP8_MAX)
+    return cast_to_fp8(y, FP8_DTYPE, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)

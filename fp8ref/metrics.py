@@ -1,0 +1,55 @@
+"""Measures the engine reports with: dequantization, code distance, SQNR."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from fp8ref.formats import fmt
+
+__all__ = ["code_distance", "dequantize", "sqnr"]
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """f32(q) / scale, with ``scale`` broadcast against ``q`` (SPEC §4: scale is the multiplier)."""
+    return q.to(torch.float32) / scale
+
+
+def code_distance(a: torch.Tensor, b: torch.Tensor, fp8_dtype: torch.dtype) -> torch.Tensor:
+    """Steps between codes in value order (int64, signed b - a). -0 and +0 are 0 steps apart.
+
+    Two NaN codes are 0 steps apart; a NaN code against a non-NaN code gives ``INT64_MAX``, so callers can tell
+    "NaN vs number" apart from any finite distance.
+    """
+    rank = fmt(fp8_dtype).code_rank.to(a.device)
+    ra = rank[a.view(torch.uint8).long()]
+    rb = rank[b.view(torch.uint8).long()]
+    both_nan = (ra < 0) & (rb < 0)
+    one_nan = (ra < 0) ^ (rb < 0)
+    dist = rb - ra
+    dist = torch.where(both_nan, torch.zeros_like(dist), dist)
+    return torch.where(one_nan, torch.full_like(dist, torch.iinfo(torch.int64).max), dist)
+
+
+def sqnr(ref: torch.Tensor, actual: torch.Tensor) -> float:
+    """Signal-to-quantization-noise ratio in dB: 20*log10(||ref|| / ||ref - actual||), computed in float64.
+
+    Elements where ``ref`` is not finite are excluded (they carry no signal to measure). Identical inputs give
+    +inf; a zero reference with nonzero error gives -inf; no finite elements gives NaN.
+    """
+    ref64 = ref.detach().to(torch.float64).flatten()
+    act64 = actual.detach().to(torch.float64).flatten()
+    keep = torch.isfinite(ref64)
+    if not bool(keep.any()):
+        return math.nan
+    ref64, act64 = ref64[keep], act64[keep]
+    signal = torch.linalg.vector_norm(ref64).item()
+    noise = torch.linalg.vector_norm(ref64 - act64).item()
+    if math.isnan(noise):
+        return -math.inf
+    if noise == 0.0:
+        return math.inf
+    if signal == 0.0:
+        return -math.inf
+    return 20.0 * math.log10(signal / noise)
