@@ -1,0 +1,252 @@
+"""Turn reference outputs and two poisoned kernel runs into a Report: structure, bytes, categories, SQNR, heatmap."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from fp8ref.engine.categories import CATEGORIES, FailPolicy, classify_fp8, classify_scales, same_f32
+from fp8ref.engine.contracts import ElementMap, OpContract
+from fp8ref.engine.inputs import Inputs
+from fp8ref.engine.poison import unwritten_mask
+from fp8ref.engine.report import Call, Heatmap, Mismatch, Report
+from fp8ref.formats import fmt
+from fp8ref.metrics import code_distance, sqnr
+from fp8ref.spec import Exact, Sqnr
+
+__all__ = ["assess"]
+
+_HEATMAP_BINS = 48
+#: Categories an Sqnr tolerance still fails: they are not rounding differences.
+_SQNR_FAILS = frozenset({"unwritten", "nondeterministic", "nan_vs_number"})
+
+
+def _structure(expected: tuple[torch.Tensor, ...], actual: tuple[torch.Tensor, ...]) -> list[str]:
+    if len(expected) != len(actual):
+        return [f"kernel returned {len(actual)} tensors, the reference {len(expected)}"]
+    diffs = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if e.dtype != a.dtype:
+            diffs.append(f"output {i}: dtype {a.dtype}, expected {e.dtype}")
+        if e.shape != a.shape:
+            diffs.append(f"output {i}: shape {tuple(a.shape)}, expected {tuple(e.shape)}")
+        elif e.numel() > 0:
+            # Strides of size-1 dims carry no meaning (torch picks them freely); compare the others.
+            es = [s for s, n in zip(e.stride(), e.shape) if n > 1]
+            as_ = [s for s, n in zip(a.stride(), a.shape) if n > 1]
+            if es != as_:
+                diffs.append(f"output {i}: strides {a.stride()}, expected {e.stride()}")
+    return diffs
+
+
+def _comparable(expected: torch.Tensor, actual: torch.Tensor) -> bool:
+    return expected.dtype == actual.dtype and expected.shape == actual.shape
+
+
+def _layout_candidates(ref_codes: torch.Tensor, coords: torch.Tensor, row_major: bool) -> torch.Tensor:
+    """(n, 6) int16 reference codes at "other element" positions of each coordinate (-1 where out of range).
+
+    Candidates: right/left/down/up neighbour, the transposed position, and the element the same storage offset
+    holds under the other memory layout (row- vs column-major) of the (R, C) plane.
+    """
+    r_dim, c_dim = ref_codes.shape[-2], ref_codes.shape[-1]
+    lead, i, j = coords[:, :-2], coords[:, -2], coords[:, -1]
+    offset = i * c_dim + j if row_major else j * r_dim + i
+    other = (offset % r_dim, offset // r_dim) if row_major else (offset // c_dim, offset % c_dim)
+    positions = [(i, j + 1), (i, j - 1), (i + 1, j), (i - 1, j), (j, i), other]
+    flat = ref_codes.to(torch.int16).reshape(-1, r_dim, c_dim)
+    lead_index = torch.zeros_like(i)
+    for d in range(lead.shape[1]):
+        lead_index = lead_index * ref_codes.shape[d] + lead[:, d]
+    columns = []
+    for pi, pj in positions:
+        ok = (pi >= 0) & (pi < r_dim) & (pj >= 0) & (pj < c_dim)
+        codes = flat[lead_index, pi.clamp(0, max(r_dim - 1, 0)), pj.clamp(0, max(c_dim - 1, 0))]
+        columns.append(torch.where(ok, codes, torch.full_like(codes, -1)))
+    return torch.stack(columns, dim=1)
+
+
+def _neighbours(em: ElementMap, index: torch.Tensor, n_groups: int, *tables: torch.Tensor) -> torch.Tensor:
+    """(n, 2 * len(tables)) f32: each table's scale of the same row/col in group g-1 and g+1 (NaN where none)."""
+    if em.group_stride is None:
+        return torch.empty(index.numel(), 0)
+    group = index // em.group_stride
+    cols = []
+    for delta in (-1, 1):
+        ok = (group + delta >= 0) & (group + delta < n_groups)
+        nidx = (index + delta * em.group_stride).clamp(0, max(n_groups * em.group_stride - 1, 0))
+        for table in tables:
+            cols.append(torch.where(ok, table[nidx], torch.full((index.numel(),), float("nan"))))
+    return torch.stack(cols, dim=1)
+
+
+def _heatmap(em: ElementMap, diff: torch.Tensor, offs: tuple[int, ...] | None, jagged_dim: int | None) -> Heatmap:
+    c_dim = diff.shape[-1]
+    plane = diff.reshape(-1, c_dim) if diff.numel() else diff.reshape(0, c_dim)
+    r_dim = plane.shape[0]
+    nr, nc = max(1, min(_HEATMAP_BINS, r_dim)), max(1, min(_HEATMAP_BINS, c_dim))
+    ii, jj = plane.nonzero(as_tuple=True)
+    bins = (ii * nr // max(r_dim, 1)) * nc + jj * nc // max(c_dim, 1)
+    counts = torch.bincount(bins, minlength=nr * nc).reshape(nr, nc)
+    boundaries: list[tuple[str, int]] = []
+    if offs is not None:
+        axis = "col" if jagged_dim == 1 else "row"
+        boundaries = [(axis, o) for o in offs[:-1]]
+    elif diff.dim() == 3:
+        boundaries = [("row", e * diff.shape[1]) for e in range(1, diff.shape[0])]
+    return Heatmap(
+        rows=r_dim,
+        cols=c_dim,
+        row_edges=tuple(k * r_dim // nr for k in range(nr)),
+        col_edges=tuple(k * c_dim // nc for k in range(nc)),
+        counts=tuple(tuple(int(v) for v in row) for row in counts.tolist()),
+        boundaries=tuple(boundaries),
+    )
+
+
+def _group_sqnr(em: ElementMap, q: torch.Tensor, scales: torch.Tensor, n_groups: int) -> tuple[float, ...]:
+    deq = q.to(torch.float32) / scales[em.scale_index]
+    out = []
+    for g in range(n_groups):
+        mask = em.group == g
+        out.append(sqnr(em.x[mask], deq[mask]) if bool(mask.any()) else float("nan"))
+    return tuple(out)
+
+
+def assess(
+    c: OpContract,
+    inputs: Inputs,
+    expected: tuple[torch.Tensor, ...],
+    runs: list[tuple[torch.Tensor, ...]],
+    call: Call,
+    *,
+    tolerance: Exact | Sqnr,
+    check_determinism: bool,
+    max_examples: int,
+) -> Report:
+    """Compare the kernel's first run with the reference, using the second run to find unwritten elements."""
+    fp8_dtype = getattr(torch, call.fp8_dtype)
+    f = fmt(fp8_dtype)
+    strict_nan = call.strict_nan
+    policy = FailPolicy.default(strict_nan)
+    if isinstance(tolerance, Sqnr):
+        policy = FailPolicy(_SQNR_FAILS)
+    first, second = runs
+    structure = _structure(expected, first)
+    counts: Counter[str] = Counter()
+    if structure:
+        counts["shape_stride_dtype"] = len(structure)
+    mismatches: list[Mismatch] = []
+    totals = {"n_fp8": 0, "n_fp8_mismatches": 0, "n_scales": 0, "n_scale_mismatches": 0}
+    sqnr_k, sqnr_r, heatmaps = [], [], []
+    n_pairs = len(expected) // 2 if len(expected) == len(first) else 0
+    n_groups_of = len(inputs.offs) if inputs.offs is not None else None
+    for p in range(n_pairs):
+        eq, es = expected[2 * p], expected[2 * p + 1]
+        aq, as_ = first[2 * p], first[2 * p + 1]
+        bq, bs = second[2 * p], second[2 * p + 1]
+        if not (_comparable(eq, aq) and _comparable(es, as_) and _comparable(aq, bq) and _comparable(as_, bs)):
+            continue
+        x = inputs.xs[p]
+        em = c.element_maps(inputs.xs, inputs.offs, expected)[p]
+        ka = c.element_maps(inputs.xs, inputs.offs, first)[p].q
+        kb = c.element_maps(inputs.xs, inputs.offs, second)[p].q
+        e_s, a_s, b_s = es.reshape(-1), as_.reshape(-1), bs.reshape(-1)
+        n_groups = n_groups_of if n_groups_of is not None else (x.shape[0] if x.dim() == 3 else 1)
+
+        # Scale words.
+        s_unwritten = unwritten_mask(a_s, b_s)
+        s_diff = ~same_f32(e_s, a_s, strict_nan=True) | s_unwritten
+        s_idx = s_diff.nonzero().flatten()
+        s_cat = classify_scales(
+            expected=e_s[s_idx],
+            actual=a_s[s_idx],
+            unwritten=s_unwritten[s_idx],
+            neighbour_expected=_neighbours(em, s_idx, n_groups, e_s),
+            round_scales_to_power_of_2=call.round_scales_to_power_of_2,
+        )
+        # fp8 bytes, in x's logical coordinates, over elements inside some group.
+        e_b, a_b, b_b = em.q.view(torch.uint8), ka.view(torch.uint8), kb.view(torch.uint8)
+        q_unwritten = unwritten_mask(ka, kb)
+        diff = em.valid & ((e_b != a_b) | q_unwritten)
+        coords = diff.nonzero()
+        sel = tuple(coords.t())
+        sidx = em.scale_index[sel]
+        row_major = em.q.stride(-1) == 1
+        q_cat = classify_fp8(
+            x=x[sel],
+            expected=e_b[sel],
+            actual=a_b[sel],
+            unwritten=q_unwritten[sel],
+            ref_scale=e_s[sidx],
+            kernel_scale=a_s[sidx],
+            neighbour_scales=_neighbours(em, sidx, n_groups, a_s, e_s),
+            layout_codes=_layout_candidates(e_b, coords, row_major) if coords.numel() else torch.empty(0, 6),
+            fp8_dtype=fp8_dtype,
+        )
+        for k in (s_cat.tolist() + q_cat.tolist()):
+            counts[CATEGORIES[k]] += 1
+        if check_determinism:
+            nondet = int((em.valid & (a_b != b_b) & ~q_unwritten).sum())
+            nondet += int((~same_f32(a_s, b_s, strict_nan=True) & ~s_unwritten).sum())
+            if nondet:
+                counts["nondeterministic"] += nondet
+        totals["n_fp8"] += int(em.valid.sum())
+        totals["n_fp8_mismatches"] += int(diff.sum())
+        totals["n_scales"] += e_s.numel()
+        totals["n_scale_mismatches"] += int(s_diff.sum())
+
+        for w, k in zip(s_idx.tolist(), s_cat.tolist()):
+            g, r, col = em.scale_coords(w)
+            ev, av = e_s[w].item(), a_s[w].item()
+            eb, ab = e_s[w : w + 1].view(torch.int32).item() & 0xFFFFFFFF, a_s[w : w + 1].view(torch.int32).item()
+            ab &= 0xFFFFFFFF
+            dist = None if (ev != ev) or (av != av) else ab - eb  # f32 ulps when the signs agree
+            name = CATEGORIES[k]
+            mismatches.append(Mismatch("scale", p, g, r, col, None, eb, ab, ev, av, dist, name, policy.fails(name)))
+        dist_all = code_distance(e_b[sel], a_b[sel], fp8_dtype)
+        for n, k in enumerate(q_cat.tolist()[: 4 * max_examples]):
+            pos = coords[n].tolist()
+            eb, ab = int(e_b[sel][n]), int(a_b[sel][n])
+            d = int(dist_all[n])
+            name = CATEGORIES[k]
+            mismatches.append(
+                Mismatch(
+                    "fp8",
+                    p,
+                    int(em.group[sel][n]),
+                    pos[-2],
+                    pos[-1],
+                    float(x[sel][n]),
+                    eb,
+                    ab,
+                    float(f.values[eb]),
+                    float(f.values[ab]),
+                    None if d == torch.iinfo(torch.int64).max else d,
+                    name,
+                    policy.fails(name),
+                )
+            )
+        sqnr_k.append(_group_sqnr(em, ka, a_s, n_groups))
+        sqnr_r.append(_group_sqnr(em, em.q, e_s, n_groups))
+        heatmaps.append(_heatmap(em, diff, inputs.offs, c.jagged_dim))
+
+    failing = tuple(sorted((k for k in counts if policy.fails(k)), key=lambda k: -counts[k]))
+    sqnr_ok = True
+    if isinstance(tolerance, Sqnr):
+        sqnr_ok = all(v >= tolerance.min_db for pair in sqnr_k for v in pair if v == v)
+    # Failing mismatches first, then scale words before bytes (a scale explains the bytes that use it).
+    mismatches.sort(key=lambda m: (not m.fails, m.kind != "scale"))
+    return Report(
+        call,
+        ok=not failing and not structure and sqnr_ok,
+        structure=tuple(structure),
+        categories=dict(counts),
+        failing=failing,
+        mismatches=tuple(mismatches[:max_examples]),
+        sqnr_kernel=tuple(sqnr_k),
+        sqnr_reference=tuple(sqnr_r),
+        heatmaps=tuple(heatmaps),
+        **totals,
+    )

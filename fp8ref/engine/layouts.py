@@ -1,0 +1,118 @@
+"""Jagged group layouts, input memory layouts and edge shapes (SPEC §6).
+
+Group layouts are named so a failing case can be written down ("empty_middle", G=7) and replayed; every layout is a
+pure function of (length, groups, generator). Offsets are cumulative exclusive END offsets (SPEC §4).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+
+__all__ = [
+    "MEMORY_LAYOUTS",
+    "NON_ALIGNED_SIZES",
+    "OFFS_LAYOUTS",
+    "make_offs",
+    "to_memory_layout",
+    "validate_offs",
+]
+
+#: Named group layouts. "aligned16" is what upstream tests use (every group a multiple of 16); the rest is what they
+#: lack: uneven, empty, size-1 and dominant groups, and offs[-1] short of the tensor ("tail_past_end").
+OFFS_LAYOUTS: tuple[str, ...] = (
+    "uniform",
+    "aligned16",
+    "random",
+    "empty_first",
+    "empty_middle",
+    "empty_last",
+    "all_empty",
+    "size1",
+    "dominant",
+    "tail_past_end",
+)
+
+#: Sizes that are not multiples of the 16/32/64/128 blocks kernels tile with: tails and sub-block tensors.
+NON_ALIGNED_SIZES: tuple[int, ...] = (1, 7, 100, 130)
+
+MEMORY_LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
+
+
+def _uniform_sizes(length: int, groups: int) -> list[int]:
+    ends = [(g + 1) * length // groups for g in range(groups)]
+    return [e - s for s, e in zip([0, *ends[:-1]], ends)]
+
+
+def _sizes(layout: str, length: int, groups: int, gen: torch.Generator) -> list[int]:
+    if layout == "uniform":
+        return _uniform_sizes(length, groups)
+    if layout == "aligned16":
+        ends = [16 * ((g + 1) * length // (16 * groups)) for g in range(groups - 1)] + [length]
+        return [e - s for s, e in zip([0, *ends[:-1]], ends)]
+    if layout == "random":
+        cuts = torch.randint(0, length + 1, (groups - 1,), generator=gen).sort().values.tolist()
+        ends = [*cuts, length]
+        return [e - s for s, e in zip([0, *ends[:-1]], ends)]
+    if layout == "all_empty":
+        return [0] * groups
+    if groups == 1:
+        return [length]
+    if layout == "empty_first":
+        return [0, *_uniform_sizes(length, groups - 1)]
+    if layout == "empty_last":
+        return [*_uniform_sizes(length, groups - 1), 0]
+    if layout == "empty_middle":
+        sizes = _uniform_sizes(length, groups - 1)
+        return [*sizes[: len(sizes) // 2], 0, *sizes[len(sizes) // 2 :]]
+    if layout == "size1":
+        ones = min(groups - 1, length)
+        return [1] * ones + [0] * (groups - 1 - ones) + [length - ones]
+    if layout == "dominant":
+        small = torch.randint(0, 3, (groups - 1,), generator=gen).tolist()
+        while sum(small) > length:
+            small[small.index(max(small))] -= 1
+        big = int(torch.randint(0, groups, (1,), generator=gen))
+        return [*small[:big], length - sum(small), *small[big:]]
+    raise ValueError(f"unknown offs layout {layout!r}; known: {OFFS_LAYOUTS}")
+
+
+def make_offs(layout: str, length: int, groups: int, gen: torch.Generator) -> tuple[int, ...]:
+    """End offsets of ``groups`` groups over ``length`` indices, laid out as ``layout`` (one of OFFS_LAYOUTS).
+
+    "tail_past_end" splits only the first 3/4 (at least one index is left out) uniformly, so the elements past
+    ``offs[-1]`` must be ignored by the kernel and are excluded from the comparison.
+    """
+    if groups < 1:
+        raise ValueError(f"groups must be >= 1, got {groups}")
+    if layout == "tail_past_end":
+        covered = max(0, length - max(1, length // 4))
+        sizes = _uniform_sizes(covered, groups)
+    else:
+        sizes = _sizes(layout, length, groups, gen)
+    ends, total = [], 0
+    for s in sizes:
+        total += s
+        ends.append(total)
+    return tuple(ends)
+
+
+def validate_offs(offs: Sequence[int], length: int) -> tuple[int, ...]:
+    """Check explicit end offsets: non-empty, non-decreasing, within [0, length]."""
+    offs = tuple(int(o) for o in offs)
+    if not offs:
+        raise ValueError("offs needs at least one group")
+    if any(b < a for a, b in itertools.pairwise(offs)) or offs[0] < 0 or offs[-1] > length:
+        raise ValueError(f"offs must be non-decreasing end offsets within [0, {length}], got {offs}")
+    return offs
+
+
+def to_memory_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same logical tensor stored "row_major" (contiguous) or "col_major" (last two dims transposed in memory)."""
+    if layout == "row_major":
+        return t.contiguous()
+    if layout == "col_major":
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+    raise ValueError(f"unknown memory layout {layout!r}; known: {MEMORY_LAYOUTS}")

@@ -1,0 +1,69 @@
+"""Output poisoning: find elements a kernel never writes.
+
+Ops allocate and return their own outputs (STYLE: functional ops), so the caller cannot hand them a pre-filled buffer.
+Instead, for the duration of one kernel call, ``torch.empty``, ``torch.empty_like``, ``torch.empty_strided`` and
+``Tensor.new_empty`` return buffers whose every byte is a poison byte. The engine calls the kernel twice, with two
+different poison bytes (0xFF then 0x7E): an element that holds the poison of its own run both times was never
+written. One run cannot tell: 0x7E is e4m3fn's 448 and 0xFF one of its NaNs, both values a kernel may legitimately
+write; no value is written as 0xFF in one run and 0x7E in the other by a deterministic kernel.
+
+Why not pre-fill the CUDA caching allocator: which cached block the next allocation gets is not specified, and the
+CPU (interpreter) path has no caching allocator at all. Patching the allocation functions works on every device.
+Limitation: a kernel that allocates through an alias bound before the call (``from torch import empty``) or with
+``torch.zeros``/``torch.full`` is not poisoned; its unwritten elements then read as those values and are reported as
+ordinary mismatches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+
+import torch
+
+__all__ = ["POISON_BYTES", "poisoned_allocations", "unwritten_mask"]
+
+#: The poison byte of the first and of the second run.
+POISON_BYTES: tuple[int, int] = (0xFF, 0x7E)
+
+
+def _fill(t: object, byte: int) -> None:
+    if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.untyped_storage().nbytes() > 0:
+        t.untyped_storage().fill_(byte)
+
+
+def _poisoning(alloc, byte: int):
+    @functools.wraps(alloc)
+    def poisoned(*args, **kwargs):
+        t = alloc(*args, **kwargs)
+        _fill(t, byte)
+        return t
+
+    return poisoned
+
+
+@contextlib.contextmanager
+def poisoned_allocations(byte: int) -> Iterator[None]:
+    """Within the block, uninitialised allocations are filled with ``byte`` (0..255)."""
+    saved = (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty)
+    torch.empty = _poisoning(saved[0], byte)
+    torch.empty_like = _poisoning(saved[1], byte)
+    torch.empty_strided = _poisoning(saved[2], byte)
+    torch.Tensor.new_empty = _poisoning(saved[3], byte)
+    try:
+        yield
+    finally:
+        torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty = saved
+
+
+def unwritten_mask(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """Elements holding the poison of their own run in both runs (compared per byte, any element size).
+
+    Args:
+        first, second: the same output from the run poisoned with POISON_BYTES[0] and the one with POISON_BYTES[1].
+    """
+    size = first.element_size()
+    a = first.contiguous().view(torch.uint8).reshape(*first.shape, size)
+    b = second.contiguous().view(torch.uint8).reshape(*second.shape, size)
+    return ((a == POISON_BYTES[0]) & (b == POISON_BYTES[1])).all(dim=-1)

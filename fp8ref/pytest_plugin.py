@@ -1,0 +1,152 @@
+"""The fp8ref pytest plugin (entry point ``pytest11: fp8ref``): devices, capability skips, spec grids, artifacts.
+
+What it gives a test suite:
+    * ``--device`` (default: cuda when visible, else cpu) and the ``device`` fixture. Under pytest-xdist on a
+      machine with several GPUs, worker ``gwN`` uses ``cuda:(N % device_count)``.
+    * Capability marks defined once, each with its reason: ``needs_gpu``, ``needs_fnuz``; tests marked
+      ``@pytest.mark.gpu`` are skipped on the CPU with a reason.
+    * Grids over the discovered KernelSpecs: a test taking ``kernel_param`` runs once per (spec, shape, groups,
+      dtype, fp8 dtype, pow2, layout, kwargs) point with ids like ``per_group_colwise_scales-130x16-G7-bf16-e4m3fn``;
+      ``reference_param`` does the same over the reference specs. Points the device cannot run are skipped with the
+      backend's reason.
+    * ``seed``: derived from the test id, so every test has its own inputs and reruns get the same ones.
+    * ``fp8ref_compare``: ``fp8ref.compare`` with this test's device and seed; when the test fails, every failing
+      report is saved under ``--fp8ref-artifacts`` (default ./fp8ref-artifacts) as report.txt, report.json and a
+      runnable repro.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from fp8ref.engine.inputs import derive_seed
+from fp8ref.spec import Param, reference_specs, specs
+
+__all__ = ["needs_fnuz", "needs_gpu", "worker_device"]
+
+_FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU")
+needs_fnuz = pytest.mark.skipif(
+    torch.cuda.is_available() and torch.version.hip is None,
+    reason="fnuz fp8 types do not compile on NVIDIA (H200, triton 3.6); they run on AMD gfx942 and in the interpreter",
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fp8ref")
+    group.addoption(
+        "--device",
+        default=None,
+        help="device the kernels run on: cuda, cuda:1, cpu (default: cuda when a GPU is visible, else cpu)",
+    )
+    group.addoption(
+        "--fp8ref-artifacts",
+        default="fp8ref-artifacts",
+        help="directory for the report and repro.py of failing fp8ref comparisons (default: ./fp8ref-artifacts)",
+    )
+
+
+def worker_device(requested: str | None, worker: str | None) -> torch.device:
+    """The device of one pytest(-xdist) worker: ``requested`` (or the default), spread over GPUs by worker index.
+
+    Args:
+        requested: the --device value, or None.
+        worker: the xdist worker id ("gw3"), or None outside xdist.
+    """
+    device = torch.device(requested or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type != "cuda" or device.index is not None:
+        return device
+    index = int(worker[2:]) if worker and worker.startswith("gw") else 0
+    return torch.device("cuda", index % max(torch.cuda.device_count(), 1))
+
+
+def _device(config: pytest.Config) -> torch.device:
+    return worker_device(config.getoption("--device"), os.environ.get("PYTEST_XDIST_WORKER"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fp8ref_spec(id): the KernelSpec a parametrized test point belongs to")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"fp8ref: device={_device(config)}, specs={[s.id for s in specs()] or 'none discovered'}"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") is not None and _device(item.config).type == "cpu":
+        pytest.skip("marked gpu: runs only with a CUDA or ROCm device (--device cuda)")
+
+
+def _param(p: Param, device: torch.device):
+    reason = p.spec.unsupported(device, p.fp8_dtype)
+    marks = [pytest.mark.skip(reason=reason)] if reason else []
+    return pytest.param(p, id=p.id, marks=marks)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    device = _device(metafunc.config)
+    if "kernel_param" in metafunc.fixturenames:
+        grid = [_param(p, device) for s in specs() for p in s.params()]
+        if not grid:
+            grid = [pytest.param(None, marks=pytest.mark.skip(reason="no KernelSpec discovered (fp8ref.specs)"))]
+        metafunc.parametrize("kernel_param", grid)
+    if "reference_param" in metafunc.fixturenames:
+        grid = [pytest.param(p, id=p.id) for s in reference_specs() for p in s.params()]
+        metafunc.parametrize("reference_param", grid)
+
+
+@pytest.fixture
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """The device this worker runs kernels on (see --device)."""
+    return _device(request.config)
+
+
+@pytest.fixture
+def seed(request: pytest.FixtureRequest) -> int:
+    """A 32-bit seed derived from the test id: distinct per test and parameter, identical on every rerun."""
+    return derive_seed(request.node.nodeid) & 0xFFFFFFFF
+
+
+@pytest.fixture
+def fp8ref_compare(request: pytest.FixtureRequest, device: torch.device, seed: int):
+    """``fp8ref.compare`` bound to this test's device and seed; reports are kept for failure artifacts."""
+    from fp8ref.engine import compare
+
+    reports = request.node.stash.setdefault(_REPORTS, [])
+
+    def run(kernel, shape, **kwargs):
+        kwargs.setdefault("device", device)
+        kwargs.setdefault("seed", seed)
+        report = compare(kernel, shape, **kwargs)
+        reports.append(report)
+        return report
+
+    return run
+
+
+_REPORTS = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    result = outcome.get_result()
+    if result.when != "call" or not result.failed:
+        return
+    failing = [r for r in item.stash.get(_REPORTS, []) if not r.ok]
+    if not failing:
+        return
+    root = Path(item.config.getoption("--fp8ref-artifacts"))
+    folder = root / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, report in enumerate(failing):
+        (folder / f"report{i}.txt").write_text(repr(report) + "\n")
+        (folder / f"report{i}.json").write_text(report.to_json() + "\n")
+        (folder / f"repro{i}.py").write_text(report.repro())
+    result.sections.append(("fp8ref artifacts", f"{len(failing)} failing report(s) saved under {folder}"))

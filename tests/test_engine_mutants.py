@@ -1,0 +1,72 @@
+"""Engine self-test: every committed broken kernel is flagged with its category and shrunk; correct kernels pass."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+
+from fp8ref.engine import compare_sequence, fuzz
+from fp8ref.engine.contracts import CONTRACTS
+from fp8ref.engine.mutants import MUTANTS, mutant
+from fp8ref.spec import find_spec, specs
+
+#: A shrunk repro must be small enough to read. The largest minimal example is truncated_groups': one group of
+#: 65 rows (the bug starts at row 64) and enough columns that one has its max past row 64 (1/65 per normal column),
+#: so up to 32 columns (the fuzzer's cap for N): 65 * 32 = 2080 elements.
+_SMALL = 65 * 32
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutant_is_flagged_with_its_category_and_shrunk_to_a_replayable_repro(name):
+    m = MUTANTS[name]
+    report = fuzz(
+        mutant(name), fresh=lambda: mutant(name), sequence=m.needs_sequence, category=m.category, max_examples=100
+    )
+    assert report is not None, f"fuzz found no input on which {name} fails with {m.category}"
+    assert not report.ok
+    assert m.category in report.top_categories(), report
+    assert math.prod(report.call.shape) <= _SMALL, report
+    with pytest.raises(AssertionError, match=m.category):
+        exec(compile(report.repro(), "repro.py", "exec"), {})
+
+
+def test_shape_cached_grid_passes_each_first_call_and_fails_a_later_group_count():
+    first, later = compare_sequence(mutant("shape_cached_grid"), (40, 8), groups=(1, 3))
+    assert first.ok, first
+    assert later.top_categories() == ("unwritten",), later
+    assert later.call.prelude == (first.call.offs,)
+
+
+@pytest.mark.parametrize("op", sorted(CONTRACTS))
+def test_reference_survives_fuzzing_against_itself(op):
+    assert fuzz(f"fp8ref.ops:{op}", max_examples=15) is None
+
+
+def _sample(spec):
+    """Four points spread over the spec's grid (the full grid is the kernel suite's job, not the engine's)."""
+    grid = list(spec.params())
+    return grid[:: max(1, len(grid) // 4)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize(
+    "param",
+    [pytest.param(p, id=p.id) for s in specs() for p in _sample(s)]
+    or [pytest.param(None, marks=pytest.mark.skip(reason="no kernel specs discovered (fp8moe not installed)"))],
+)
+@pytest.mark.parametrize("values", ["normal", "special"])
+def test_fp8moe_kernel_matches_reference_bytes(param, values, fp8ref_compare, device):
+    reason = param.spec.unsupported(device, param.fp8_dtype)
+    if reason:
+        pytest.skip(reason)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the interpreter's numpy warns on the NaN/inf inputs
+        report = fp8ref_compare(param.spec, param.shape, values=values, **param.compare_kwargs())
+    assert report.ok, report
+
+
+def test_registered_name_resolves_to_the_discovered_kernel():
+    assert find_spec("rowwise_2d_scale_and_cast").kernel in ("fp8moe.ops:rowwise_2d_scale_and_cast",
+                                                            "fp8ref.ops:rowwise_2d_scale_and_cast")
