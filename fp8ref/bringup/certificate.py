@@ -1,0 +1,241 @@
+"""The certificate: one JSON document (versioned schema, checked before writing) and its Markdown rendering."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+from fp8ref.bringup.results import STATUSES, StepResult
+
+__all__ = ["SCHEMA_VERSION", "build_certificate", "overall_status", "render_markdown", "validate", "write"]
+
+SCHEMA_VERSION = 1
+
+# Required keys and their JSON types, per object; a dict value is a nested object, a 1-list a list of that.
+_STEP = {
+    "step": str, "name": str, "status": str, "checked": int, "mismatches": int, "categories": dict,
+    "duration_s": float, "note": str, "params": dict,
+}
+_SCHEMA = {
+    "schema": str,
+    "schema_version": int,
+    "command": str,
+    "options": dict,
+    "fingerprint": {
+        "python": str, "torch": str, "triton": str, "device": dict, "backend": dict, "interpreter": bool,
+        "cast_profiles": dict,
+    },
+    "summary": {"status": str, "counts": dict, "duration_s": float},
+    "steps": [_STEP],
+}
+_CATEGORY = {"count": int, "examples": list}
+
+
+def _check(doc, schema, where: str, errors: list[str]) -> None:
+    if isinstance(schema, dict):
+        if not isinstance(doc, dict):
+            errors.append(f"{where}: expected an object, got {type(doc).__name__}")
+            return
+        for key, sub in schema.items():
+            if key not in doc:
+                errors.append(f"{where}.{key}: missing")
+            else:
+                _check(doc[key], sub, f"{where}.{key}", errors)
+    elif isinstance(schema, list):
+        if not isinstance(doc, list):
+            errors.append(f"{where}: expected a list, got {type(doc).__name__}")
+            return
+        for i, item in enumerate(doc):
+            _check(item, schema[0], f"{where}[{i}]", errors)
+    else:
+        # JSON has one number type: an int is a valid float; a bool is not an int.
+        ok = isinstance(doc, schema) and not (schema is int and isinstance(doc, bool))
+        ok = ok or (schema is float and isinstance(doc, int) and not isinstance(doc, bool))
+        if not ok:
+            errors.append(f"{where}: expected {schema.__name__}, got {type(doc).__name__}")
+
+
+def validate(doc: dict) -> list[str]:
+    """Schema errors of a certificate document (empty when valid): required keys, types, status values, counts."""
+    errors: list[str] = []
+    _check(doc, _SCHEMA, "$", errors)
+    if errors:
+        return errors
+    if doc["schema_version"] != SCHEMA_VERSION:
+        errors.append(f"$.schema_version: expected {SCHEMA_VERSION}, got {doc['schema_version']}")
+    if doc["summary"]["status"] not in ("pass", "pass_with_findings", "fail"):
+        errors.append(f"$.summary.status: unknown value {doc['summary']['status']!r}")
+    for i, step in enumerate(doc["steps"]):
+        if step["status"] not in STATUSES:
+            errors.append(f"$.steps[{i}].status: unknown value {step['status']!r}")
+        for cat, entry in step["categories"].items():
+            _check(entry, _CATEGORY, f"$.steps[{i}].categories[{cat!r}]", errors)
+        total = sum(entry.get("count", 0) for entry in step["categories"].values())
+        if total != step["mismatches"]:
+            errors.append(f"$.steps[{i}]: category counts sum to {total}, mismatches is {step['mismatches']}")
+    counts = Counter(step["status"] for step in doc["steps"])
+    if {k: v for k, v in doc["summary"]["counts"].items() if v} != dict(counts):
+        errors.append(f"$.summary.counts: {doc['summary']['counts']} disagrees with the steps {dict(counts)}")
+    return errors
+
+
+def overall_status(steps: list[StepResult]) -> str:
+    statuses = {s.status for s in steps}
+    if "fail" in statuses:
+        return "fail"
+    return "pass_with_findings" if "finding" in statuses else "pass"
+
+
+def _finite(obj):
+    """JSON has no NaN/inf: such floats (inputs in examples) are written as strings, as the engine's reports do."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def build_certificate(
+    command: str, options: dict, fingerprint: dict, steps: list[StepResult], duration_s: float
+) -> dict:
+    counts = Counter(s.status for s in steps)
+    return _finite({
+        "schema": "fp8ref.bringup.certificate",
+        "schema_version": SCHEMA_VERSION,
+        "command": command,
+        "options": options,
+        "fingerprint": fingerprint,
+        "summary": {
+            "status": overall_status(steps),
+            "counts": {status: counts.get(status, 0) for status in STATUSES},
+            "duration_s": round(duration_s, 3),
+        },
+        "steps": [s.to_dict() for s in steps],
+    })
+
+
+_CELL = {"pass": "PASS", "fail": "**FAIL**", "finding": "finding", "skipped": "skipped"}
+
+
+def _cell(step: dict | None) -> str:
+    if step is None:
+        return "-"
+    if step["status"] in ("fail", "finding"):
+        return f"{_CELL[step['status']]} ({step['mismatches']}/{step['checked']})"
+    return _CELL[step["status"]]
+
+
+def _fingerprint_md(fp: dict) -> list[str]:
+    dev, be = fp["device"], fp["backend"]
+    rows = [
+        ("device", f"{dev.get('name')} ({dev.get('arch')})"),
+        ("backend", f"{be['kind']} / {be['arch']}" + (" (Triton interpreter, CPU)" if fp["interpreter"] else "")),
+        ("backend fp8 dtypes", ", ".join(be["fp8_dtypes"])),
+        ("kernel cast", "exact integer encoder" if be["exact_encode"] else "native conversion after saturation"),
+        ("python / torch / triton", f"{fp['python']} / {fp['torch']} / {fp['triton']}"),
+        ("CUDA / HIP / driver", f"{fp.get('cuda')} / {fp.get('hip')} / {fp.get('driver')}"),
+    ]
+    lines = ["## Environment", "", "| | |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows), ""]
+    lines += ["## Observed cast profiles", "", "| path | format | profile |", "|---|---|---|"]
+    for path, per_format in fp["cast_profiles"].items():
+        for name, obs in per_format.items():
+            if obs["profile"]:
+                text = f"`{obs['profile']}`"
+            else:
+                text = f"none: nearest `{obs['nearest']}` differs on {len(obs['differences'])} probes"
+            lines.append(f"| {path} | {name} | {text} |")
+    return [*lines, ""]
+
+
+def _matrix_md(steps: list[dict]) -> list[str]:
+    conf = [s for s in steps if s["step"] == "conformance" and "check" in s["params"]]
+    checks = list(dict.fromkeys(s["params"]["check"] for s in conf))
+    rows = list(dict.fromkeys((s["params"]["path"], s["params"]["format"]) for s in conf))
+    by_key = {(s["params"]["path"], s["params"]["format"], s["params"]["check"]): s for s in conf}
+    lines = ["## Conformance (cells: status, mismatches/checked)", "",
+             "| path | format | " + " | ".join(checks) + " |", "|---|---|" + "---|" * len(checks)]
+    for path, name in rows:
+        lines.append(f"| {path} | {name} | " + " | ".join(_cell(by_key.get((path, name, c))) for c in checks) + " |")
+    lines.append("")
+    kern = [s for s in steps if s["step"] == "kernel_matrix" and "op" in s["params"]]
+    if kern:
+        table: dict[tuple[str, str], Counter] = {}
+        fp8s = sorted({s["params"]["fp8_dtype"] for s in kern})
+        for s in kern:
+            table.setdefault((s["params"]["op"], s["params"]["fp8_dtype"]), Counter())[s["status"]] += 1
+        ops = list(dict.fromkeys(s["params"]["op"] for s in kern))
+        lines += ["## Kernel differential matrix (cells: cases passed / run)", "",
+                  "| op | " + " | ".join(fp8s) + " |", "|---|" + "---|" * len(fp8s)]
+        for op in ops:
+            cells = []
+            for f in fp8s:
+                c = table.get((op, f), Counter())
+                run = sum(c.values()) - c["skipped"]
+                cells.append("-" if not run else f"{c['pass']}/{run}" + (" **FAIL**" if c["fail"] else ""))
+            lines.append(f"| {op} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def _details_md(steps: list[dict], status: str, title: str) -> list[str]:
+    chosen = [s for s in steps if s["status"] == status]
+    if not chosen:
+        return []
+    lines = [f"## {title}", ""]
+    for s in chosen:
+        lines.append(f"- `{s['name']}`: {s['mismatches']} of {s['checked']} differ. {s['note']}")
+        for cat, entry in sorted(s["categories"].items(), key=lambda kv: -kv[1]["count"]):
+            shown = _example_text(entry["examples"][0]) if entry["examples"] else ""
+            lines.append(f"  - {cat}: {entry['count']}" + (f" (e.g. `{shown}`)" if shown else ""))
+        if "repro" in s["params"]:
+            lines += ["", "  ```python", *(f"  {line}" for line in s["params"]["repro"].splitlines()), "  ```"]
+    return [*lines, ""]
+
+
+def _example_text(example: dict | str) -> str:
+    """One example on one line: engine mismatches are already text; the traceback of a crashed step stays in JSON."""
+    if isinstance(example, str):
+        return example
+    return ", ".join(f"{k}={v}" for k, v in example.items() if k != "traceback")
+
+
+def render_markdown(doc: dict) -> str:
+    s = doc["summary"]
+    counts = ", ".join(f"{v} {k}" for k, v in s["counts"].items())
+    lines = [
+        "# FP8 bring-up certificate",
+        "",
+        f"**Status: {s['status'].upper().replace('_', ' ')}** ({counts}; {s['duration_s']:.1f} s)",
+        "",
+        f"Command: `{doc['command']}`",
+        "",
+        "A *finding* is a divergence that cannot reach the project's results (its note says why); a **FAIL** is a",
+        "genuine failure and makes the command exit non-zero.",
+        "",
+        *_fingerprint_md(doc["fingerprint"]),
+        *_matrix_md(doc["steps"]),
+        *_details_md(doc["steps"], "fail", "Failures"),
+        *_details_md(doc["steps"], "finding", "Findings"),
+        *_details_md(doc["steps"], "skipped", "Skipped"),
+    ]
+    return "\n".join(lines)
+
+
+def write(doc: dict, out: Path) -> tuple[Path, Path]:
+    """Validate ``doc`` and write certificate.json and certificate.md under ``out``.
+
+    Raises:
+        ValueError: the document violates the schema (a bug in the bring-up, never a vendor problem).
+    """
+    errors = validate(doc)
+    if errors:
+        raise ValueError("certificate violates its schema:\n" + "\n".join(errors))
+    out.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = out / "certificate.json", out / "certificate.md"
+    json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    md_path.write_text(render_markdown(doc) + "\n")
+    return json_path, md_path
