@@ -9,6 +9,7 @@ blocks in the interpreter).
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,6 +64,13 @@ def use_interpreter_if_no_gpu() -> bool:
     run, never what they compute. Called once by ``import fp8moe``; ``fp8moe.backend_for(device)`` reports the result.
     """
     if not interpreter_requested() and not torch.cuda.is_available():
+        if "triton" in sys.modules:
+            # triton.language's own @jit helpers (tl.max, ...) were built for compilation when triton was imported;
+            # the interpreter cannot run them afterwards ("Cannot call @triton.jit'd outside of the scope of a kernel").
+            raise ImportError(
+                "no GPU: fp8moe runs its kernels in the Triton interpreter, which must be on before triton is "
+                "imported. Import fp8moe before triton, or set TRITON_INTERPRET=1 in the environment."
+            )
         os.environ["TRITON_INTERPRET"] = "1"
     return interpreter_requested()
 

@@ -1,0 +1,134 @@
+"""Triton twin of fp8ref.ops.per_group_colwise_scales_dual: two (Ktot, N1), (Ktot, N2) tensors, one offs, one launch.
+
+The grid spans both tensors' column blocks: blocks [0, cdiv(N1, BLOCK_R)) quantize x1, the rest x2, each with the
+per-group body shared by every jagged op (fp8moe.kernels._per_group), on the transposed views exactly as
+per_group_colwise_scales does. One launch instead of two saves a launch in the grad_B backward and lets both
+tensors' programs fill the device together when groups are small. Rows past offs[-1] are left unwritten in q1 and
+q2 (fp8ref writes 0x00 there; comparisons exclude them, SPEC §4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8moe import configs
+from fp8moe.backend import Backend
+from fp8moe.kernels._common import fp8_constexprs
+from fp8moe.kernels._per_group import PER_GROUP, quantize_group_block
+
+__all__ = ["PER_GROUP_DUAL", "launch"]
+
+#: The single op's tiles; its own autotuner, keyed on both tensors.
+PER_GROUP_DUAL = dataclasses.replace(
+    PER_GROUP,
+    name="per_group_colwise_scales_dual",
+    key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "POW2"),
+)
+
+
+@triton.jit
+def _per_group_colwise_scales_dual_kernel(
+    x1_ptr,
+    q1_ptr,
+    s1_ptr,
+    x2_ptr,
+    q2_ptr,
+    s2_ptr,
+    offs_ptr,
+    N1,
+    N2,
+    K,
+    G,
+    stride_x1n,
+    stride_x1k,
+    stride_x2n,
+    stride_x2k,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr,
+    FNUZ: tl.constexpr,
+    POW2: tl.constexpr,
+    EXACT_ENCODE: tl.constexpr,
+):
+    """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid (cdiv(N1) + cdiv(N2), G).
+
+    K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
+    """
+    pid_r = tl.program_id(0)
+    pid_g = tl.program_id(1)
+    blocks_1 = tl.cdiv(N1, BLOCK_R)
+    if pid_r < blocks_1:
+        quantize_group_block(
+            x1_ptr, q1_ptr, s1_ptr, offs_ptr, N1, pid_r, pid_g, stride_x1n, stride_x1k, K, 1,
+            BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, POW2, EXACT_ENCODE,
+        )
+    else:
+        quantize_group_block(
+            x2_ptr, q2_ptr, s2_ptr, offs_ptr, N2, pid_r - blocks_1, pid_g, stride_x2n, stride_x2k, K, 1,
+            BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, POW2, EXACT_ENCODE,
+        )
+
+
+def launch(
+    x1: torch.Tensor,
+    x2: torch.Tensor,
+    offs: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    round_scales_to_power_of_2: bool,
+    backend: Backend,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Allocate the outputs and launch once; arguments are already validated (fp8moe.ops), offs is never read here.
+
+    Args:
+        x1: (Ktot, N1) bf16/f16/f32, any strides.
+        x2: (Ktot, N2), x1's dtype and device, any strides.
+        offs: (G,) int32 exclusive end offsets along the shared rows, on the inputs' device.
+        fp8_dtype: an fp8 dtype of ``backend``.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+        backend: the backend of the inputs' device.
+
+    Returns:
+        (q1, s1, q2, s2): q1 (Ktot, N1) strides (1, Ktot), s1 (G * N1,) with s1[g * N1 + n]; q2, s2 likewise.
+    """
+    ktot, n1 = x1.shape
+    n2 = x2.shape[1]
+    num_groups = offs.numel()
+    # (N, Ktot) row-major, returned transposed: (Ktot, N) with strides (1, Ktot).
+    q1_t = torch.empty_strided((n1, ktot), (ktot, 1), dtype=fp8_dtype, device=x1.device)
+    q2_t = torch.empty_strided((n2, ktot), (ktot, 1), dtype=fp8_dtype, device=x1.device)
+    s1 = torch.empty((num_groups * n1,), dtype=torch.float32, device=x1.device)
+    s2 = torch.empty((num_groups * n2,), dtype=torch.float32, device=x1.device)
+    if n1 + n2 == 0 or num_groups == 0:
+        return q1_t.t(), s1, q2_t.t(), s2
+    configs.launch(
+        _per_group_colwise_scales_dual_kernel,
+        PER_GROUP_DUAL,
+        backend,
+        lambda meta: (triton.cdiv(n1, meta["BLOCK_R"]) + triton.cdiv(n2, meta["BLOCK_R"]), num_groups),
+        x1_ptr=x1,
+        q1_ptr=q1_t,
+        s1_ptr=s1,
+        x2_ptr=x2,
+        q2_ptr=q2_t,
+        s2_ptr=s2,
+        offs_ptr=offs,
+        N1=n1,
+        N2=n2,
+        K=ktot,
+        G=num_groups,
+        stride_x1n=x1.stride(1),
+        stride_x1k=x1.stride(0),
+        stride_x2n=x2.stride(1),
+        stride_x2k=x2.stride(0),
+        INT64_INDEX=configs.needs_int64_index(x1, x2, q1_t, q2_t, s1, s2),
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.exact_encode),
+    )
+    return q1_t.t(), s1, q2_t.t(), s2

@@ -1,0 +1,435 @@
+"""The per-group (jagged) kernels against fp8ref.ops, bit for bit.
+
+Covers fp8moe/kernels/per_group_rowwise_scales.py, per_group_colwise_scales.py and per_group_colwise_scales_dual.py
+through their ``launch`` functions (the validated public wrappers live in fp8moe.ops). Runs wherever Triton runs:
+the interpreter on the CPU (small blocks: BLOCK_R=8 rows x BLOCK_K=32 columns, so the 12- and 20-row tensors below
+have a row tail, groups of <= 32 take the one-pass path and larger ones the two-pass loop with a column tail) and
+natively on a GPU (hardware cast; fnuz formats skipped where the backend lacks them).
+
+Elements past offs[-1] belong to no group: the kernels leave them unwritten (fp8ref writes 0x00 there), so byte
+comparisons cover only the jagged extent [0, offs[-1]). fp8 codes are compared as bytes and f32 scales as int32 bits,
+NaN as a class (any NaN code equals any NaN code).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import fp8moe  # noqa: F401  (turns the interpreter on when there is no GPU)
+from fp8moe.backend import backend_for
+from fp8moe.kernels import (
+    per_group_colwise_scales,
+    per_group_colwise_scales_dual,
+    per_group_rowwise_scales,
+)
+from fp8ref import ops as ref
+from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
+from fp8ref.formats import all_formats, fmt
+from fp8ref.scaling import amax_to_scale
+
+E4 = torch.float8_e4m3fn
+FP8_DTYPES = [f.dtype for f in all_formats()]
+INPUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@dataclass(frozen=True)
+class JaggedOp:
+    """One single-tensor per-group op: its launcher, its reference and which dim of x is jagged."""
+
+    name: str
+    launch: Callable
+    reference: Callable
+    jagged_dim: int
+
+    def shape(self, rows: int, length: int) -> tuple[int, int]:
+        """x's shape for ``rows`` slices jagged over ``length``."""
+        return (rows, length) if self.jagged_dim == 1 else (length, rows)
+
+
+OPS = [
+    JaggedOp("per_group_rowwise_scales", per_group_rowwise_scales.launch, ref.per_group_rowwise_scales, 1),
+    JaggedOp("per_group_colwise_scales", per_group_colwise_scales.launch, ref.per_group_colwise_scales, 0),
+]
+
+#: Named offsets (exclusive END offsets) over a jagged length of 150.
+LAYOUTS: dict[str, list[int]] = {
+    "uniform": [30, 60, 90, 120, 150],
+    "uneven": [7, 40, 41, 113, 150],
+    "block_edges": [32, 65, 97, 150],  # sizes 32 (one pass), 33 (two passes, 1-column tail), 32, 53
+    "empty_first": [0, 50, 150],
+    "empty_middle": [33, 33, 33, 150],
+    "empty_last": [70, 150, 150],
+    "all_empty": [0, 0, 0],
+    "size1": [1, 2, 90, 91, 150],
+    "dominant": [2, 145, 147, 150],
+    "tail": [20, 64, 100],  # offs[-1] < Ktot: columns 100..149 belong to no group
+    "single_group": [150],
+    "many_groups": [10, 20, 25, 60, 61, 100, 130, 150],
+}
+LENGTH = 150
+ROWS = 12
+
+
+def _skip_unless_native(fp8_dtype: torch.dtype, device: str) -> None:
+    backend = backend_for(device)
+    if fp8_dtype not in backend.fp8_dtypes:
+        pytest.skip(f"{fmt(fp8_dtype).name} is not native on {backend.kind}/{backend.arch}")
+
+
+def _offs(ends: list[int], device: str = "cpu") -> torch.Tensor:
+    return torch.tensor(ends, dtype=torch.int32, device=device)
+
+
+def _values(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Normal values times 2^[-10, 10] per element: each slice spans ~20 binades, so the scaled values reach fp8
+    subnormals and round at every exponent. |x| < 2^13 stays finite in f16 (max 65504)."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=gen) * torch.exp2(torch.randint(-10, 11, shape, generator=gen).float())
+    return x.to(dtype)
+
+
+def _nan_codes(fp8_dtype: torch.dtype) -> torch.Tensor:
+    table = torch.zeros(256, dtype=torch.bool)
+    table[list(fmt(fp8_dtype).nan_codes)] = True
+    return table
+
+
+def _jagged_bytes(q: torch.Tensor, jagged_dim: int, end: int) -> torch.Tensor:
+    """q's bytes over [0, end) of its jagged dim (the elements that belong to a group), on the CPU."""
+    return q.cpu().view(torch.uint8).narrow(jagged_dim, 0, end)
+
+
+def _assert_q_equal(q: torch.Tensor, expected: torch.Tensor, end: int, jagged_dim: int) -> None:
+    """Same dtype, shape and strides; same bytes over [0, end) of the jagged dim, NaN codes as a class."""
+    assert (q.dtype, q.shape, q.stride()) == (expected.dtype, expected.shape, expected.stride())
+    a, e = _jagged_bytes(q, jagged_dim, end), _jagged_bytes(expected, jagged_dim, end)
+    is_nan = _nan_codes(q.dtype)
+    bad = (a != e) & ~(is_nan[a.long()] & is_nan[e.long()])
+    where = bad.nonzero()[:4].tolist()
+    assert not bool(bad.any()), f"{int(bad.sum())} codes differ, first at {where}: {a[bad][:4]} vs {e[bad][:4]}"
+
+
+def _assert_scales_equal(s: torch.Tensor, expected: torch.Tensor) -> None:
+    """Same dtype and shape; same f32 bits, NaN as a class."""
+    assert (s.dtype, s.shape, s.stride()) == (expected.dtype, expected.shape, expected.stride())
+    s = s.cpu()
+    bad = (s.view(torch.int32) != expected.view(torch.int32)) & ~(torch.isnan(s) & torch.isnan(expected))
+    assert not bool(bad.any()), f"scales differ at {bad.nonzero()[:4].flatten().tolist()}: {s[bad][:4]}"
+
+
+def _run(op: JaggedOp, x: torch.Tensor, ends: list[int], fp8_dtype, pow2: bool, device: str):
+    return op.launch(x.to(device), _offs(ends, device), fp8_dtype, pow2, backend_for(device))
+
+
+def _check_against_reference(op: JaggedOp, x: torch.Tensor, ends: list[int], fp8_dtype, pow2: bool, device: str):
+    q, s = _run(op, x, ends, fp8_dtype, pow2, device)
+    q_ref, s_ref = op.reference(x, _offs(ends), fp8_dtype, pow2)
+    _assert_q_equal(q, q_ref, ends[-1] if ends else 0, op.jagged_dim)
+    _assert_scales_equal(s, s_ref)
+
+
+def _dual_reference(x1, x2, ends, fp8_dtype, pow2):
+    return ref.per_group_colwise_scales_dual(x1, x2, _offs(ends), fp8_dtype, pow2)
+
+
+def _assert_dual_equal(out, expected, end: int) -> None:
+    q1, s1, q2, s2 = out
+    e_q1, e_s1, e_q2, e_s2 = expected
+    _assert_q_equal(q1, e_q1, end, 0)
+    _assert_scales_equal(s1, e_s1)
+    _assert_q_equal(q2, e_q2, end, 0)
+    _assert_scales_equal(s2, e_s2)
+
+
+def _fmt_id(fp8_dtype: torch.dtype) -> str:
+    return fmt(fp8_dtype).name
+
+
+def _dtype_id(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Bitwise equality with the reference
+# ---------------------------------------------------------------------------------------------------------------
+
+
+#: The colwise op runs the rowwise kernel on x.t(): the layouts that stress its stride mapping (tails, empties).
+COLWISE_LAYOUTS = ["uneven", "empty_first", "dominant", "tail"]
+
+
+@pytest.mark.parametrize(
+    ("op", "layout"),
+    [(OPS[0], name) for name in LAYOUTS] + [(OPS[1], name) for name in COLWISE_LAYOUTS],
+    ids=[f"{OPS[0].name}-{name}" for name in LAYOUTS] + [f"{OPS[1].name}-{name}" for name in COLWISE_LAYOUTS],
+)
+def test_group_layout_matches_reference_bitwise(op, layout, fp8ref_device):
+    x = _values(op.shape(ROWS, LENGTH), torch.bfloat16, seed=1)
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, fp8ref_device)
+
+
+#: Every (input dtype, format) pair for the rowwise op, the bf16 ones for colwise (same kernel body), pow2
+#: alternating: the pow2 rule itself is checked near every power of two in tests/test_kernel_helpers.py; here it only
+#: has to reach the stored scales.
+DTYPE_FORMAT_GRID = [
+    (op, dtype, fp8_dtype, (i + j) % 2 == 1)
+    for op in OPS
+    for i, dtype in enumerate(INPUT_DTYPES if op is OPS[0] else [torch.bfloat16])
+    for j, fp8_dtype in enumerate(FP8_DTYPES)
+]
+
+
+@pytest.mark.parametrize(
+    ("op", "dtype", "fp8_dtype", "pow2"),
+    DTYPE_FORMAT_GRID,
+    ids=[f"{o.name}-{_dtype_id(d)}-{_fmt_id(f)}-{'pow2' if p else 'exact'}" for o, d, f, p in DTYPE_FORMAT_GRID],
+)
+def test_input_dtype_and_format_match_reference_bitwise(op, dtype, fp8_dtype, pow2, fp8ref_device):
+    _skip_unless_native(fp8_dtype, fp8ref_device)
+    x = _values(op.shape(ROWS, 100), dtype, seed=2)
+    _check_against_reference(op, x, [0, 17, 17, 60, 100], fp8_dtype, pow2, fp8ref_device)
+
+
+@pytest.mark.parametrize("memory_layout", ["row_major", "col_major", "strided_view"])
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_input_memory_layout_matches_reference_bitwise(op, memory_layout, fp8ref_device):
+    x = _values(op.shape(ROWS, LENGTH), torch.float32, seed=4)
+    if memory_layout == "col_major":
+        x = x.t().contiguous().t()
+    elif memory_layout == "strided_view":
+        x = _values((2 * x.shape[0], 2 * x.shape[1]), torch.float32, seed=4)[::2, 1::2]
+    _check_against_reference(op, x, LAYOUTS["uneven"], E4, False, fp8ref_device)
+
+
+@pytest.mark.parametrize(
+    ("rows", "length", "ends"),
+    [(3, 5, [2, 5]), (1, 1, [1]), (ROWS, 0, [0, 0]), (0, 40, [10, 40]), (ROWS, 40, [])],
+    ids=["smaller_than_one_block", "one_element", "zero_length", "zero_rows", "zero_groups"],
+)
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_degenerate_shape_matches_reference_bitwise(op, rows, length, ends, fp8ref_device):
+    x = _values(op.shape(rows, length), torch.bfloat16, seed=5)
+    _check_against_reference(op, x, ends, E4, True, fp8ref_device)
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_same_shape_with_1_3_8_groups_each_matches_reference(op, fp8ref_device):
+    """Guards any per-shape cache (autotuning on CUDA): the group count changes the result, not the shape."""
+    x = _values(op.shape(ROWS, LENGTH), torch.bfloat16, seed=6)
+    for ends in ([150], [40, 41, 150], LAYOUTS["many_groups"]):
+        _check_against_reference(op, x, ends, E4, False, fp8ref_device)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The dual op
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fp8_dtype", "pow2"),
+    [(d, i % 2 == 1) for i, d in enumerate(FP8_DTYPES)],
+    ids=[f"{_fmt_id(d)}-{'pow2' if i % 2 else 'exact'}" for i, d in enumerate(FP8_DTYPES)],
+)
+def test_dual_matches_reference_bitwise(fp8_dtype, pow2, fp8ref_device):
+    """N1=12 and N2=20 give the two tensors different block counts (2 and 3 blocks of 8 columns, both with tails)."""
+    _skip_unless_native(fp8_dtype, fp8ref_device)
+    x1 = _values((100, 12), torch.bfloat16, seed=7)
+    x2 = _values((100, 20), torch.bfloat16, seed=8).t().contiguous().t()  # column-major beside a row-major x1
+    ends = [0, 17, 17, 60, 100]
+    out = per_group_colwise_scales_dual.launch(
+        x1.to(fp8ref_device), x2.to(fp8ref_device), _offs(ends, fp8ref_device), fp8_dtype, pow2,
+        backend_for(fp8ref_device),
+    )
+    _assert_dual_equal(out, _dual_reference(x1, x2, ends, fp8_dtype, pow2), ends[-1])
+
+
+@pytest.mark.parametrize("layout", ["uneven", "tail"])
+def test_dual_equals_two_single_calls_bitwise(layout, fp8ref_device):
+    x1 = _values((LENGTH, 12), torch.float32, seed=9).to(fp8ref_device)
+    x2 = _values((LENGTH, 8), torch.float32, seed=10).to(fp8ref_device)
+    offs = _offs(LAYOUTS[layout], fp8ref_device)
+    backend = backend_for(fp8ref_device)
+    dual = per_group_colwise_scales_dual.launch(x1, x2, offs, E4, True, backend)
+    single = (*per_group_colwise_scales.launch(x1, offs, E4, True, backend),
+              *per_group_colwise_scales.launch(x2, offs, E4, True, backend))
+    _assert_dual_equal(dual, tuple(t.cpu() for t in single), LAYOUTS[layout][-1])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Special values: one run per (op, format), several claims about it
+# ---------------------------------------------------------------------------------------------------------------
+
+#: Groups [0, 20) (one pass), empty, [20, 45) (one pass), [45, 80) (two passes: 32 + 3 columns); 80..89 in no group.
+SPECIAL_ENDS = [20, 20, 45, 80]
+NAN_SLICES = ((3, 0), (10, 3))  # (row, group): one NaN each; the second sits in the second block of a two-pass group
+INF_SLICE = (5, 2)  # +inf and -inf
+ZERO_SLICE = (7, 3)  # all +-0
+TINY_SLICE = (9, 2)  # -0 and input subnormals only
+
+
+def _special_input() -> torch.Tensor:
+    """(12, 90) bf16 in the rowwise orientation (slices along columns)."""
+    x = _values((ROWS, 90), torch.float32, seed=11)
+    x[NAN_SLICES[0][0], 4] = math.nan
+    x[NAN_SLICES[1][0], 78] = math.nan
+    x[INF_SLICE[0], 30] = math.inf
+    x[INF_SLICE[0], 31] = -math.inf
+    x[ZERO_SLICE[0], 45:80] = 0.0
+    x[ZERO_SLICE[0], 50:60] = -0.0
+    x[TINY_SLICE[0], 20:45] = -0.0
+    x[TINY_SLICE[0], 25:30] = torch.tensor([1e-40, -2e-40, 9.2e-41, 3e-39, -1e-45])  # bf16 subnormals
+    return x.to(torch.bfloat16)
+
+
+@functools.cache
+def _special_run(op: JaggedOp, fp8_dtype: torch.dtype, device: str):
+    """(x, q, s, q_ref, s_ref) with q permuted to the rowwise orientation (slices along dim 1), all on the CPU."""
+    x = _special_input()
+    x = x if op.jagged_dim == 1 else x.t().contiguous()
+    with warnings.catch_warnings():
+        # The interpreter evaluates inf * 0 (the inf slice's scale) in numpy, which warns; the NaN is intended.
+        warnings.filterwarnings("ignore", "invalid value encountered in multiply", RuntimeWarning)
+        q, s = _run(op, x, SPECIAL_ENDS, fp8_dtype, False, device)
+    q_ref, s_ref = op.reference(x, _offs(SPECIAL_ENDS), fp8_dtype, False)
+    return x, q.cpu(), s.cpu(), q_ref, s_ref
+
+
+def _rowwise_view(op: JaggedOp, t: torch.Tensor) -> torch.Tensor:
+    return t if op.jagged_dim == 1 else t.t()
+
+
+def _slice_columns(group: int) -> slice:
+    bounds = [0, *SPECIAL_ENDS]
+    return slice(bounds[group], bounds[group + 1])
+
+
+special_params = pytest.mark.parametrize(
+    ("op", "fp8_dtype"),
+    [(op, d) for op in OPS for d in FP8_DTYPES],
+    ids=[f"{op.name}-{fmt(d).name}" for op in OPS for d in FP8_DTYPES],
+)
+
+
+@special_params
+def test_special_values_match_reference_bitwise(op, fp8_dtype, fp8ref_device):
+    _skip_unless_native(fp8_dtype, fp8ref_device)
+    _, q, s, q_ref, s_ref = _special_run(op, fp8_dtype, fp8ref_device)
+    _assert_q_equal(q, q_ref, SPECIAL_ENDS[-1], op.jagged_dim)
+    _assert_scales_equal(s, s_ref)
+
+
+@special_params
+def test_nan_makes_only_its_own_slice_nan(op, fp8_dtype, fp8ref_device):
+    _skip_unless_native(fp8_dtype, fp8ref_device)
+    _, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+    nan_scales = torch.isnan(s.view(len(SPECIAL_ENDS), ROWS)).nonzero().tolist()
+    assert nan_scales == [[group, row] for row, group in NAN_SLICES], f"NaN scales at (group, row) {nan_scales}"
+    is_nan = _nan_codes(fp8_dtype)[_rowwise_view(op, q).view(torch.uint8)[:, : SPECIAL_ENDS[-1]].long()]
+    expected = torch.zeros_like(is_nan)
+    for row, group in NAN_SLICES:
+        expected[row, _slice_columns(group)] = True
+    expected[INF_SLICE[0], [30, 31]] = True  # inf * 0
+    assert torch.equal(is_nan, expected), f"NaN codes differ at {(is_nan != expected).nonzero()[:4].tolist()}"
+
+
+@special_params
+def test_inf_slice_gets_zero_scale_and_nan_at_inf_zero_elsewhere(op, fp8_dtype, fp8ref_device):
+    _skip_unless_native(fp8_dtype, fp8ref_device)
+    x, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+    row, group = INF_SLICE
+    assert s.view(len(SPECIAL_ENDS), ROWS)[group, row].view(torch.int32) == 0  # +0.0: fp8_max / inf
+    codes = _rowwise_view(op, q).view(torch.uint8)[row, _slice_columns(group)].long()
+    values = _rowwise_view(op, x)[row, _slice_columns(group)]
+    is_nan = _nan_codes(fp8_dtype)[codes]
+    assert bool((is_nan == torch.isinf(values)).all())  # inf * 0 = NaN
+    zero_codes = {0x00} if fmt(fp8_dtype).fnuz else {0x00, 0x80}  # finite * 0 = +-0; fnuz has no -0
+    assert set(codes[~is_nan].tolist()) <= zero_codes
+
+
+@special_params
+def test_empty_group_and_all_zero_slice_get_eps_scale(op, fp8_dtype, fp8ref_device):
+    _skip_unless_native(fp8_dtype, fp8ref_device)
+    _, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+    scales = s.view(len(SPECIAL_ENDS), ROWS)
+    eps_scale = amax_to_scale(torch.zeros(()), fp8_dtype).view(torch.int32)  # e4m3fn 447999985582080.0
+    assert bool((scales[1].view(torch.int32) == eps_scale).all()), "empty group 1 must hold the EPS scale"
+    row, group = ZERO_SLICE
+    assert scales[group, row].view(torch.int32) == eps_scale
+    codes = _rowwise_view(op, q).view(torch.uint8)[row, _slice_columns(group)]
+    expected = torch.tensor([0x80 if 5 <= i < 15 and not fmt(fp8_dtype).fnuz else 0 for i in range(35)])
+    assert codes.tolist() == expected.tolist()  # -0 is 0x80 in fn formats, 0x00 in fnuz
+
+
+@special_params
+def test_slice_of_signed_zeros_and_input_subnormals_gets_eps_scale_and_keeps_signs(op, fp8_dtype, fp8ref_device):
+    """amax = 3e-39 (a bf16 subnormal) is below EPS = 1e-12, so the scale is the EPS one (e4m3fn 4.48e14); every
+    product (<= 1.3e-24) is below the smallest fp8 subnormal (2^-17) and rounds to a zero of the input's sign."""
+    _skip_unless_native(fp8_dtype, fp8ref_device)
+    _, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+    row, group = TINY_SLICE
+    eps_scale = amax_to_scale(torch.zeros(()), fp8_dtype).view(torch.int32)
+    assert s.view(len(SPECIAL_ENDS), ROWS)[group, row].view(torch.int32) == eps_scale
+    codes = _rowwise_view(op, q).view(torch.uint8)[row, _slice_columns(group)]
+    negative_zero = 0x00 if fmt(fp8_dtype).fnuz else 0x80
+    positive = {5, 7, 8}  # 1e-40, 9.2e-41, 3e-39; -1e-45 rounds to bf16 -0
+    assert codes.tolist() == [0x00 if i in positive else negative_zero for i in range(25)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Written elements and determinism
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _launch_case(op_name: str, device: str):
+    """A zero-argument launch of one op on the 'tail' layout, plus the outputs' jagged dims."""
+    backend = backend_for(device)
+    offs = _offs(LAYOUTS["tail"], device)
+    if op_name == "per_group_colwise_scales_dual":
+        x1 = _values((LENGTH, 12), torch.bfloat16, seed=12).to(device)
+        x2 = _values((LENGTH, 20), torch.bfloat16, seed=13).to(device)
+        return (lambda: per_group_colwise_scales_dual.launch(x1, x2, offs, E4, False, backend)), (0, None, 0, None)
+    op = next(op for op in OPS if op.name == op_name)
+    x = _values(op.shape(ROWS, LENGTH), torch.bfloat16, seed=12).to(device)
+    return (lambda: op.launch(x, offs, E4, False, backend)), (op.jagged_dim, None)
+
+
+ALL_OP_NAMES = [op.name for op in OPS] + ["per_group_colwise_scales_dual"]
+
+
+@pytest.mark.parametrize("op_name", ALL_OP_NAMES)
+def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, fp8ref_device):
+    run, jagged_dims = _launch_case(op_name, fp8ref_device)
+    with poisoned_allocations(POISON_BYTES[0]):
+        first = [t.cpu() for t in run()]
+    with poisoned_allocations(POISON_BYTES[1]):
+        second = [t.cpu() for t in run()]
+    end = LAYOUTS["tail"][-1]
+    for a, b, dim in zip(first, second, jagged_dims):
+        unwritten = unwritten_mask(a, b)
+        if dim is None:  # scales: every word written
+            assert not bool(unwritten.any()), f"unwritten scales at {unwritten.nonzero().flatten().tolist()[:8]}"
+            continue
+        in_groups = unwritten.narrow(dim, 0, end)
+        past_end = unwritten.narrow(dim, end, a.shape[dim] - end)
+        assert not bool(in_groups.any()), f"unwritten in-group elements at {in_groups.nonzero()[:4].tolist()}"
+        assert bool(past_end.all()), "a kernel wrote past offs[-1]"
+        assert torch.equal(_jagged_bytes(a, dim, end), _jagged_bytes(b, dim, end))
+
+
+@pytest.mark.parametrize("op_name", [OPS[0].name, "per_group_colwise_scales_dual"])
+def test_two_runs_give_identical_bytes(op_name, fp8ref_device):
+    run, jagged_dims = _launch_case(op_name, fp8ref_device)
+    first, second = run(), run()
+    end = LAYOUTS["tail"][-1]
+    for a, b, dim in zip(first, second, jagged_dims):
+        if dim is None:
+            assert torch.equal(a.cpu().view(torch.int32), b.cpu().view(torch.int32))
+        else:
+            assert torch.equal(_jagged_bytes(a, dim, end), _jagged_bytes(b, dim, end))
