@@ -5,4 +5,22 @@ from fp8moe.backend import Backend, backend_for, use_interpreter_if_no_gpu
 # Before any @triton.jit decorator runs: without a GPU, kernels run in the Triton interpreter (same bytes).
 use_interpreter_if_no_gpu()
 
-__all__ = ["Backend", "backend_for"]
+from fp8moe.ops import (  # noqa: E402  (kernels are defined on import: after the interpreter switch above)
+    colwise_3d_scale_and_cast,
+    per_group_colwise_scales,
+    per_group_colwise_scales_dual,
+    per_group_rowwise_scales,
+    rowwise_2d_scale_and_cast,
+    rowwise_3d_transpose_rhs,
+)
+
+__all__ = [
+    "Backend",
+    "backend_for",
+    "colwise_3d_scale_and_cast",
+    "per_group_colwise_scales",
+    "per_group_colwise_scales_dual",
+    "per_group_rowwise_scales",
+    "rowwise_2d_scale_and_cast",
+    "rowwise_3d_transpose_rhs",
+]

@@ -12,19 +12,19 @@ import pytest
 import torch
 
 pytest.importorskip("fp8moe")  # before triton: turns the interpreter on when there is no GPU
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import triton
+import triton.language as tl
 
-from fp8moe.backend import backend_for  # noqa: E402
-from fp8moe.kernels._common import (  # noqa: E402
+from fp8moe.backend import backend_for
+from fp8moe.kernels._common import (
     _pow2_log2_rule,
     abs_max_keep_nan,
     fp8_constexprs,
     quantize,
     scale_from_amax,
 )
-from fp8ref.formats import all_formats, fmt  # noqa: E402
-from fp8ref.scaling import amax_to_scale, round_scale_to_power_of_2, to_fp8_saturated  # noqa: E402
+from fp8ref.formats import all_formats, fmt
+from fp8ref.scaling import amax_to_scale, round_scale_to_power_of_2, to_fp8_saturated
 
 BLOCK = 4096
 
@@ -76,25 +76,25 @@ def _assert_codes_equal(actual: torch.Tensor, expected: torch.Tensor, inputs: to
 
 @pytest.mark.parametrize("scale", [1.0, 3.0, 2.0**-20], ids=["s1", "s3", "s2^-20"])
 @pytest.mark.parametrize("fp8_dtype", [f.dtype for f in all_formats()], ids=lambda d: fmt(d).name)
-def test_quantize_helper_equals_reference_on_all_bf16_patterns(fp8_dtype, scale, fp8ref_device):
-    backend = backend_for(fp8ref_device)
+def test_quantize_helper_equals_reference_on_all_bf16_patterns(fp8_dtype, scale, device):
+    backend = backend_for(device)
     if fp8_dtype not in backend.fp8_dtypes:
         pytest.skip(f"{fmt(fp8_dtype).name} not native on {backend.kind}/{backend.arch}")
     x = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
-    q = torch.empty(x.shape, dtype=fp8_dtype, device=fp8ref_device)
+    q = torch.empty(x.shape, dtype=fp8_dtype, device=device)
     kw = fp8_constexprs(fp8_dtype, False, backend.exact_encode)
-    _quantize_kernel[_grid(x.numel())](x.to(fp8ref_device), q, scale, x.numel(), BLOCK=BLOCK, **kw)
+    _quantize_kernel[_grid(x.numel())](x.to(device), q, scale, x.numel(), BLOCK=BLOCK, **kw)
     _assert_codes_equal(q, to_fp8_saturated(x.float() * scale, fp8_dtype), x)
 
 
 @pytest.mark.parametrize("pow2", [False, True], ids=["", "pow2"])
 @pytest.mark.parametrize("fp8_dtype", [torch.float8_e4m3fn, torch.float8_e5m2fnuz], ids=lambda d: fmt(d).name)
-def test_scale_helper_equals_amax_to_scale(fp8_dtype, pow2, fp8ref_device):
+def test_scale_helper_equals_amax_to_scale(fp8_dtype, pow2, device):
     gen = torch.Generator().manual_seed(3)
     amax = torch.exp2(torch.rand(20000, generator=gen, dtype=torch.float64) * 180 - 90).float()
     amax = torch.cat([amax, torch.tensor([0.0, 1e-13, 1e-12, math.inf, math.nan, 3.4e38, 2.0**-149])])
-    scale = torch.empty_like(amax, device=fp8ref_device)
-    _scale_kernel[_grid(amax.numel())](amax.to(fp8ref_device), scale, amax.numel(), BLOCK=BLOCK,
+    scale = torch.empty_like(amax, device=device)
+    _scale_kernel[_grid(amax.numel())](amax.to(device), scale, amax.numel(), BLOCK=BLOCK,
                                        FP8_MAX=fmt(fp8_dtype).max, POW2=pow2)
     expected = amax_to_scale(amax, fp8_dtype, pow2)
     got = scale.cpu()
@@ -102,12 +102,12 @@ def test_scale_helper_equals_amax_to_scale(fp8_dtype, pow2, fp8ref_device):
     assert not bool(bad.any()), f"amax {amax[bad][:4].tolist()}: {got[bad][:4].tolist()} vs {expected[bad][:4].tolist()}"
 
 
-def test_pow2_integer_rule_equals_reference_log2_rule_near_every_power_of_two(fp8ref_device):
+def test_pow2_integer_rule_equals_reference_log2_rule_near_every_power_of_two(device):
     base = torch.ldexp(torch.ones(253), torch.arange(-125, 128)).float().view(torch.int32)
     s = (base[:, None] + torch.arange(-256, 257, dtype=torch.int32)[None, :]).flatten().view(torch.float32)
     s = torch.cat([s, torch.tensor([0.0, math.inf, math.nan, 447999985582080.0])])
-    out = torch.empty_like(s, device=fp8ref_device)
-    _pow2_kernel[_grid(s.numel())](s.to(fp8ref_device), out, s.numel(), BLOCK=BLOCK)
+    out = torch.empty_like(s, device=device)
+    _pow2_kernel[_grid(s.numel())](s.to(device), out, s.numel(), BLOCK=BLOCK)
     expected = round_scale_to_power_of_2(s, "log2")
     got = out.cpu()
     bad = (got.view(torch.int32) != expected.view(torch.int32)) & ~torch.isnan(expected)
@@ -115,11 +115,11 @@ def test_pow2_integer_rule_equals_reference_log2_rule_near_every_power_of_two(fp
     assert torch.isnan(got[-2])
 
 
-def test_amax_helper_keeps_nan_that_triton_max_would_drop(fp8ref_device):
+def test_amax_helper_keeps_nan_that_triton_max_would_drop(device):
     x = torch.tensor([[1.0, -5.0, 2.0, 0.0], [1.0, math.nan, -7.0, 0.0], [-math.inf, 1.0, 0.0, 0.0],
                       [-0.0, -0.0, -0.0, -0.0]])
-    out = torch.empty(4, device=fp8ref_device)
-    _row_amax_kernel[(4,)](x.to(fp8ref_device), out, N=4)
+    out = torch.empty(4, device=device)
+    _row_amax_kernel[(4,)](x.to(device), out, N=4)
     got = out.cpu()
     assert got[0].item() == 5.0
     assert math.isnan(got[1].item())

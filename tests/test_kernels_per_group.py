@@ -170,9 +170,9 @@ COLWISE_LAYOUTS = ["uneven", "empty_first", "dominant", "tail"]
     [(OPS[0], name) for name in LAYOUTS] + [(OPS[1], name) for name in COLWISE_LAYOUTS],
     ids=[f"{OPS[0].name}-{name}" for name in LAYOUTS] + [f"{OPS[1].name}-{name}" for name in COLWISE_LAYOUTS],
 )
-def test_group_layout_matches_reference_bitwise(op, layout, fp8ref_device):
+def test_group_layout_matches_reference_bitwise(op, layout, device):
     x = _values(op.shape(ROWS, LENGTH), torch.bfloat16, seed=1)
-    _check_against_reference(op, x, LAYOUTS[layout], E4, False, fp8ref_device)
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
 
 
 #: Every (input dtype, format) pair for the rowwise op, the bf16 ones for colwise (same kernel body), pow2
@@ -191,21 +191,21 @@ DTYPE_FORMAT_GRID = [
     DTYPE_FORMAT_GRID,
     ids=[f"{o.name}-{_dtype_id(d)}-{_fmt_id(f)}-{'pow2' if p else 'exact'}" for o, d, f, p in DTYPE_FORMAT_GRID],
 )
-def test_input_dtype_and_format_match_reference_bitwise(op, dtype, fp8_dtype, pow2, fp8ref_device):
-    _skip_unless_native(fp8_dtype, fp8ref_device)
+def test_input_dtype_and_format_match_reference_bitwise(op, dtype, fp8_dtype, pow2, device):
+    _skip_unless_native(fp8_dtype, device)
     x = _values(op.shape(ROWS, 100), dtype, seed=2)
-    _check_against_reference(op, x, [0, 17, 17, 60, 100], fp8_dtype, pow2, fp8ref_device)
+    _check_against_reference(op, x, [0, 17, 17, 60, 100], fp8_dtype, pow2, device)
 
 
 @pytest.mark.parametrize("memory_layout", ["row_major", "col_major", "strided_view"])
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_input_memory_layout_matches_reference_bitwise(op, memory_layout, fp8ref_device):
+def test_input_memory_layout_matches_reference_bitwise(op, memory_layout, device):
     x = _values(op.shape(ROWS, LENGTH), torch.float32, seed=4)
     if memory_layout == "col_major":
         x = x.t().contiguous().t()
     elif memory_layout == "strided_view":
         x = _values((2 * x.shape[0], 2 * x.shape[1]), torch.float32, seed=4)[::2, 1::2]
-    _check_against_reference(op, x, LAYOUTS["uneven"], E4, False, fp8ref_device)
+    _check_against_reference(op, x, LAYOUTS["uneven"], E4, False, device)
 
 
 @pytest.mark.parametrize(
@@ -214,17 +214,17 @@ def test_input_memory_layout_matches_reference_bitwise(op, memory_layout, fp8ref
     ids=["smaller_than_one_block", "one_element", "zero_length", "zero_rows", "zero_groups"],
 )
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_degenerate_shape_matches_reference_bitwise(op, rows, length, ends, fp8ref_device):
+def test_degenerate_shape_matches_reference_bitwise(op, rows, length, ends, device):
     x = _values(op.shape(rows, length), torch.bfloat16, seed=5)
-    _check_against_reference(op, x, ends, E4, True, fp8ref_device)
+    _check_against_reference(op, x, ends, E4, True, device)
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_same_shape_with_1_3_8_groups_each_matches_reference(op, fp8ref_device):
+def test_same_shape_with_1_3_8_groups_each_matches_reference(op, device):
     """Guards any per-shape cache (autotuning on CUDA): the group count changes the result, not the shape."""
     x = _values(op.shape(ROWS, LENGTH), torch.bfloat16, seed=6)
     for ends in ([150], [40, 41, 150], LAYOUTS["many_groups"]):
-        _check_against_reference(op, x, ends, E4, False, fp8ref_device)
+        _check_against_reference(op, x, ends, E4, False, device)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -237,25 +237,25 @@ def test_same_shape_with_1_3_8_groups_each_matches_reference(op, fp8ref_device):
     [(d, i % 2 == 1) for i, d in enumerate(FP8_DTYPES)],
     ids=[f"{_fmt_id(d)}-{'pow2' if i % 2 else 'exact'}" for i, d in enumerate(FP8_DTYPES)],
 )
-def test_dual_matches_reference_bitwise(fp8_dtype, pow2, fp8ref_device):
+def test_dual_matches_reference_bitwise(fp8_dtype, pow2, device):
     """N1=12 and N2=20 give the two tensors different block counts (2 and 3 blocks of 8 columns, both with tails)."""
-    _skip_unless_native(fp8_dtype, fp8ref_device)
+    _skip_unless_native(fp8_dtype, device)
     x1 = _values((100, 12), torch.bfloat16, seed=7)
     x2 = _values((100, 20), torch.bfloat16, seed=8).t().contiguous().t()  # column-major beside a row-major x1
     ends = [0, 17, 17, 60, 100]
     out = per_group_colwise_scales_dual.launch(
-        x1.to(fp8ref_device), x2.to(fp8ref_device), _offs(ends, fp8ref_device), fp8_dtype, pow2,
-        backend_for(fp8ref_device),
+        x1.to(device), x2.to(device), _offs(ends, device), fp8_dtype, pow2,
+        backend_for(device),
     )
     _assert_dual_equal(out, _dual_reference(x1, x2, ends, fp8_dtype, pow2), ends[-1])
 
 
 @pytest.mark.parametrize("layout", ["uneven", "tail"])
-def test_dual_equals_two_single_calls_bitwise(layout, fp8ref_device):
-    x1 = _values((LENGTH, 12), torch.float32, seed=9).to(fp8ref_device)
-    x2 = _values((LENGTH, 8), torch.float32, seed=10).to(fp8ref_device)
-    offs = _offs(LAYOUTS[layout], fp8ref_device)
-    backend = backend_for(fp8ref_device)
+def test_dual_equals_two_single_calls_bitwise(layout, device):
+    x1 = _values((LENGTH, 12), torch.float32, seed=9).to(device)
+    x2 = _values((LENGTH, 8), torch.float32, seed=10).to(device)
+    offs = _offs(LAYOUTS[layout], device)
+    backend = backend_for(device)
     dual = per_group_colwise_scales_dual.launch(x1, x2, offs, E4, True, backend)
     single = (*per_group_colwise_scales.launch(x1, offs, E4, True, backend),
               *per_group_colwise_scales.launch(x2, offs, E4, True, backend))
@@ -318,17 +318,17 @@ special_params = pytest.mark.parametrize(
 
 
 @special_params
-def test_special_values_match_reference_bitwise(op, fp8_dtype, fp8ref_device):
-    _skip_unless_native(fp8_dtype, fp8ref_device)
-    _, q, s, q_ref, s_ref = _special_run(op, fp8_dtype, fp8ref_device)
+def test_special_values_match_reference_bitwise(op, fp8_dtype, device):
+    _skip_unless_native(fp8_dtype, device)
+    _, q, s, q_ref, s_ref = _special_run(op, fp8_dtype, device)
     _assert_q_equal(q, q_ref, SPECIAL_ENDS[-1], op.jagged_dim)
     _assert_scales_equal(s, s_ref)
 
 
 @special_params
-def test_nan_makes_only_its_own_slice_nan(op, fp8_dtype, fp8ref_device):
-    _skip_unless_native(fp8_dtype, fp8ref_device)
-    _, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+def test_nan_makes_only_its_own_slice_nan(op, fp8_dtype, device):
+    _skip_unless_native(fp8_dtype, device)
+    _, q, s, _, _ = _special_run(op, fp8_dtype, device)
     nan_scales = torch.isnan(s.view(len(SPECIAL_ENDS), ROWS)).nonzero().tolist()
     assert nan_scales == [[group, row] for row, group in NAN_SLICES], f"NaN scales at (group, row) {nan_scales}"
     is_nan = _nan_codes(fp8_dtype)[_rowwise_view(op, q).view(torch.uint8)[:, : SPECIAL_ENDS[-1]].long()]
@@ -340,9 +340,9 @@ def test_nan_makes_only_its_own_slice_nan(op, fp8_dtype, fp8ref_device):
 
 
 @special_params
-def test_inf_slice_gets_zero_scale_and_nan_at_inf_zero_elsewhere(op, fp8_dtype, fp8ref_device):
-    _skip_unless_native(fp8_dtype, fp8ref_device)
-    x, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+def test_inf_slice_gets_zero_scale_and_nan_at_inf_zero_elsewhere(op, fp8_dtype, device):
+    _skip_unless_native(fp8_dtype, device)
+    x, q, s, _, _ = _special_run(op, fp8_dtype, device)
     row, group = INF_SLICE
     assert s.view(len(SPECIAL_ENDS), ROWS)[group, row].view(torch.int32) == 0  # +0.0: fp8_max / inf
     codes = _rowwise_view(op, q).view(torch.uint8)[row, _slice_columns(group)].long()
@@ -354,9 +354,9 @@ def test_inf_slice_gets_zero_scale_and_nan_at_inf_zero_elsewhere(op, fp8_dtype, 
 
 
 @special_params
-def test_empty_group_and_all_zero_slice_get_eps_scale(op, fp8_dtype, fp8ref_device):
-    _skip_unless_native(fp8_dtype, fp8ref_device)
-    _, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+def test_empty_group_and_all_zero_slice_get_eps_scale(op, fp8_dtype, device):
+    _skip_unless_native(fp8_dtype, device)
+    _, q, s, _, _ = _special_run(op, fp8_dtype, device)
     scales = s.view(len(SPECIAL_ENDS), ROWS)
     eps_scale = amax_to_scale(torch.zeros(()), fp8_dtype).view(torch.int32)  # e4m3fn 447999985582080.0
     assert bool((scales[1].view(torch.int32) == eps_scale).all()), "empty group 1 must hold the EPS scale"
@@ -368,11 +368,11 @@ def test_empty_group_and_all_zero_slice_get_eps_scale(op, fp8_dtype, fp8ref_devi
 
 
 @special_params
-def test_slice_of_signed_zeros_and_input_subnormals_gets_eps_scale_and_keeps_signs(op, fp8_dtype, fp8ref_device):
+def test_slice_of_signed_zeros_and_input_subnormals_gets_eps_scale_and_keeps_signs(op, fp8_dtype, device):
     """amax = 3e-39 (a bf16 subnormal) is below EPS = 1e-12, so the scale is the EPS one (e4m3fn 4.48e14); every
     product (<= 1.3e-24) is below the smallest fp8 subnormal (2^-17) and rounds to a zero of the input's sign."""
-    _skip_unless_native(fp8_dtype, fp8ref_device)
-    _, q, s, _, _ = _special_run(op, fp8_dtype, fp8ref_device)
+    _skip_unless_native(fp8_dtype, device)
+    _, q, s, _, _ = _special_run(op, fp8_dtype, device)
     row, group = TINY_SLICE
     eps_scale = amax_to_scale(torch.zeros(()), fp8_dtype).view(torch.int32)
     assert s.view(len(SPECIAL_ENDS), ROWS)[group, row].view(torch.int32) == eps_scale
@@ -404,8 +404,8 @@ ALL_OP_NAMES = [op.name for op in OPS] + ["per_group_colwise_scales_dual"]
 
 
 @pytest.mark.parametrize("op_name", ALL_OP_NAMES)
-def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, fp8ref_device):
-    run, jagged_dims = _launch_case(op_name, fp8ref_device)
+def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, device):
+    run, jagged_dims = _launch_case(op_name, device)
     with poisoned_allocations(POISON_BYTES[0]):
         first = [t.cpu() for t in run()]
     with poisoned_allocations(POISON_BYTES[1]):
@@ -424,8 +424,8 @@ def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, fp8
 
 
 @pytest.mark.parametrize("op_name", [OPS[0].name, "per_group_colwise_scales_dual"])
-def test_two_runs_give_identical_bytes(op_name, fp8ref_device):
-    run, jagged_dims = _launch_case(op_name, fp8ref_device)
+def test_two_runs_give_identical_bytes(op_name, device):
+    run, jagged_dims = _launch_case(op_name, device)
     first, second = run(), run()
     end = LAYOUTS["tail"][-1]
     for a, b, dim in zip(first, second, jagged_dims):

@@ -1,0 +1,30 @@
+"""Triton twin of fp8ref.colwise_3d_scale_and_cast: the batched row kernel on the (E, N, K) view.
+
+Column n of expert e, reduced over K, is row n of ``x.mT`` (E, N, K). In the canonical input layout, strides
+(K*N, 1, K), that view is contiguous, and so is the output's (q has strides (K*N, 1, K) too): the op is then a
+plain rowwise pass over contiguous memory. Other input strides are read as they are (no copy).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fp8moe.backend import Backend
+from fp8moe.kernels.rowwise_2d_scale_and_cast import launch_rows
+
+__all__ = ["launch"]
+
+
+def launch(
+    x: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, backend: Backend
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Allocate and compute the outputs of colwise_3d_scale_and_cast for a validated (E, K, N) ``x``, any strides.
+
+    Returns:
+        q (E, K, N) with strides (K*N, 1, K), scales (E, 1, N) f32 contiguous.
+    """
+    e, k, n = x.shape
+    q = torch.empty_strided((e, k, n), (k * n, 1, k), dtype=fp8_dtype, device=x.device)
+    scales = torch.empty((e, 1, n), dtype=torch.float32, device=x.device)
+    launch_rows(x.mT, q.mT, scales.view(e * n), fp8_dtype, round_scales_to_power_of_2, backend)
+    return q, scales

@@ -1,0 +1,191 @@
+"""Triton twin of fp8ref.rowwise_3d_transpose_rhs, in two methods that give identical bytes.
+
+q (E, N, K) with strides (N*K, 1, N) is, viewed as ``q.mT``, a contiguous (E, K, N): each row (e, k, :) of x is
+quantized in place of itself, so neither method moves data across rows.
+
+- "reduction": the batched row kernel of rowwise_2d_scale_and_cast; one program owns whole rows (one launch).
+- "atomic": two launches over (BLOCK_K, BLOCK_N) tiles. Kernel 1 reduces each tile's rows to a partial amax and
+  combines partials across N-tiles with an int32 atomic max on the f32 bit patterns; kernel 2 turns amax into the
+  scale and quantizes its tile. More programs in flight when K*E is small and N large.
+
+Both compute the same exact amax (max is exact and order-free) and then the same helpers, hence the same bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8moe import configs
+from fp8moe.backend import Backend
+from fp8moe.kernels._common import abs_max_keep_nan, fp8_constexprs, quantize, scale_from_amax
+from fp8moe.kernels.rowwise_2d_scale_and_cast import launch_rows
+
+__all__ = ["METHODS", "launch"]
+
+Method = Literal["atomic", "reduction"]
+METHODS: tuple[str, ...] = ("atomic", "reduction")
+
+
+@triton.jit
+def _tile_offsets(pid_k, pid_n, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, INT64_INDEX: tl.constexpr):
+    """Row (k) and column (n) indices of one tile, int64 when offsets may exceed int32."""
+    rows = pid_k * BLOCK_K + tl.arange(0, BLOCK_K)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    if INT64_INDEX:
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
+    return rows, cols
+
+
+@triton.jit
+def _transpose_rhs_amax_kernel(
+    x_ptr,
+    amax_bits_ptr,
+    E,
+    K,
+    N,
+    stride_xe,
+    stride_xk,
+    stride_xn,
+    BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    INT64_INDEX: tl.constexpr,
+):
+    """amax_bits[e * K + k] = max over tiles of the f32 bits of the tile's max |x[e, k, n]|. Grid (K, N, E) tiles.
+
+    amax_bits must start at 0. E is only the grid's third axis (an argument so the CUDA autotune key sees it).
+    """
+    pid_e = tl.program_id(2)
+    if INT64_INDEX:
+        pid_e = pid_e.to(tl.int64)
+    rows, cols = _tile_offsets(tl.program_id(0), tl.program_id(1), BLOCK_K, BLOCK_N, INT64_INDEX)
+    mask = (rows[:, None] < K) & (cols[None, :] < N)
+    x = tl.load(
+        x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0
+    )
+    amax = abs_max_keep_nan(x, 1)  # (BLOCK_K,)
+    # For non-negative f32 the int32 bit patterns order like the values, and every NaN with its sign bit cleared
+    # (0x7F800001..0x7FFFFFFF) lies above +inf (0x7F800000): an int32 max keeps NaN. Clearing the sign bit makes
+    # that hold whatever sign the NaN produced by the max carries.
+    bits = amax.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+    tl.atomic_max(amax_bits_ptr + pid_e * K + rows, bits, mask=rows < K)
+
+
+@triton.jit
+def _transpose_rhs_quantize_kernel(
+    x_ptr,
+    amax_bits_ptr,
+    q_ptr,
+    scales_ptr,
+    E,
+    K,
+    N,
+    stride_xe,
+    stride_xk,
+    stride_xn,
+    stride_qe,
+    stride_qk,
+    BLOCK_K: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr,
+    FNUZ: tl.constexpr,
+    POW2: tl.constexpr,
+    EXACT_ENCODE: tl.constexpr,
+):
+    """q[e, k, n] (the (E, K, N) view, unit stride along n) and scales[e * K + k] from the combined amax bits.
+
+    Grid (K, max(N, 1), E) tiles: with N == 0 one column of programs still writes the EPS-derived scales.
+    """
+    pid_e = tl.program_id(2)
+    pid_n = tl.program_id(1)
+    if INT64_INDEX:
+        pid_e = pid_e.to(tl.int64)
+    rows, cols = _tile_offsets(tl.program_id(0), pid_n, BLOCK_K, BLOCK_N, INT64_INDEX)
+    row_mask = rows < K
+    amax = tl.load(amax_bits_ptr + pid_e * K + rows, mask=row_mask, other=0).to(tl.float32, bitcast=True)
+    scale = scale_from_amax(amax, FP8_MAX, POW2)  # (BLOCK_K,)
+    mask = row_mask[:, None] & (cols[None, :] < N)
+    x = tl.load(
+        x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0
+    )
+    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
+    tl.store(q_ptr + pid_e * stride_qe + rows[:, None] * stride_qk + cols[None, :], q, mask=mask)
+    if pid_n == 0:
+        tl.store(scales_ptr + pid_e * K + rows, scale, mask=row_mask)
+
+
+def _launch_atomic(
+    x: torch.Tensor,
+    q_ekn: torch.Tensor,
+    scales: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    round_scales_to_power_of_2: bool,
+    backend: Backend,
+) -> None:
+    e, k, n = x.shape
+    amax_bits = torch.zeros(e * k, dtype=torch.int32, device=x.device)
+    shape_args = {
+        "E": e,
+        "K": k,
+        "N": n,
+        "stride_xe": x.stride(0),
+        "stride_xk": x.stride(1),
+        "stride_xn": x.stride(2),
+        "INT64_INDEX": configs.needs_int64_index(x, q_ekn, scales),
+    }
+    if n > 0:
+        configs.launch(
+            _transpose_rhs_amax_kernel,
+            configs.TRANSPOSE_AMAX,
+            backend,
+            lambda meta: (triton.cdiv(k, meta["BLOCK_K"]), triton.cdiv(n, meta["BLOCK_N"]), e),
+            x_ptr=x,
+            amax_bits_ptr=amax_bits,
+            **shape_args,
+        )
+    configs.launch(
+        _transpose_rhs_quantize_kernel,
+        configs.TRANSPOSE_QUANTIZE,
+        backend,
+        lambda meta: (triton.cdiv(k, meta["BLOCK_K"]), max(1, triton.cdiv(n, meta["BLOCK_N"])), e),
+        x_ptr=x,
+        amax_bits_ptr=amax_bits,
+        q_ptr=q_ekn,
+        scales_ptr=scales,
+        stride_qe=q_ekn.stride(0),
+        stride_qk=q_ekn.stride(1),
+        **shape_args,
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.exact_encode),
+    )
+
+
+def launch(
+    x: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    round_scales_to_power_of_2: bool,
+    backend: Backend,
+    method: Method = "reduction",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Allocate and compute the outputs of rowwise_3d_transpose_rhs for a validated (E, K, N) ``x``, any strides.
+
+    Returns:
+        q (E, N, K) with strides (N*K, 1, N), scales (E, K) f32 contiguous.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    e, k, n = x.shape
+    q = torch.empty_strided((e, n, k), (n * k, 1, n), dtype=fp8_dtype, device=x.device)
+    scales = torch.empty((e, k), dtype=torch.float32, device=x.device)
+    if method == "reduction":
+        launch_rows(x, q.mT, scales.view(e * k), fp8_dtype, round_scales_to_power_of_2, backend)
+    elif e > 0 and k > 0:
+        _launch_atomic(x, q.mT, scales.view(e * k), fp8_dtype, round_scales_to_power_of_2, backend)
+    return q, scales

@@ -1,0 +1,333 @@
+"""The six public ops: Triton twins of fp8ref.ops, registered with torch.library.
+
+Each public function validates its arguments (raising TypeError/ValueError that name the argument), then calls a
+custom op ``torch.ops.fp8moe.<op>`` whose implementation launches the kernel (fp8moe/kernels/<op>.py) and whose
+fake implementation allocates outputs of the exact shapes and strides, so ``torch.compile(fullgraph=True)`` traces
+through the op (it stays opaque, one node) and returns the eager bytes. Signatures and results are those of
+fp8ref.ops (SPEC §5); extra keyword-only arguments select a variant or opt into a check, never change a result.
+
+Checks that depend on the device (which backend runs it, which fp8 dtypes it stores) run inside the custom op, in
+both the real and the fake implementation, so that compile-time tracing never probes hardware from Python.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from fp8moe.backend import Backend, backend_for
+from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
+from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
+from fp8moe.kernels import per_group_colwise_scales_dual as _per_group_colwise_dual
+from fp8moe.kernels import per_group_rowwise_scales as _per_group_rowwise
+from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
+from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
+from fp8ref.formats import FP8_DTYPES
+from fp8ref.ops import INPUT_DTYPES
+from fp8ref.ops import validate_offs as _validate_offs_values
+
+__all__ = [
+    "colwise_3d_scale_and_cast",
+    "per_group_colwise_scales",
+    "per_group_colwise_scales_dual",
+    "per_group_rowwise_scales",
+    "rowwise_2d_scale_and_cast",
+    "rowwise_3d_transpose_rhs",
+]
+
+Tensor = torch.Tensor
+_E4M3 = torch.float8_e4m3fn
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Validation
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _check_input(name: str, x: object, dims: str) -> None:
+    """Raise unless ``x`` is a tensor of an accepted dtype with one dimension per letter of ``dims``."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in INPUT_DTYPES:
+        raise TypeError(f"{name} must have dtype bfloat16, float16 or float32, got {x.dtype}")
+    if x.ndim != len(dims):
+        raise ValueError(f"{name} must be {len(dims)}-D ({', '.join(dims)}), got shape {tuple(x.shape)}")
+
+
+def _check_fp8_dtype(fp8_dtype: object) -> None:
+    if fp8_dtype not in FP8_DTYPES:
+        names = [str(d).removeprefix("torch.") for d in FP8_DTYPES]
+        raise TypeError(f"fp8_dtype must be one of {names}, got {fp8_dtype!r}")
+
+
+def _check_offs(offs: object, x: torch.Tensor, total: int, validate_offs: bool) -> None:
+    """Metadata checks (no device sync); with ``validate_offs`` also the values (reads offs on the host)."""
+    if not isinstance(offs, torch.Tensor):
+        raise TypeError(f"offs must be a torch.Tensor, got {type(offs).__name__}")
+    if offs.dtype != torch.int32:
+        raise TypeError(f"offs must have dtype int32, got {offs.dtype}")
+    if offs.ndim != 1:
+        raise ValueError(f"offs must be 1-D (G,), got shape {tuple(offs.shape)}")
+    if offs.device != x.device:
+        raise ValueError(f"offs must be on the input's device {x.device}, got {offs.device}")
+    if validate_offs:
+        _validate_offs_values(offs, total)
+
+
+def _backend(x: torch.Tensor, fp8_dtype: torch.dtype) -> Backend:
+    """The backend for x's device; raises ValueError (device) or TypeError (fp8_dtype the backend lacks)."""
+    backend = backend_for(x.device)
+    backend.check_fp8_dtype(fp8_dtype)
+    return backend
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Dense ops
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("fp8moe::rowwise_2d_scale_and_cast", mutates_args=())
+def _rowwise_2d_op(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+    return _rowwise_2d.launch(x, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+@_rowwise_2d_op.register_fake
+def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+    _backend(x, fp8_dtype)
+    m, k = x.shape
+    return x.new_empty((m, k), dtype=fp8_dtype), x.new_empty((m, 1), dtype=torch.float32)
+
+
+def rowwise_2d_scale_and_cast(
+    x: torch.Tensor, fp8_dtype: torch.dtype = _E4M3, round_scales_to_power_of_2: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton twin of :func:`fp8ref.ops.rowwise_2d_scale_and_cast` (same bytes, shapes and strides).
+
+    Args:
+        x: (M, K) bf16/f16/f32 on a GPU (or the CPU under the interpreter), any strides (read in place, no copy).
+        fp8_dtype: an fp8 dtype the backend stores (``fp8moe.backend_for(x.device).fp8_dtypes``).
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+
+    Returns:
+        q: (M, K) fp8_dtype, row-major. scales: (M, 1) f32.
+    """
+    _check_input("x", x, "MK")
+    _check_fp8_dtype(fp8_dtype)
+    return _rowwise_2d_op(x, fp8_dtype, round_scales_to_power_of_2)
+
+
+@torch.library.custom_op("fp8moe::colwise_3d_scale_and_cast", mutates_args=())
+def _colwise_3d_op(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+    return _colwise_3d.launch(x, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+@_colwise_3d_op.register_fake
+def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+    _backend(x, fp8_dtype)
+    e, k, n = x.shape
+    q = x.new_empty_strided((e, k, n), (k * n, 1, k), dtype=fp8_dtype)
+    return q, x.new_empty((e, 1, n), dtype=torch.float32)
+
+
+def colwise_3d_scale_and_cast(
+    x: torch.Tensor, fp8_dtype: torch.dtype = _E4M3, round_scales_to_power_of_2: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton twin of :func:`fp8ref.ops.colwise_3d_scale_and_cast` (same bytes, shapes and strides).
+
+    Args:
+        x: (E, K, N) bf16/f16/f32, any strides; the canonical column-major layout (K*N, 1, K) reads contiguously.
+        fp8_dtype: an fp8 dtype the backend stores.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+
+    Returns:
+        q: (E, K, N) fp8_dtype with strides (K*N, 1, K). scales: (E, 1, N) f32.
+    """
+    _check_input("x", x, "EKN")
+    _check_fp8_dtype(fp8_dtype)
+    return _colwise_3d_op(x, fp8_dtype, round_scales_to_power_of_2)
+
+
+@torch.library.custom_op("fp8moe::rowwise_3d_transpose_rhs", mutates_args=())
+def _transpose_rhs_op(
+    x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, method: str
+) -> tuple[Tensor, Tensor]:
+    return _transpose_rhs.launch(x, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype), method)
+
+
+@_transpose_rhs_op.register_fake
+def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, method: str) -> tuple[Tensor, Tensor]:
+    _backend(x, fp8_dtype)
+    e, k, n = x.shape
+    q = x.new_empty_strided((e, n, k), (n * k, 1, n), dtype=fp8_dtype)
+    return q, x.new_empty((e, k), dtype=torch.float32)
+
+
+def rowwise_3d_transpose_rhs(
+    x: torch.Tensor,
+    fp8_dtype: torch.dtype = _E4M3,
+    round_scales_to_power_of_2: bool = False,
+    *,
+    method: Literal["atomic", "reduction"] = "reduction",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton twin of :func:`fp8ref.ops.rowwise_3d_transpose_rhs` (same bytes, shapes and strides).
+
+    Args:
+        x: (E, K, N) bf16/f16/f32, any strides; contiguous reads coalesce along the reduced N.
+        fp8_dtype: an fp8 dtype the backend stores.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+        method: "reduction" (one launch, one program per block of rows) or "atomic" (two launches: per-tile
+            partial amax combined with an int32 atomic max, then quantize). Identical bytes; only speed differs.
+
+    Returns:
+        q: (E, N, K) fp8_dtype with strides (N*K, 1, N). scales: (E, K) f32.
+    """
+    _check_input("x", x, "EKN")
+    _check_fp8_dtype(fp8_dtype)
+    if method not in _transpose_rhs.METHODS:
+        raise ValueError(f"method must be one of {_transpose_rhs.METHODS}, got {method!r}")
+    return _transpose_rhs_op(x, fp8_dtype, round_scales_to_power_of_2, method)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Jagged (per-group) ops
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("fp8moe::per_group_rowwise_scales", mutates_args=())
+def _per_group_rowwise_op(
+    x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
+) -> tuple[Tensor, Tensor]:
+    return _per_group_rowwise.launch(x, offs, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+@_per_group_rowwise_op.register_fake
+def _(x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+    _backend(x, fp8_dtype)
+    m, k = x.shape
+    return x.new_empty((m, k), dtype=fp8_dtype), x.new_empty((offs.shape[0] * m,), dtype=torch.float32)
+
+
+def per_group_rowwise_scales(
+    x: torch.Tensor,
+    offs: torch.Tensor,
+    fp8_dtype: torch.dtype = _E4M3,
+    round_scales_to_power_of_2: bool = False,
+    *,
+    validate_offs: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton twin of :func:`fp8ref.ops.per_group_rowwise_scales` (same bytes on every column inside a group).
+
+    Args:
+        x: (M, Ktot) bf16/f16/f32, any strides.
+        offs: (G,) int32 on x's device, exclusive end offsets along the columns. Read only on the device.
+        fp8_dtype: an fp8 dtype the backend stores.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+        validate_offs: also check the offset values (non-negative, non-decreasing, offs[-1] <= Ktot). This copies
+            offs to the host: one device sync, and a graph break under torch.compile. Off by default.
+
+    Returns:
+        q: (M, Ktot) fp8_dtype, row-major; columns past offs[-1] are left unwritten. scales: (G * M,) f32,
+        ``scales[g * M + m]``.
+    """
+    _check_input("x", x, "MK")
+    _check_offs(offs, x, x.shape[1], validate_offs)
+    _check_fp8_dtype(fp8_dtype)
+    return _per_group_rowwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
+
+
+@torch.library.custom_op("fp8moe::per_group_colwise_scales", mutates_args=())
+def _per_group_colwise_op(
+    x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
+) -> tuple[Tensor, Tensor]:
+    return _per_group_colwise.launch(x, offs, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+def _fake_colwise(x: Tensor, num_groups: int, fp8_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    k, n = x.shape
+    q = x.new_empty_strided((k, n), (1, k), dtype=fp8_dtype)
+    return q, x.new_empty((num_groups * n,), dtype=torch.float32)
+
+
+@_per_group_colwise_op.register_fake
+def _(x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+    _backend(x, fp8_dtype)
+    return _fake_colwise(x, offs.shape[0], fp8_dtype)
+
+
+def per_group_colwise_scales(
+    x: torch.Tensor,
+    offs: torch.Tensor,
+    fp8_dtype: torch.dtype = _E4M3,
+    round_scales_to_power_of_2: bool = False,
+    *,
+    validate_offs: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Triton twin of :func:`fp8ref.ops.per_group_colwise_scales` (same bytes on every row inside a group).
+
+    Args:
+        x: (Ktot, N) bf16/f16/f32, any strides.
+        offs: (G,) int32 on x's device, exclusive end offsets along the rows. Read only on the device.
+        fp8_dtype: an fp8 dtype the backend stores.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+        validate_offs: also check the offset values (one device sync, a graph break under torch.compile).
+
+    Returns:
+        q: (Ktot, N) fp8_dtype, column-major (strides (1, Ktot)); rows past offs[-1] are left unwritten.
+        scales: (G * N,) f32, ``scales[g * N + n]``.
+    """
+    _check_input("x", x, "KN")
+    _check_offs(offs, x, x.shape[0], validate_offs)
+    _check_fp8_dtype(fp8_dtype)
+    return _per_group_colwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
+
+
+@torch.library.custom_op("fp8moe::per_group_colwise_scales_dual", mutates_args=())
+def _per_group_colwise_dual_op(
+    x1: Tensor, x2: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    backend = _backend(x1, fp8_dtype)
+    return _per_group_colwise_dual.launch(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2, backend)
+
+
+@_per_group_colwise_dual_op.register_fake
+def _(
+    x1: Tensor, x2: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    _backend(x1, fp8_dtype)
+    return (*_fake_colwise(x1, offs.shape[0], fp8_dtype), *_fake_colwise(x2, offs.shape[0], fp8_dtype))
+
+
+def per_group_colwise_scales_dual(
+    x1: torch.Tensor,
+    x2: torch.Tensor,
+    offs: torch.Tensor,
+    fp8_dtype: torch.dtype = _E4M3,
+    round_scales_to_power_of_2: bool = False,
+    *,
+    validate_offs: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Triton twin of :func:`fp8ref.ops.per_group_colwise_scales_dual`: both tensors in one launch.
+
+    Args:
+        x1: (Ktot, N1) bf16/f16/f32, any strides.
+        x2: (Ktot, N2), x1's dtype and device, any strides.
+        offs: (G,) int32 on the inputs' device, exclusive end offsets along the shared rows.
+        fp8_dtype: an fp8 dtype the backend stores.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+        validate_offs: also check the offset values (one device sync, a graph break under torch.compile).
+
+    Returns:
+        (q1, s1, q2, s2) as :func:`per_group_colwise_scales` of each input.
+    """
+    _check_input("x1", x1, "KN")
+    _check_input("x2", x2, "KN")
+    if x1.shape[0] != x2.shape[0]:
+        raise ValueError(f"x1 and x2 must share their rows (Ktot), got shapes {tuple(x1.shape)} and {tuple(x2.shape)}")
+    if x1.dtype != x2.dtype:
+        raise TypeError(f"x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
+    if x1.device != x2.device:
+        raise ValueError(f"x1 and x2 must be on the same device, got {x1.device} and {x2.device}")
+    _check_offs(offs, x1, x1.shape[0], validate_offs)
+    _check_fp8_dtype(fp8_dtype)
+    return _per_group_colwise_dual_op(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2)

@@ -1,0 +1,205 @@
+"""The launch-config policy (fp8moe/configs.py) and backend detection, on the CPU.
+
+ROCm never autotunes (each new key costs a device sync there, SPEC §7); the CUDA autotune key of every kernel names
+every launch argument that changes the best config or the result; gfx942 stores fnuz and gfx950 fn formats; kernels
+switch to int64 offsets exactly when some element offset exceeds int32.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import fp8moe  # noqa: F401  (before anything imports triton: turns the interpreter on when there is no GPU)
+
+# isort: split
+import triton
+
+from fp8moe import backend as backend_module
+from fp8moe import configs
+from fp8moe.backend import Backend
+from fp8moe.kernels import (
+    _per_group,
+    per_group_colwise_scales_dual,
+    rowwise_2d_scale_and_cast,
+    rowwise_3d_transpose_rhs,
+)
+
+FN = (torch.float8_e4m3fn, torch.float8_e5m2)
+FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
+CUDA = Backend("cuda", "sm_90", FN, exact_encode=False, autotune=True)
+ROCM = Backend("rocm", "gfx942", FNUZ, exact_encode=False, autotune=False)
+INTERPRETER = Backend("interpreter", "cpu", FN + FNUZ, exact_encode=True, autotune=False)
+
+#: Every kernel with its configs.
+KERNELS = {
+    "rowwise": (rowwise_2d_scale_and_cast._rowwise_scale_and_cast_kernel, configs.ROWWISE),
+    "transpose_amax": (rowwise_3d_transpose_rhs._transpose_rhs_amax_kernel, configs.TRANSPOSE_AMAX),
+    "transpose_quantize": (rowwise_3d_transpose_rhs._transpose_rhs_quantize_kernel, configs.TRANSPOSE_QUANTIZE),
+    "per_group": (_per_group._per_group_rows_kernel, _per_group.PER_GROUP),
+    "per_group_dual": (
+        per_group_colwise_scales_dual._per_group_colwise_scales_dual_kernel,
+        per_group_colwise_scales_dual.PER_GROUP_DUAL,
+    ),
+}
+
+
+def _python_fn(kernel):
+    """The Python function under triton's wrappers (Heuristics -> JITFunction/InterpretedFunction -> function)."""
+    fn = kernel
+    while not inspect.isfunction(fn):
+        fn = fn.fn
+    return fn
+
+
+def _runtime_args(kernel) -> list[str]:
+    """Non-constexpr kernel arguments that are not pointers."""
+    params = inspect.signature(_python_fn(kernel)).parameters.values()
+    return [p.name for p in params if "constexpr" not in str(p.annotation) and not p.name.endswith("_ptr")]
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_cuda_autotune_key_names_every_shape_input_stride_and_result_arg(name):
+    kernel, kernel_configs = KERNELS[name]
+    args = inspect.signature(_python_fn(kernel)).parameters
+    # Output strides follow from the shape (outputs are allocated by the launcher), so they need no key entry.
+    required = [a for a in _runtime_args(kernel) if not a.startswith("stride_q")]
+    required += [a for a in configs.RESULT_ARGS if a in args]
+    missing = [a for a in required if a not in kernel_configs.key]
+    assert not missing, f"{kernel_configs.name}: autotune key lacks {missing}"
+    unknown = [a for a in kernel_configs.key if a not in args]
+    assert not unknown, f"{kernel_configs.name}: key names {unknown}, which the kernel does not take"
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_every_config_sets_exactly_the_kernels_block_constexprs(name):
+    kernel, kernel_configs = KERNELS[name]
+    params = inspect.signature(_python_fn(kernel)).parameters
+    blocks = {p for p in params if p.startswith("BLOCK_")}
+    for config in (*kernel_configs.cuda, kernel_configs.rocm, kernel_configs.interpreter):
+        assert set(config.kwargs) == blocks, f"{kernel_configs.name}: {config}"
+        assert all(v & (v - 1) == 0 for v in config.kwargs.values()), f"block sizes must be powers of two: {config}"
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_interpreter_blocks_are_small_so_tests_cover_multi_block_paths(name):
+    _, kernel_configs = KERNELS[name]
+    assert max(kernel_configs.interpreter.kwargs.values()) <= 64
+
+
+class _RecordingKernel:
+    """Stands in for a jit kernel: records ``kernel[grid](**kwargs)`` launches."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda **kwargs: self.launches.append((grid, kwargs))
+
+
+@pytest.mark.parametrize("backend", [ROCM, INTERPRETER], ids=["rocm", "interpreter"])
+@pytest.mark.parametrize("name", KERNELS)
+def test_rocm_and_interpreter_launch_one_fixed_config_and_never_autotune(name, backend, monkeypatch):
+    _, kernel_configs = KERNELS[name]
+    monkeypatch.setattr(triton, "autotune", _forbidden_autotune)
+    kernel = _RecordingKernel()
+    configs.launch(kernel, kernel_configs, backend, lambda meta: (7,), ARG=1)
+    expected = kernel_configs.rocm if backend.kind == "rocm" else kernel_configs.interpreter
+    [(grid, kwargs)] = kernel.launches
+    assert grid == (7,)
+    assert kwargs == {"ARG": 1, **expected.kwargs, "num_warps": expected.num_warps, "num_stages": expected.num_stages}
+
+
+def _forbidden_autotune(*args, **kwargs):
+    raise AssertionError("triton.autotune called on a backend that must not autotune")
+
+
+def test_cuda_launch_autotunes_with_the_configs_key_and_candidates(monkeypatch):
+    built = {}
+
+    def recording_autotune(configs, key):
+        built.update(configs=configs, key=key)
+        return lambda kernel: kernel
+
+    monkeypatch.setattr(triton, "autotune", recording_autotune)
+    monkeypatch.setattr(configs, "_AUTOTUNED", {})
+    kernel = _RecordingKernel()
+    grid = lambda meta: (1,)
+    configs.launch(kernel, configs.ROWWISE, CUDA, grid, S=3)
+    assert built == {"configs": list(configs.ROWWISE.cuda), "key": list(configs.ROWWISE.key)}
+    # The autotuner gets the grid function and no block sizes: it picks the config per key.
+    assert kernel.launches == [(grid, {"S": 3})]
+
+
+def test_fixed_config_is_refused_on_an_autotuning_backend():
+    with pytest.raises(ValueError, match="autotunes"):
+        configs.ROWWISE.fixed(CUDA)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Backend detection
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("arch", "dtypes"), [("gfx942", FNUZ), ("gfx950", FN), ("gfx1201", FN)])
+def test_rocm_arch_selects_its_fp8_formats(arch, dtypes):
+    assert backend_module.rocm_fp8_dtypes(arch) == dtypes
+
+
+def test_unknown_rocm_arch_raises():
+    with pytest.raises(ValueError, match="gfx90a"):
+        backend_module.rocm_fp8_dtypes("gfx90a")
+
+
+@pytest.mark.parametrize(("arch", "dtypes"), [("gfx942", FNUZ), ("gfx950", FN)])
+def test_rocm_device_gets_a_backend_that_never_autotunes(arch, dtypes, monkeypatch):
+    monkeypatch.setattr(backend_module, "interpreter_requested", lambda: False)
+    monkeypatch.setattr(torch.version, "hip", "6.4")
+    monkeypatch.setattr(backend_module, "_rocm_arch", lambda device: arch)
+    backend = backend_module.backend_for("cuda:0")
+    assert (backend.kind, backend.arch, backend.fp8_dtypes) == ("rocm", arch, dtypes)
+    assert not backend.autotune
+    assert not backend.exact_encode
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# int64 offsets
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _meta(shape, stride, dtype=torch.bfloat16):
+    return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+
+
+@pytest.mark.parametrize(
+    ("shape", "stride", "expected"),
+    [
+        ((2, 40), (40, 1), False),
+        ((2, 1), (configs.INT32_MAX, 1), False),  # largest offset exactly INT32_MAX
+        ((2, 2), (configs.INT32_MAX, 1), True),  # INT32_MAX + 1
+        ((3, 40), (2**30 + 64, 1), True),  # stride fits int32, 2 * stride does not
+        ((0, 40), (2**40, 1), False),  # empty: no element, no offset
+        ((2**16, 2**15 + 1), (2**15 + 1, 1), True),  # 2^31 + 2^16 elements, contiguous
+    ],
+)
+def test_int64_offsets_exactly_when_an_element_offset_exceeds_int32(shape, stride, expected):
+    assert configs.needs_int64_index(_meta(shape, stride)) is expected
+
+
+def _recorded_launches(monkeypatch) -> list[dict]:
+    launches = []
+    monkeypatch.setattr(configs, "launch", lambda kernel, kcfg, backend, grid, **args: launches.append(args))
+    return launches
+
+
+@pytest.mark.parametrize("method", ["reduction", "atomic"])
+@pytest.mark.parametrize(("stride_e", "expected"), [(120, False), (2**30 + 64, True)])
+def test_dense_launchers_pass_int64_index_for_large_offsets(method, stride_e, expected, monkeypatch):
+    launches = _recorded_launches(monkeypatch)
+    x = _meta((3, 3, 40), (stride_e, 40, 1))
+    rowwise_3d_transpose_rhs.launch(x, torch.float8_e4m3fn, False, INTERPRETER, method)
+    rowwise_2d_scale_and_cast.launch(x[:, 0, :], torch.float8_e4m3fn, False, INTERPRETER)
+    assert [args["INT64_INDEX"] for args in launches] == [expected] * len(launches)
+    assert len(launches) == (3 if method == "atomic" else 2)
