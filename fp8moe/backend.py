@@ -49,7 +49,9 @@ class Backend:
     def check_fp8_dtype(self, fp8_dtype: torch.dtype) -> None:
         if fp8_dtype not in self.fp8_dtypes:
             names = [str(d).removeprefix("torch.") for d in self.fp8_dtypes]
-            raise TypeError(f"fp8_dtype {fp8_dtype} is not supported on backend {self.kind}/{self.arch}; use one of {names}")
+            raise TypeError(
+                f"fp8_dtype {fp8_dtype} is not supported on backend {self.kind}/{self.arch}; use one of {names}"
+            )
 
 
 def interpreter_requested() -> bool:

@@ -64,7 +64,7 @@ def round_scale_to_power_of_2(scale: torch.Tensor, rule: Pow2Rule = "log2") -> t
         exponent = torch.floor(torch.log2(scale.to(torch.float64)).to(torch.float32))
         return torch.exp2(exponent)
     if rule == "floor":
-        mantissa, exponent = torch.frexp(scale)  # scale = mantissa * 2**exponent, mantissa in [0.5, 1)
+        _, exponent = torch.frexp(scale)  # scale = mantissa * 2**exponent, mantissa in [0.5, 1)
         pow2 = torch.ldexp(torch.full_like(scale, 0.5), exponent)
         return torch.where(torch.isfinite(scale) & (scale != 0), pow2, scale)
     raise ValueError(f"pow2 rule must be one of {POW2_RULES}, got {rule!r}")

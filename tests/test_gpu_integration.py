@@ -47,7 +47,7 @@ def _case_id(case):
 def _assert_outputs_identical(a, b):
     assert len(a) == len(b)
     for x, y in zip(a, b):
-        assert x.shape == y.shape and x.stride() == y.stride() and x.dtype == y.dtype
+        assert (x.shape, x.stride(), x.dtype) == (y.shape, y.stride(), y.dtype)
         if x.dtype.is_floating_point and x.element_size() == 1:
             assert torch.equal(x.view(torch.uint8), y.view(torch.uint8))
         else:
@@ -92,7 +92,7 @@ def test_opcheck_passes_for_every_registered_op():
         # remaining schema arguments after the tensors, in order: fp8 dtype, pow2 flag, then variants
         extra = {"fp8_dtype": E4, "round_scales_to_power_of_2": False, **kwargs}
         for arg in schema_args[len(call):]:
-            call.append(extra[arg.name] if arg.name in extra else arg.default_value)
+            call.append(extra.get(arg.name, arg.default_value))
         torch.library.opcheck(packet.default, tuple(call))
 
 

@@ -99,7 +99,7 @@ def test_scale_helper_equals_amax_to_scale(fp8_dtype, pow2, device):
     expected = amax_to_scale(amax, fp8_dtype, pow2)
     got = scale.cpu()
     bad = (got.view(torch.int32) != expected.view(torch.int32)) & ~(torch.isnan(got) & torch.isnan(expected))
-    assert not bool(bad.any()), f"amax {amax[bad][:4].tolist()}: {got[bad][:4].tolist()} vs {expected[bad][:4].tolist()}"
+    assert not bool(bad.any()), f"amax {amax[bad][:4].tolist()}: {got[bad][:4].tolist()} vs {expected[bad][:4]}"
 
 
 def test_pow2_integer_rule_equals_reference_log2_rule_near_every_power_of_two(device):
