@@ -3,7 +3,7 @@
 Kernels are named as "module:attr" strings and imported on first use, so ``fp8ref.specs()`` imports neither the
 kernels nor Triton. Test shapes stay small (the interpreter runs ~ms per program instance on the CPU) but include
 sizes that are not multiples of 16/32/64/128 and tensors smaller than one block; benchmark shapes are the
-production shapes of SPEC §7 ((M, K, N, E) = (16384, 7168, 2048, 8)).
+production shapes of SPEC §7 (MOE_CONFIGS).
 """
 
 from __future__ import annotations
@@ -27,25 +27,36 @@ def _supports(device: torch.device, fp8_dtype: torch.dtype) -> str | None:
     return None
 
 
-_M, _K, _N, _E = 16384, 7168, 2048, 8
+#: The four MoE grouped-GEMM configurations of SPEC §7, (M tokens, K, N, E experts). Forward: A (M,K) rowwise,
+#: B_t (E,K,N) colwise-3D; backward: grad_out (M,N) rowwise, B transposed rowwise, and the per-group ops over M for
+#: grad_B (grad_out^T is (N,M) per-group rowwise; A and grad_out per-group colwise, also as the dual).
+MOE_CONFIGS = ((16384, 7168, 2048, 8), (16640, 2048, 1408, 64), (32768, 5120, 8192, 16), (65536, 4096, 14336, 8))
 
 
-def _spec(name: str, test_shapes, bench_shapes, **kw) -> KernelSpec:
+def _spec(name: str, test_shapes, bench, **kw) -> KernelSpec:
+    """A row; ``bench`` maps one MoE config (M, K, N, E) to this op's benchmark (shape, groups)."""
+    points = [bench(*cfg) for cfg in MOE_CONFIGS]
     return KernelSpec(
-        name, kernel=f"fp8moe.ops:{name}", test_shapes=test_shapes, bench_shapes=bench_shapes, supports=_supports, **kw
+        name,
+        kernel=f"fp8moe.ops:{name}",
+        test_shapes=test_shapes,
+        bench_shapes=tuple(shape for shape, _ in points),
+        bench_groups=tuple(groups for _, groups in points),
+        supports=_supports,
+        **kw,
     )
 
 
 SPECS: tuple[KernelSpec, ...] = (
-    _spec("rowwise_2d_scale_and_cast", ((1, 1), (7, 100), (33, 130)), ((_M, _K), (_M, _N))),
-    _spec("colwise_3d_scale_and_cast", ((1, 1, 1), (2, 7, 100), (3, 33, 17)), ((_E, _K, _N),)),
+    _spec("rowwise_2d_scale_and_cast", ((1, 1), (7, 100), (33, 130)), lambda m, k, n, e: ((m, k), 1)),
+    _spec("colwise_3d_scale_and_cast", ((1, 1, 1), (2, 7, 100), (3, 33, 17)), lambda m, k, n, e: ((e, k, n), 1)),
     _spec(
         "rowwise_3d_transpose_rhs",
         ((1, 1, 1), (2, 7, 100), (3, 33, 17)),
-        ((_E, _K, _N),),
+        lambda m, k, n, e: ((e, k, n), 1),
         kwargs_grid=({"method": "atomic"}, {"method": "reduction"}),
     ),
-    _spec("per_group_rowwise_scales", ((1, 1), (7, 100), (16, 130)), ((_N, _M),)),
-    _spec("per_group_colwise_scales", ((1, 1), (100, 7), (130, 16)), ((_M, _N),)),
-    _spec("per_group_colwise_scales_dual", ((1, 1, 1), (100, 7, 3), (130, 16, 9)), ((_M, _N, _K),)),
+    _spec("per_group_rowwise_scales", ((1, 1), (7, 100), (16, 130)), lambda m, k, n, e: ((n, m), e)),
+    _spec("per_group_colwise_scales", ((1, 1), (100, 7), (130, 16)), lambda m, k, n, e: ((m, k), e)),
+    _spec("per_group_colwise_scales_dual", ((1, 1, 1), (100, 7, 3), (130, 16, 9)), lambda m, k, n, e: ((m, n, k), e)),
 )

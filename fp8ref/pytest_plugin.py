@@ -5,10 +5,16 @@ What it gives a test suite:
       machine with several GPUs, worker ``gwN`` uses ``cuda:(N % device_count)``.
     * Capability marks defined once, each with its reason: ``needs_gpu``, ``needs_fnuz``; tests marked
       ``@pytest.mark.gpu`` are skipped on the CPU with a reason.
-    * Grids over the discovered KernelSpecs: a test taking ``kernel_param`` runs once per (spec, shape, groups,
-      dtype, fp8 dtype, pow2, layout, kwargs) point with ids like ``per_group_colwise_scales-130x16-G7-bf16-e4m3fn``;
-      ``reference_param`` does the same over the reference specs. Points the device cannot run are skipped with the
-      backend's reason.
+    * Grids over the discovered KernelSpecs: a test taking ``kernel_param`` runs once per point of
+      ``KernelSpec.params(mode)`` (shape, groups, offs layout, dtype, fp8 dtype, pow2, values, memory layout,
+      kwargs), with ids like ``per_group_colwise_scales-130x16-G7-random-bf16-e4m3fn-pow2-special``;
+      ``reference_param`` does the same over the reference specs. ``--fp8ref-grid`` picks the mode: "full" by
+      default on a GPU, "covering" on the CPU (~0.2 s per point in the Triton interpreter, 2 cores), or "quick".
+      Points the device cannot run are skipped with the backend's reason.
+    * On the CPU it sets TRITON_INTERPRET=1 (unless the environment already sets it) in ``pytest_configure``, before
+      any test module imports triton: Triton kernels run on the CPU only through the interpreter, which must be on
+      when triton is imported (fp8moe.backend raises an ImportError otherwise). This changes where kernels run,
+      never what they compute.
     * ``seed``: derived from the test id, so every test has its own inputs and reruns get the same ones.
     * ``fp8ref_compare``: ``fp8ref.compare`` with this test's device and seed; when the test fails, every failing
       report is saved under ``--fp8ref-artifacts`` (default ./fp8ref-artifacts) as report.txt, report.json and a
@@ -25,9 +31,9 @@ import pytest
 import torch
 
 from fp8ref.engine.inputs import derive_seed
-from fp8ref.spec import Param, reference_specs, specs
+from fp8ref.spec import GRID_MODES, Param, reference_specs, specs
 
-__all__ = ["needs_fnuz", "needs_gpu", "worker_device"]
+__all__ = ["grid_mode", "needs_fnuz", "needs_gpu", "worker_device"]
 
 _FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
@@ -50,6 +56,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="fp8ref-artifacts",
         help="directory for the report and repro.py of failing fp8ref comparisons (default: ./fp8ref-artifacts)",
     )
+    group.addoption(
+        "--fp8ref-grid",
+        default=None,
+        choices=GRID_MODES,
+        help="KernelSpec.params mode of the kernel_param/reference_param grids (default: full on a GPU, covering "
+        "on the CPU)",
+    )
 
 
 def worker_device(requested: str | None, worker: str | None) -> torch.device:
@@ -70,12 +83,21 @@ def _device(config: pytest.Config) -> torch.device:
     return worker_device(config.getoption("--device"), os.environ.get("PYTEST_XDIST_WORKER"))
 
 
+def grid_mode(requested: str | None, device: torch.device) -> str:
+    """The ``KernelSpec.params`` mode: ``requested`` (--fp8ref-grid), else "full" on a GPU and "covering" on the CPU."""
+    return requested or ("covering" if device.type == "cpu" else "full")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fp8ref_spec(id): the KernelSpec a parametrized test point belongs to")
+    if _device(config).type == "cpu" and "TRITON_INTERPRET" not in os.environ:
+        os.environ["TRITON_INTERPRET"] = "1"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"fp8ref: device={_device(config)}, specs={[s.id for s in specs()] or 'none discovered'}"
+    device = _device(config)
+    mode = grid_mode(config.getoption("--fp8ref-grid"), device)
+    return f"fp8ref: device={device}, grid={mode}, specs={[s.id for s in specs()] or 'none discovered'}"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -91,13 +113,14 @@ def _param(p: Param, device: torch.device):
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     device = _device(metafunc.config)
+    mode = grid_mode(metafunc.config.getoption("--fp8ref-grid"), device)
     if "kernel_param" in metafunc.fixturenames:
-        grid = [_param(p, device) for s in specs() for p in s.params()]
+        grid = [_param(p, device) for s in specs() for p in s.params(mode)]
         if not grid:
             grid = [pytest.param(None, marks=pytest.mark.skip(reason="no KernelSpec discovered (fp8ref.specs)"))]
         metafunc.parametrize("kernel_param", grid)
     if "reference_param" in metafunc.fixturenames:
-        grid = [pytest.param(p, id=p.id) for s in reference_specs() for p in s.params()]
+        grid = [pytest.param(p, id=p.id) for s in reference_specs() for p in s.params(mode)]
         metafunc.parametrize("reference_param", grid)
 
 

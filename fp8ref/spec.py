@@ -11,7 +11,7 @@ import functools
 import importlib
 import itertools
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
@@ -20,9 +20,12 @@ import torch
 from fp8ref.engine.contracts import CONTRACTS, OpContract, contract
 from fp8ref.engine.layouts import OFFS_LAYOUTS
 
-__all__ = ["Exact", "KernelSpec", "Param", "Sqnr", "find_spec", "reference_specs", "resolve", "specs"]
+__all__ = ["GRID_MODES", "Exact", "KernelSpec", "Param", "Sqnr", "find_spec", "reference_specs", "resolve", "specs"]
 
 _DTYPE_IDS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+
+#: The modes of ``KernelSpec.params``, largest grid first.
+GRID_MODES: tuple[str, ...] = ("full", "covering", "quick")
 
 
 @dataclass(frozen=True)
@@ -64,25 +67,36 @@ def resolve(path: str) -> Callable:
 
 @dataclass(frozen=True)
 class Param:
-    """One point of a spec's test grid; ``id`` is the pytest id."""
+    """One point of a spec's test grid; ``id`` is the pytest id.
+
+    Attributes:
+        offs: the named offs layout (fp8ref.engine.layouts.OFFS_LAYOUTS) for jagged ops, None otherwise.
+        values: the input value distribution, "normal" or "special" (fp8ref.engine.values.VALUE_KINDS).
+        layout: the input memory layout.
+    """
 
     spec: KernelSpec
     shape: tuple[int, ...]
     groups: int | None
+    offs: str | None
     dtype: torch.dtype
     fp8_dtype: torch.dtype
     round_scales_to_power_of_2: bool
+    values: str
     layout: str
     kernel_kwargs: Mapping[str, object]
 
     @property
     def id(self) -> str:
+        """E.g. ``per_group_colwise_scales-130x16-G7-random-bf16-e4m3fn-pow2-special``; defaults are left out."""
         parts = [self.spec.id, "x".join(map(str, self.shape))]
         if self.groups is not None:
-            parts.append(f"G{self.groups}")
+            parts += [f"G{self.groups}", self.offs]
         parts += [_DTYPE_IDS[self.dtype], str(self.fp8_dtype).removeprefix("torch.float8_")]
         if self.round_scales_to_power_of_2:
             parts.append("pow2")
+        if self.values != "normal":
+            parts.append(self.values)
         if self.layout != self.spec.layouts[0]:
             parts.append(self.layout.replace("_major", "major"))
         parts += [str(v) for v in self.kernel_kwargs.values()]
@@ -94,11 +108,12 @@ class Param:
             "dtype": self.dtype,
             "fp8_dtype": self.fp8_dtype,
             "round_scales_to_power_of_2": self.round_scales_to_power_of_2,
+            "values": self.values,
             "layout": self.layout,
             **self.kernel_kwargs,
         }
         if self.groups is not None:
-            kw["groups"] = self.groups
+            kw |= {"groups": self.groups, "offs": self.offs}
         return kw
 
 
@@ -113,10 +128,13 @@ class KernelSpec:
         variant: a label when several specs share an op (e.g. "atomic"); part of ``id``.
         test_shapes: small shapes (the Triton interpreter runs ~ms per program instance on the CPU).
         bench_shapes: production shapes for benchmarks.
+        bench_groups: the group count of each bench shape (jagged ops; 1 elsewhere), same length as bench_shapes.
         group_counts: G values for jagged ops (ignored otherwise).
         offs_layouts: named group layouts to sweep (fp8ref.engine.layouts.OFFS_LAYOUTS).
         dtypes, fp8_dtypes: input and output dtypes to sweep.
         pow2: round_scales_to_power_of_2 values to sweep.
+        values: input value distributions to sweep (fp8ref.engine.values.VALUE_KINDS); "special" puts NaN, +-inf,
+            -0, subnormals, all-zero and near-pow2 slices in every input.
         kwargs_grid: extra kernel keyword arguments, one dict per variant of the launch (never semantic).
         layouts: input memory layouts the kernel accepts (default: the op contract's).
         tolerance: Exact() for every quantization op.
@@ -129,11 +147,13 @@ class KernelSpec:
     variant: str = ""
     test_shapes: tuple[tuple[int, ...], ...] = ()
     bench_shapes: tuple[tuple[int, ...], ...] = ()
+    bench_groups: tuple[int, ...] = ()
     group_counts: tuple[int, ...] = (1, 3, 7)
     offs_layouts: tuple[str, ...] = ("uniform", "random", "empty_middle", "size1", "dominant", "tail_past_end")
     dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
     fp8_dtypes: tuple[torch.dtype, ...] = (torch.float8_e4m3fn, torch.float8_e5m2)
     pow2: tuple[bool, ...] = (False, True)
+    values: tuple[str, ...] = ("normal", "special")
     kwargs_grid: tuple[Mapping[str, object], ...] = field(default_factory=lambda: ({},))
     layouts: tuple[str, ...] = ()
     tolerance: Exact | Sqnr = Exact()
@@ -146,6 +166,10 @@ class KernelSpec:
             raise ValueError(f"{self.id}: unknown offs layouts {sorted(unknown)}")
         if not self.layouts:
             object.__setattr__(self, "layouts", self.contract.input_layouts)
+        if not self.bench_groups:
+            object.__setattr__(self, "bench_groups", (1,) * len(self.bench_shapes))
+        if len(self.bench_groups) != len(self.bench_shapes):
+            raise ValueError(f"{self.id}: bench_groups needs one group count per bench shape")
 
     @property
     def id(self) -> str:
@@ -186,13 +210,75 @@ class KernelSpec:
         """Why (device, fp8_dtype) cannot run, or None when it can."""
         return None if self.supports is None else self.supports(torch.device(device), fp8_dtype)
 
-    def params(self) -> Iterator[Param]:
-        """The test grid: shapes x groups x dtypes x fp8 dtypes x pow2 x layouts x kwargs variants."""
-        groups = self.group_counts if self.contract.jagged else (None,)
-        for shape, g, dt, f8, p2, lay, kw in itertools.product(
-            self.test_shapes, groups, self.dtypes, self.fp8_dtypes, self.pow2, self.layouts, self.kwargs_grid
-        ):
-            yield Param(self, shape, g, dt, f8, p2, lay, dict(kw))
+    def params(self, mode: str = "full", fp8_dtypes: Sequence[torch.dtype] | None = None) -> list[Param]:
+        """The test grid: every case pytest, ``fp8ref bringup`` and the engine self-test run for this spec.
+
+        Axes: (shape, group count) points; the layout class (the named offs layouts for jagged ops, the input memory
+        layouts otherwise); fp8 dtype; and the free axes: input dtype, pow2, values, memory layout (jagged ops
+        only) and kwargs variant.
+
+        Modes:
+            "full": the whole product (a GPU runs it in minutes).
+            "covering": every (shape/groups, layout class, fp8 dtype) combination once, each point's free axes
+                chosen by ``_pairwise`` so that every value of every axis appears and, grid size permitting, every
+                pair of values of two axes meets (each fp8 dtype sees "special" inputs and pow2, each offs layout
+                every input dtype, ...).
+            "quick": as few points as show every shape/groups point, layout class and fp8 dtype once (point i
+                takes index i of each, cyclically), free axes chosen as in "covering".
+
+        Args:
+            mode: one of GRID_MODES.
+            fp8_dtypes: the fp8 dtypes to sweep instead of ``self.fp8_dtypes`` (e.g. those a backend stores).
+
+        Raises:
+            ValueError: on an unknown mode.
+        """
+        if mode not in GRID_MODES:
+            raise ValueError(f"unknown grid mode {mode!r}; expected one of {GRID_MODES}")
+        jagged = self.contract.jagged
+        points = list(itertools.product(self.test_shapes, self.group_counts if jagged else (None,)))
+        covered = (points, self.offs_layouts if jagged else self.layouts, tuple(fp8_dtypes or self.fp8_dtypes))
+        free = (self.dtypes, self.pow2, self.values, self.layouts if jagged else (None,), self.kwargs_grid)
+        if mode == "full":
+            rows = list(itertools.product(*(range(len(axis)) for axis in covered + free)))
+        else:
+            if mode == "covering":
+                base = list(itertools.product(*(range(len(axis)) for axis in covered)))
+            else:
+                n = max(map(len, covered))
+                base = [tuple(i % len(axis) for axis in covered) for i in range(n)]
+            rows = [b + f for b, f in zip(base, _pairwise(base, tuple(map(len, free))))]
+        return [self._param(*(axis[i] for axis, i in zip(covered + free, row))) for row in rows]
+
+    def _param(self, point, cls, fp8_dtype, dtype, pow2, values, memory_layout, kwargs) -> Param:
+        shape, groups = point
+        jagged = groups is not None
+        return Param(
+            self, shape, groups, offs=cls if jagged else None, dtype=dtype, fp8_dtype=fp8_dtype,
+            round_scales_to_power_of_2=pow2, values=values, layout=memory_layout if jagged else cls,
+            kernel_kwargs=dict(kwargs),
+        )
+
+
+def _pairwise(base: list[tuple[int, ...]], free_sizes: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Free-axis indices for each base point, chosen greedily for 2-way coverage (the AETG idea).
+
+    Each base point, in order, takes the free-axis combination that meets the most (axis a = i, axis b = j) value
+    pairs not met by an earlier point, the first in product order on ties (so point 0 takes every free axis's first
+    value). A value never seen brings a new pair with every other axis, so every value of every axis appears once
+    there are enough points; pairs of base axes are all met by the covering product itself. Cost: points x
+    combinations x axis pairs (the largest fp8moe covering grid: 108 x 24 x 25, ~9 ms).
+    """
+    choices = list(itertools.product(*map(range, free_sizes)))
+    n_base = len(base[0]) if base else 0
+    pairs = [(a, b) for a, b in itertools.combinations(range(n_base + len(free_sizes)), 2) if b >= n_base]
+    met: set[tuple[int, int, int, int]] = set()
+    picked = []
+    for point in base:
+        row = max((point + c for c in choices), key=lambda r: sum((a, r[a], b, r[b]) not in met for a, b in pairs))
+        met.update((a, row[a], b, row[b]) for a, b in pairs)
+        picked.append(row[n_base:])
+    return picked
 
 
 _REFERENCE_TEST_SHAPES: dict[str, tuple[tuple[int, ...], ...]] = {

@@ -1,12 +1,19 @@
-"""The pytest plugin: device per xdist worker, readable ids, seeds from test ids, failure artifacts."""
+"""The pytest plugin and the spec grids it runs: device per xdist worker, grid modes, readable ids, seeds from test
+ids, failure artifacts."""
 
 from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
 
 import pytest
 import torch
 
-from fp8ref.pytest_plugin import worker_device
-from fp8ref.spec import reference_specs
+from fp8ref.pytest_plugin import grid_mode, worker_device
+from fp8ref.spec import GRID_MODES, reference_specs, specs
+
+_JAGGED = next(s for s in reference_specs() if s.name == "per_group_colwise_scales")
 
 
 def test_each_xdist_worker_gets_its_own_gpu(monkeypatch):
@@ -17,10 +24,91 @@ def test_each_xdist_worker_gets_its_own_gpu(monkeypatch):
     assert worker_device("cpu", "gw5") == torch.device("cpu")
 
 
-def test_param_ids_name_op_shape_groups_dtypes_and_pow2():
+def test_param_ids_name_op_shape_groups_offs_dtypes_pow2_values_and_layout():
     ids = {p.id for s in reference_specs() for p in s.params()}
-    assert "per_group_colwise_scales[reference]-130x16-G7-bf16-e4m3fn-pow2" in ids
+    assert "per_group_colwise_scales[reference]-130x16-G7-random-bf16-e4m3fn-pow2-special" in ids
+    assert "per_group_colwise_scales[reference]-1x1-G1-empty_middle-f32-e5m2-colmajor" in ids
     assert "rowwise_2d_scale_and_cast[reference]-7x100-f16-e5m2-colmajor" in ids
+
+
+@pytest.mark.parametrize("mode", GRID_MODES)
+def test_param_ids_are_unique_in_every_mode(mode):
+    ids = [p.id for s in (*reference_specs(), *specs()) for p in s.params(mode)]
+    assert len(ids) == len(set(ids))
+
+
+def _axes(p) -> dict:
+    return {
+        "shape": (p.shape, p.groups), "offs": p.offs, "dtype": p.dtype, "fp8_dtype": p.fp8_dtype,
+        "pow2": p.round_scales_to_power_of_2, "values": p.values, "layout": p.layout,
+        "kwargs": tuple(p.kernel_kwargs.items()),
+    }
+
+
+def _value_pairs(grid) -> set:
+    return {(a, row[a], b, row[b]) for row in map(_axes, grid) for a, b in itertools.combinations(row, 2)}
+
+
+def test_full_grid_is_the_whole_product_of_the_spec_axes():
+    s = _JAGGED
+    axes = (s.test_shapes, s.group_counts, s.offs_layouts, s.dtypes, s.fp8_dtypes, s.pow2, s.values, s.layouts,
+            s.kwargs_grid)
+    assert len(s.params("full")) == math.prod(map(len, axes)) == 2592
+
+
+def _covered_point(p) -> tuple:
+    """(shape, groups, layout class, fp8 dtype): the layout class is the offs layout for jagged ops."""
+    return p.shape, p.groups, p.offs or p.layout, p.fp8_dtype
+
+
+@pytest.mark.parametrize("spec", [*reference_specs(), *specs()], ids=lambda s: s.id)
+def test_covering_grid_has_each_shape_class_fp8_point_once_and_every_axis_value(spec):
+    full, covering = spec.params("full"), spec.params("covering")
+    assert Counter(map(_covered_point, covering)) == dict.fromkeys(set(map(_covered_point, full)), 1)
+    for axis in _axes(full[0]):
+        assert {_axes(p)[axis] for p in covering} == {_axes(p)[axis] for p in full}, axis
+
+
+@pytest.mark.parametrize("spec", reference_specs(), ids=lambda s: s.id)
+def test_covering_grid_meets_every_pair_of_axis_values(spec):
+    assert _value_pairs(spec.params("covering")) == _value_pairs(spec.params("full"))
+
+
+def test_quick_grid_shows_each_shape_offs_layout_and_fp8_dtype_once():
+    quick = _JAGGED.params("quick")
+    assert len(quick) == len(_JAGGED.test_shapes) * len(_JAGGED.group_counts) == 9
+    assert {p.offs for p in quick} == set(_JAGGED.offs_layouts)
+    assert {p.fp8_dtype for p in quick} == set(_JAGGED.fp8_dtypes)
+
+
+def test_explicit_fp8_dtypes_replace_the_spec_ones():
+    grid = _JAGGED.params("covering", fp8_dtypes=(torch.float8_e4m3fnuz,))
+    assert {p.fp8_dtype for p in grid} == {torch.float8_e4m3fnuz}
+
+
+def test_unknown_grid_mode_is_rejected():
+    with pytest.raises(ValueError, match="unknown grid mode 'all'"):
+        _JAGGED.params("all")
+
+
+def test_grid_is_full_on_a_gpu_covering_on_the_cpu_unless_requested():
+    assert grid_mode(None, torch.device("cuda", 1)) == "full"
+    assert grid_mode(None, torch.device("cpu")) == "covering"
+    assert grid_mode("quick", torch.device("cuda")) == "quick"
+
+
+def test_grid_option_sets_the_kernel_and_reference_grids(pytester: pytest.Pytester):
+    pytester.makepyfile("def test_point(reference_param):\n    assert reference_param.spec.variant\n")
+    result = pytester.runpytest("--device=cpu", "--fp8ref-grid=quick", "--collect-only", "-q",
+                                "-p", "no:cacheprovider")
+    assert f"{sum(len(s.params('quick')) for s in reference_specs())} tests collected" in result.stdout.str()
+
+
+def test_cpu_session_turns_the_triton_interpreter_on(pytester: pytest.Pytester, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    pytester.makepyfile("import os\n\ndef test_env():\n    assert os.environ['TRITON_INTERPRET'] == '1'\n")
+    result = pytester.runpytest("--device=cpu", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
 
 
 def test_failing_comparison_saves_report_and_runnable_repro(pytester: pytest.Pytester):

@@ -1,18 +1,16 @@
 """The kernel differential matrix: every discovered KernelSpec through ``fp8ref.compare`` on this backend.
 
-Axes per spec: layout class (the named offs layouts for jagged ops, the input memory layouts otherwise) x input
-dtype x fp8 dtype the backend stores x round_scales_to_power_of_2 x values ("normal", "special": NaN, +-inf, -0,
-subnormals, all-zero and near-pow2 slices) x memory layout (jagged ops) x the spec's launch variants.
-
-On a GPU the default is that whole product (~1,000 cases). In the interpreter a case takes 0.5-1.5 s (2 cores,
-triton 3.9), so the default there covers every (layout class, fp8 dtype) pair and rotates dtype, pow2 and values
-through them (~100 cases, ~2 min); ``--quick`` shows each layout class and each fp8 dtype once (~30 cases). Every
-case runs on one small shape per spec, twice with poisoned outputs, so tails and masking are exercised.
+The cases are ``KernelSpec.params(mode, fp8_dtypes=<what the backend stores>)``, the grid pytest runs, narrowed to
+one small shape per spec (the smallest with every dim >= 2, so each dim has a tail) and, for jagged ops, 7 groups.
+Modes: on a GPU "full", the whole product (~1,000 cases with two fp8 dtypes); in the interpreter "covering", every
+(layout class, fp8 dtype) pair with the other axes chosen for pairwise coverage (~100 cases with four fp8 dtypes,
+~0.2-1 s each on 2 cores, triton 3.9); ``--quick``: "quick", each layout class and fp8 dtype once (~30 cases).
+Every case runs the kernel twice into poisoned outputs, so tails and masking are exercised.
 """
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import time
 import warnings
 
@@ -23,9 +21,8 @@ from fp8ref.bringup.results import MAX_EXAMPLES, StepResult
 from fp8ref.bringup.shard import run_items
 from fp8ref.formats import fmt
 
-__all__ = ["VALUES", "matrix_item", "matrix_items", "matrix_steps"]
+__all__ = ["matrix_item", "matrix_items", "matrix_steps"]
 
-VALUES = ("normal", "special")
 #: Group count for jagged ops: with 7 groups every offs layout (empty, size-1, dominant, ...) has room to differ.
 _GROUPS = 7
 
@@ -38,39 +35,12 @@ def _specs() -> tuple:
     return spec.specs()
 
 
-def _shape(spec) -> tuple[int, ...]:
-    """The smallest test shape with every dim >= 2 (a tail in each dim), else the largest one."""
+def _narrowed(spec):
+    """``spec`` on one shape (the smallest with every dim >= 2, else the largest) and one group count."""
     shapes = sorted(spec.test_shapes, key=lambda s: (torch.Size(s).numel(), s))
-    return next((s for s in shapes if min(s) >= 2), shapes[-1])
-
-
-def _groups(spec) -> int | None:
-    if not spec.contract.jagged:
-        return None
-    return _GROUPS if _GROUPS in spec.group_counts else max(spec.group_counts)
-
-
-def _cases(spec, classes: tuple[str, ...], fp8_dtypes: list[torch.dtype], mode: str) -> list[tuple]:
-    """(layout class, dtype, fp8 dtype, pow2, values, memory layout) tuples of one spec for ``mode``.
-
-    "full": the whole product. "covering": every (layout class, fp8 dtype) pair. "quick": as few cases as show
-    every layout class and every fp8 dtype once. In both, case i takes values i % 2, pow2 (i // 2) % 2 and dtype
-    i % 3: 3 is coprime with 4, so any 12 consecutive cases meet all 12 (values, pow2, dtype) combinations, and
-    "special" values come every other case.
-    """
-    if mode == "full":
-        layouts = spec.layouts if spec.contract.jagged else (None,)
-        return list(itertools.product(classes, spec.dtypes, fp8_dtypes, spec.pow2, VALUES, layouts))
-    if mode == "covering":
-        pairs = list(itertools.product(classes, fp8_dtypes))
-    else:
-        n = max(len(classes), len(fp8_dtypes))
-        pairs = [(classes[i % len(classes)], fp8_dtypes[i % len(fp8_dtypes)]) for i in range(n)]
-    return [
-        (cls, spec.dtypes[i % len(spec.dtypes)], f8, spec.pow2[(i // 2) % len(spec.pow2)], VALUES[i % 2],
-         spec.layouts[(i // 4) % len(spec.layouts)] if spec.contract.jagged else None)
-        for i, (cls, f8) in enumerate(pairs)
-    ]
+    shape = next((s for s in shapes if min(s) >= 2), shapes[-1])
+    groups = _GROUPS if _GROUPS in spec.group_counts else max(spec.group_counts)
+    return dataclasses.replace(spec, test_shapes=(shape,), group_counts=(groups,))
 
 
 def matrix_items(
@@ -78,7 +48,7 @@ def matrix_items(
 ) -> tuple[list[dict], list[StepResult]]:
     """The cases to run (picklable dicts) and a skipped step for every spec x fp8 dtype the backend cannot run.
 
-    Mode: "quick" with ``quick``; else "full" on a GPU and "covering" in the interpreter (see _cases).
+    Mode: "quick" with ``quick``; else "full" on a GPU and "covering" in the interpreter (KernelSpec.params).
     """
     from fp8moe import backend_for
 
@@ -100,35 +70,23 @@ def matrix_items(
                 runnable.append(f8)
         if not runnable:
             continue
-        jagged = spec.contract.jagged
-        classes = spec.offs_layouts if jagged else spec.layouts
-        for (cls, dtype, f8, pow2, values, memory_layout), kwargs in itertools.product(
-            _cases(spec, classes, runnable, mode), spec.kwargs_grid
-        ):
+        for p in _narrowed(spec).params(mode, fp8_dtypes=runnable):
             items.append({
+                "name": f"kernel_matrix/{p.id}",
                 "spec_index": index,
                 "spec": spec.id,
                 "op": spec.name,
-                "shape": _shape(spec),
-                "groups": _groups(spec),
-                "offs": cls if jagged else None,
-                "layout": memory_layout if jagged else cls,
-                "dtype": str(dtype).removeprefix("torch."),
-                "fp8_dtype": fmt(f8).name,
-                "pow2": pow2,
-                "values": values,
-                "kwargs": dict(kwargs),
+                "shape": p.shape,
+                "groups": p.groups,
+                "offs": p.offs,
+                "layout": p.layout,
+                "dtype": str(p.dtype).removeprefix("torch."),
+                "fp8_dtype": fmt(p.fp8_dtype).name,
+                "pow2": p.round_scales_to_power_of_2,
+                "values": p.values,
+                "kwargs": dict(p.kernel_kwargs),
             })
     return items, skipped
-
-
-def _case_name(item: dict) -> str:
-    parts = [item["spec"], "x".join(map(str, item["shape"]))]
-    if item["groups"] is not None:
-        parts += [f"G{item['groups']}", item["offs"]]
-    parts += [item["layout"], item["dtype"], item["fp8_dtype"], "pow2" if item["pow2"] else "nopow2", item["values"]]
-    parts += [str(v) for v in item["kwargs"].values()]
-    return "kernel_matrix/" + "-".join(parts)
 
 
 def matrix_item(item: dict, device: torch.device) -> dict:
@@ -158,7 +116,7 @@ def matrix_item(item: dict, device: torch.device) -> dict:
     note = "" if report.ok else "failing: " + ", ".join(report.failing or tuple(categories))
     return StepResult(
         step="kernel_matrix",
-        name=_case_name(item),
+        name=item["name"],
         status="pass" if report.ok else "fail",
         checked=report.n_fp8 + report.n_scales,
         mismatches=sum(c["count"] for c in categories.values()),

@@ -43,9 +43,26 @@ def _poisoning(alloc, byte: int):
     return poisoned
 
 
+@functools.cache
+def _index_torch_functions_for_dynamo() -> None:
+    """Let Dynamo build its identity index of torch's functions before any patch window.
+
+    Dynamo builds that index (torch._dynamo.trace_rules) lazily, the first time something asks for it; if that is
+    inside a patch window it records the wrappers, and every later torch.compile in the process fails on the real
+    function ("Unsupported: ... builtin torch._VariableFunctionsClass.empty_strided", torch 2.13, seen after an fp8moe
+    custom op ran poisoned). A private API, so its absence only skips the warm-up.
+    """
+    try:
+        from torch._dynamo.trace_rules import get_torch_obj_rule_map
+    except ImportError:
+        return
+    get_torch_obj_rule_map()
+
+
 @contextlib.contextmanager
 def poisoned_allocations(byte: int) -> Iterator[None]:
     """Within the block, uninitialised allocations are filled with ``byte`` (0..255)."""
+    _index_torch_functions_for_dynamo()
     saved = (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty)
     torch.empty = _poisoning(saved[0], byte)
     torch.empty_like = _poisoning(saved[1], byte)

@@ -1,0 +1,131 @@
+"""Kernel throughput vs the device copy roofline and torch.compile of the reference, side by side in one run.
+
+    python benchmarks/bench_kernels.py --out benchmarks/results/h200-kernels.md
+
+Iterates the KernelSpec table (fp8ref.specs(): each spec's bench shapes, the MoE shapes of SPEC §7). Per point: the
+median time of triton.testing.do_bench, GB/s over the spec's ideal bytes (input read once + fp8 written once +
+scales), that as % of the device copy bandwidth measured in the same run, and the speed-up over torch.compile of the
+fp8ref reference (the same rule compiled by Inductor). Each kernel output on the benchmark inputs is first checked
+bitwise against the reference on the same GPU, so a fast wrong kernel cannot post a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+
+import torch
+
+import fp8moe  # noqa: F401  (imported before triton, as fp8moe requires)
+import fp8ref
+from fp8ref.engine.layouts import make_offs, to_memory_layout
+
+E4 = torch.float8_e4m3fn
+#: Group layout of the jagged benchmarks: random sizes that are multiples of 16 (the grouped-GEMM constraint).
+BENCH_OFFS = "aligned16"
+
+
+def copy_bandwidth_gbs(do_bench) -> float:
+    """Device-to-device copy of a 2 GiB buffer, read + write bytes: the roofline every kernel is measured against."""
+    src = torch.empty(2**30, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * src.element_size() / do_bench(lambda: dst.copy_(src)) / 1e6
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.stride() != b.stride():
+        return False
+    if a.element_size() == 1:
+        both_nan = torch.isnan(a.float()) & torch.isnan(b.float())
+        return bool(((a.view(torch.uint8) == b.view(torch.uint8)) | both_nan).all())
+    return torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> dict:
+    """Check and time one (spec, shape, groups, kwargs) point; returns one table row."""
+    c = spec.contract
+    gen = torch.Generator(device="cuda").manual_seed(0)  # drawn on the GPU: production sizes are ~1e9 elements
+    xs = tuple(
+        to_memory_layout(torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16), spec.layouts[0])
+        for s in c.input_shapes(shape)
+    )
+    offs = None
+    if c.jagged:
+        ends = make_offs(BENCH_OFFS, c.jagged_length(shape), groups, torch.Generator().manual_seed(0))
+        offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
+    kernel, reference = spec.kernel_fn(), spec.reference_fn()
+    fixed = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
+
+    def run_kernel():
+        return c.call(kernel, xs, offs, **fixed, **kwargs)
+
+    exact = all(_same_bits(a, b) for a, b in zip(run_kernel(), c.call(reference, xs, offs, **fixed)))
+    ms = do_bench(run_kernel)
+    row = {
+        "op": spec.id,
+        "shape": "x".join(map(str, shape)) + (f" G={groups}" if c.jagged else ""),
+        "variant": ",".join(f"{k}={v}" for k, v in kwargs.items()),
+        "us": ms * 1e3,
+        "gbs": spec.bytes_moved(xs, groups) / ms / 1e6,
+        "exact": exact,
+        "compile_us": None,
+    }
+    if with_compile:
+        compiled = torch.compile(lambda xs, offs: c.call(reference, xs, offs, **fixed), dynamic=False)
+        compiled(xs, offs)
+        row["compile_us"] = do_bench(lambda: compiled(xs, offs)) * 1e3
+        torch._dynamo.reset()
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
+    parser.add_argument("--only", default=None, help="substring filter on the spec id")
+    parser.add_argument("--compile", choices=("none", "first", "all"), default="first",
+                        help="torch.compile baseline for no point, the first shape of each spec, or every point")
+    args = parser.parse_args(argv)
+    from triton.testing import do_bench
+
+    copy_gbs = copy_bandwidth_gbs(do_bench)
+    header = [
+        f"# fp8moe kernels on {torch.cuda.get_device_name()}",
+        "",
+        f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}. "
+        f"bf16 in, e4m3fn out, median of triton.testing.do_bench. Device copy bandwidth (read+write), same run: "
+        f"**{copy_gbs:.0f} GB/s**. GB/s counts ideal bytes (input once + fp8 once + scales).",
+        "",
+        "| op | shape | variant | fp8moe us | GB/s | % of copy | compile(ref) us | fp8moe vs compile | bitwise |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    print("\n".join(header), flush=True)
+    lines, all_exact = list(header), True
+    chosen = [s for s in fp8ref.specs() if not args.only or args.only in s.id]
+    # Shape-major: every op on the first MoE configuration before any op on the second, so a time limit cuts whole
+    # configurations, not whole ops.
+    for i in range(max(len(s.bench_shapes) for s in chosen)):
+        for spec in chosen:
+            if i >= len(spec.bench_shapes):
+                continue
+            shape, groups = spec.bench_shapes[i], spec.bench_groups[i]
+            for kwargs in spec.kwargs_grid:
+                with_compile = args.compile == "all" or (args.compile == "first" and i == 0)
+                r = bench_point(spec, shape, groups, dict(kwargs), do_bench, with_compile)
+                all_exact &= r["exact"]
+                compile_cells = ("-", "-") if r["compile_us"] is None else (
+                    f"{r['compile_us']:.0f}", f"{r['compile_us'] / r['us']:.2f}x")
+                line = (f"| {r['op']} | {r['shape']} | {r['variant'] or '-'} | {r['us']:.0f} | {r['gbs']:.0f} | "
+                        f"{100 * r['gbs'] / copy_gbs:.0f}% | {compile_cells[0]} | {compile_cells[1]} | "
+                        f"{'yes' if r['exact'] else 'NO'} |")
+                lines.append(line)
+                print(line, flush=True)
+                torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0 if all_exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
