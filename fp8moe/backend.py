@@ -8,6 +8,7 @@ blocks in the interpreter).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Literal
 
 import torch
 
-__all__ = ["Backend", "backend_for", "interpreter_requested", "use_interpreter_if_no_gpu"]
+__all__ = ["Backend", "backend_for", "interpreter_requested", "launch_device", "use_interpreter_if_no_gpu"]
 
 BackendKind = Literal["cuda", "rocm", "interpreter"]
 
@@ -114,3 +115,13 @@ def rocm_fp8_dtypes(arch: str) -> tuple[torch.dtype, ...]:
     if arch.startswith(("gfx95", "gfx12")):
         return _FN
     raise ValueError(f"no FP8 support known for AMD architecture {arch!r} (known: gfx942, gfx950, gfx12xx)")
+
+
+def launch_device(device: torch.device | None) -> contextlib.AbstractContextManager:
+    """Make ``device`` current for a kernel launch (nothing to do for the CPU or None).
+
+    Triton launches on the *current* CUDA device, not on the tensors' device: without this, a tensor on cuda:1 in a
+    process whose current device is cuda:0 fails with "Pointer argument (at 0) cannot be accessed from Triton"
+    (2x H200, one pytest-xdist worker per GPU).
+    """
+    return torch.cuda.device(device) if device is not None and device.type == "cuda" else contextlib.nullcontext()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from fp8moe.backend import Backend
+from fp8moe.backend import Backend, launch_device
 
 __all__ = [
     "INT32_MAX",
@@ -95,12 +95,14 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
         grid: maps the launch's meta-parameters (``args`` plus the config's kwargs) to the grid.
         **args: every kernel argument by name.
     """
-    if backend.autotune:
-        autotuned(kernel, configs)[grid](**args)
-        return
-    config = configs.fixed(backend)
-    meta = {**args, **config.kwargs}
-    kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
+    device = next((v.device for v in args.values() if isinstance(v, torch.Tensor)), None)
+    with launch_device(device):
+        if backend.autotune:
+            autotuned(kernel, configs)[grid](**args)
+            return
+        config = configs.fixed(backend)
+        meta = {**args, **config.kwargs}
+        kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
 
 
 def needs_int64_index(*tensors: torch.Tensor) -> bool:

@@ -203,3 +203,26 @@ def test_dense_launchers_pass_int64_index_for_large_offsets(method, stride_e, ex
     rowwise_2d_scale_and_cast.launch(x[:, 0, :], torch.float8_e4m3fn, False, INTERPRETER)
     assert [args["INT64_INDEX"] for args in launches] == [expected] * len(launches)
     assert len(launches) == (3 if method == "atomic" else 2)
+
+
+def test_launch_makes_the_tensors_device_current(monkeypatch):
+    """Triton launches on the current CUDA device; a tensor on cuda:1 needs cuda:1 current (2x H200 failure)."""
+    entered = []
+
+    class RecordingDevice:
+        def __init__(self, device):
+            entered.append(device)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(torch.cuda, "device", RecordingDevice)
+    tensor = torch.empty(0, device="meta")
+    monkeypatch.setattr(tensor.__class__, "device", property(lambda self: torch.device("cuda", 1)), raising=True)
+    kernel = _RecordingKernel()
+    configs.launch(kernel, configs.ROWWISE, INTERPRETER, lambda meta: (1,), x_ptr=tensor, ARG=1)
+    assert entered == [torch.device("cuda", 1)]
+    assert len(kernel.launches) == 1

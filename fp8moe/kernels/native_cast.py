@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fp8moe.backend import backend_for
+from fp8moe.backend import backend_for, launch_device
 from fp8moe.kernels._common import TL_FP8
 
 __all__ = ["native_cast", "native_decode"]
@@ -58,7 +58,8 @@ def native_cast(x: torch.Tensor, fp8_dtype: torch.dtype) -> torch.Tensor:
     n = x.numel()
     if n:
         block = _block(x.device)
-        _native_cast_kernel[(triton.cdiv(n, block),)](x, q, n, FP8_DTYPE=TL_FP8[fp8_dtype], BLOCK=block)
+        with launch_device(x.device):
+            _native_cast_kernel[(triton.cdiv(n, block),)](x, q, n, FP8_DTYPE=TL_FP8[fp8_dtype], BLOCK=block)
     return q
 
 
@@ -70,5 +71,6 @@ def native_decode(q: torch.Tensor) -> torch.Tensor:
     n = q.numel()
     if n:
         block = _block(q.device)
-        _native_decode_kernel[(triton.cdiv(n, block),)](q, y, n, BLOCK=block)
+        with launch_device(q.device):
+            _native_decode_kernel[(triton.cdiv(n, block),)](q, y, n, BLOCK=block)
     return y
