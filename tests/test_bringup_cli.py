@@ -108,3 +108,20 @@ def test_exhaustive_on_cpu_runs_a_labelled_sample(tmp_path, monkeypatch):
     assert sample["checked"] == 1 << 20
     assert "sample" in sample["note"]
     assert _step(doc, "kernel_matrix")["status"] == "skipped"
+
+
+def test_a_run_cut_short_leaves_an_incomplete_certificate_of_the_finished_steps(tmp_path, monkeypatch):
+    """A job time limit (SIGTERM/KeyboardInterrupt) during the kernel matrix must not erase the conformance results."""
+    import fp8ref.bringup.matrix
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fp8ref.bringup.matrix, "matrix_steps", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["bringup", "--quick", "--formats", "e4m3fn", "--out", str(tmp_path), "--no-progress"])
+    doc = json.loads((tmp_path / "certificate.json").read_text())
+    assert doc["options"]["complete"] is False
+    assert any(s["step"] == "conformance" for s in doc["steps"])
+    assert not any(s["step"] == "kernel_matrix" for s in doc["steps"])
+    assert "INCOMPLETE" in (tmp_path / "certificate.md").read_text()

@@ -213,6 +213,8 @@ def render_markdown(doc: dict) -> str:
         "",
         f"Command: `{doc['command']}`",
         "",
+        *([] if doc["options"].get("complete", True) else [
+            "**INCOMPLETE: the run stopped before its last stage; this lists only the steps that finished.**", ""]),
         "A *finding* is a divergence that cannot reach the project's results (its note says why); a **FAIL** is a",
         "genuine failure and makes the command exit non-zero.",
         "",

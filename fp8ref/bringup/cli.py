@@ -113,18 +113,28 @@ def _bringup(args: argparse.Namespace) -> int:
     from fp8ref.bringup.steps import conformance_steps, fingerprint_steps
 
     show = not args.no_progress
-    fingerprint, paths, profiles, steps = fingerprint_steps(device, args.formats)
-    steps += conformance_steps(paths, profiles, device, devices, exhaustive=args.exhaustive, show_progress=show,
-                               guard=_guarded)
-    steps += _guarded("kernel_matrix", lambda: matrix_steps(device, devices, args.formats, quick=args.quick,
-                                                             show_progress=show), load_bearing=True)
     options = {
         "device": str(device), "devices": devices, "formats": [fmt(d).name for d in args.formats],
         "quick": args.quick, "exhaustive": args.exhaustive,
     }
     command = shlex.join(["fp8ref", *args.argv])
-    doc = certificate.build_certificate(command, options, fingerprint, steps, time.monotonic() - start)
-    json_path, md_path = certificate.write(doc, args.out)
+
+    def checkpoint(stage: str, complete: bool) -> tuple:
+        """Log the stage and write the certificate so far: a run cut short (a job time limit) still leaves one,
+        marked incomplete, with every step that finished."""
+        elapsed = time.monotonic() - start
+        print(f"fp8ref bringup: {stage} done after {elapsed:.0f} s ({len(steps)} steps)", file=sys.stderr, flush=True)
+        doc = certificate.build_certificate(command, {**options, "complete": complete}, fingerprint, steps, elapsed)
+        return doc, *certificate.write(doc, args.out)
+
+    fingerprint, paths, profiles, steps = fingerprint_steps(device, args.formats)
+    checkpoint("fingerprint", complete=False)
+    steps += conformance_steps(paths, profiles, device, devices, exhaustive=args.exhaustive, show_progress=show,
+                               guard=_guarded)
+    checkpoint("conformance", complete=False)
+    steps += _guarded("kernel_matrix", lambda: matrix_steps(device, devices, args.formats, quick=args.quick,
+                                                             show_progress=show), load_bearing=True)
+    doc, json_path, md_path = checkpoint("kernel matrix", complete=True)
     summary = doc["summary"]
     print(f"fp8ref bringup: {summary['status'].upper()} "
           + ", ".join(f"{v} {k}" for k, v in summary["counts"].items())
