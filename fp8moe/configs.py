@@ -6,12 +6,13 @@ matches). The policy per backend:
 
 - CUDA: ``triton.autotune`` over a short candidate list. The key names every launch argument that changes the best
   config or the result: shape dims, strides (layout), the fp8 format and the pow2 flag; Triton appends the dtype of
-  every tensor argument itself.
+  every tensor argument itself. Problems under AUTOTUNE_MIN_ELEMENTS take the candidate with the smallest tile
+  instead: they are launch-latency bound, so tuning cannot pay back its compile-and-measure cost (on the H200 the
+  test suite, thousands of tiny distinct shapes, spent most of its time autotuning).
 - ROCm: one fixed config per kernel. Autotuning there costs a device sync per new key, hundreds per MoE training
   step (SPEC §7).
 - Interpreter: one fixed config with small blocks (16 x 32), so that multi-block loops and ragged tails run in tests
-  on shapes of a few dozen rows. Its cost is dominated by the NaN-keeping amax: a tl.reduce with a custom combine
-  runs one Python call per element, ~70-140 us each (this machine, triton 3.9), so tests keep tiles and shapes small.
+  on shapes of a few dozen rows. Every program instance costs ~ms of Python there, so tests keep shapes small.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import triton
 from fp8moe.backend import Backend, launch_device
 
 __all__ = [
+    "AUTOTUNE_MIN_ELEMENTS",
     "INT32_MAX",
     "RESULT_ARGS",
     "ROWWISE",
@@ -35,6 +37,10 @@ __all__ = [
     "launch",
     "needs_int64_index",
 ]
+
+#: Below this many elements in the largest tensor argument, CUDA launches use a fixed config instead of autotuning.
+#: 2^20 bf16 elements is 2 MiB: about 1 us of traffic at 4 TB/s, under the ~5 us a launch costs anyway.
+AUTOTUNE_MIN_ELEMENTS = 1 << 20
 
 #: Largest offset int32 index arithmetic can hold.
 INT32_MAX = 2**31 - 1
@@ -67,10 +73,20 @@ class KernelConfigs:
     key: tuple[str, ...]
 
     def fixed(self, backend: Backend) -> triton.Config:
-        """The single config used where autotuning is off (ROCm, interpreter)."""
-        if backend.autotune:
-            raise ValueError(f"{self.name}: backend {backend.kind} autotunes; it has no fixed config")
-        return self.rocm if backend.kind == "rocm" else self.interpreter
+        """The single config used without autotuning: ROCm, the interpreter, and small problems on CUDA (the CUDA
+        candidate with the smallest tile, which gives a small problem the most programs)."""
+        if backend.kind == "rocm":
+            return self.rocm
+        if backend.kind == "interpreter":
+            return self.interpreter
+        return min(self.cuda, key=lambda c: _tile_elements(c.kwargs))
+
+
+def _tile_elements(block_sizes: Mapping[str, int]) -> int:
+    n = 1
+    for size in block_sizes.values():
+        n *= size
+    return n
 
 
 _AUTOTUNED: dict[str, triton.runtime.Autotuner] = {}
@@ -95,9 +111,11 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
         grid: maps the launch's meta-parameters (``args`` plus the config's kwargs) to the grid.
         **args: every kernel argument by name.
     """
-    device = next((v.device for v in args.values() if isinstance(v, torch.Tensor)), None)
+    tensors = [v for v in args.values() if isinstance(v, torch.Tensor)]
+    device = tensors[0].device if tensors else None
+    largest = max((t.numel() for t in tensors), default=0)
     with launch_device(device):
-        if backend.autotune:
+        if backend.autotune and largest >= AUTOTUNE_MIN_ELEMENTS:
             autotuned(kernel, configs)[grid](**args)
             return
         config = configs.fixed(backend)

@@ -116,7 +116,7 @@ def _forbidden_autotune(*args, **kwargs):
     raise AssertionError("triton.autotune called on a backend that must not autotune")
 
 
-def test_cuda_launch_autotunes_with_the_configs_key_and_candidates(monkeypatch):
+def test_cuda_launch_of_a_large_problem_autotunes_with_the_configs_key_and_candidates(monkeypatch):
     built = {}
 
     def recording_autotune(configs, key):
@@ -127,15 +127,25 @@ def test_cuda_launch_autotunes_with_the_configs_key_and_candidates(monkeypatch):
     monkeypatch.setattr(configs, "_AUTOTUNED", {})
     kernel = _RecordingKernel()
     grid = lambda meta: (1,)
-    configs.launch(kernel, configs.ROWWISE, CUDA, grid, S=3)
+    x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS, device="meta")
+    configs.launch(kernel, configs.ROWWISE, CUDA, grid, x_ptr=x, S=3)
     assert built == {"configs": list(configs.ROWWISE.cuda), "key": list(configs.ROWWISE.key)}
     # The autotuner gets the grid function and no block sizes: it picks the config per key.
-    assert kernel.launches == [(grid, {"S": 3})]
+    assert kernel.launches == [(grid, {"x_ptr": x, "S": 3})]
 
 
-def test_fixed_config_is_refused_on_an_autotuning_backend():
-    with pytest.raises(ValueError, match="autotunes"):
-        configs.ROWWISE.fixed(CUDA)
+@pytest.mark.parametrize("name", KERNELS)
+def test_cuda_launch_of_a_small_problem_takes_the_smallest_tile_without_autotuning(name, monkeypatch):
+    _, kernel_configs = KERNELS[name]
+    monkeypatch.setattr(triton, "autotune", _forbidden_autotune)
+    kernel = _RecordingKernel()
+    x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS - 1, device="meta")
+    configs.launch(kernel, kernel_configs, CUDA, lambda meta: (2,), x_ptr=x)
+    tile = lambda c: torch.tensor(list(c.kwargs.values())).prod().item()
+    smallest = min(tile(c) for c in kernel_configs.cuda)
+    [(_, kwargs)] = kernel.launches
+    assert tile(triton.Config({k: kwargs[k] for k in kernel_configs.cuda[0].kwargs})) == smallest
+    assert kwargs["x_ptr"] is x
 
 
 # ---------------------------------------------------------------------------------------------------------------
