@@ -7,8 +7,8 @@ matches). The policy per backend:
 - CUDA: ``triton.autotune`` over a short candidate list. The key names every launch argument that changes the best
   config or the result: shape dims, strides (layout), the fp8 format and the pow2 flag; Triton appends the dtype of
   every tensor argument itself. Problems under AUTOTUNE_MIN_ELEMENTS take the candidate with the smallest tile
-  instead: they are launch-latency bound, so tuning cannot pay back its compile-and-measure cost (on the H200 the
-  test suite, thousands of tiny distinct shapes, spent most of its time autotuning).
+  instead: they are launch-latency bound, so tuning cannot pay back its compile-and-measure cost (with autotuning on
+  every tiny shape, the H200 kernel tests got through 31% in 185 s, benchmarks/results/README.md).
 - ROCm: one fixed config per kernel. Autotuning there costs a device sync per new key, hundreds per MoE training
   step (SPEC §7).
 - Interpreter: one fixed config with small blocks (16 x 32), so that multi-block loops and ragged tails run in tests
