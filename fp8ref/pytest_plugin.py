@@ -31,6 +31,7 @@ import pytest
 import torch
 
 from fp8ref.engine.inputs import derive_seed
+from fp8ref.engine.triton_env import use_interpreter_for_cpu
 from fp8ref.spec import GRID_MODES, Param, reference_specs, specs
 
 __all__ = ["grid_mode", "needs_fnuz", "needs_gpu", "worker_device"]
@@ -90,8 +91,8 @@ def grid_mode(requested: str | None, device: torch.device) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fp8ref_spec(id): the KernelSpec a parametrized test point belongs to")
-    if _device(config).type == "cpu" and "TRITON_INTERPRET" not in os.environ:
-        os.environ["TRITON_INTERPRET"] = "1"
+    if _device(config).type == "cpu":
+        use_interpreter_for_cpu(cpu_requested=True)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

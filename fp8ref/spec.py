@@ -20,7 +20,18 @@ import torch
 from fp8ref.engine.contracts import CONTRACTS, OpContract, contract
 from fp8ref.engine.layouts import OFFS_LAYOUTS
 
-__all__ = ["GRID_MODES", "Exact", "KernelSpec", "Param", "Sqnr", "find_spec", "reference_specs", "resolve", "specs"]
+__all__ = [
+    "GRID_MODES",
+    "Exact",
+    "KernelSpec",
+    "Param",
+    "Sqnr",
+    "find_spec",
+    "reference_spec",
+    "reference_specs",
+    "resolve",
+    "specs",
+]
 
 _DTYPE_IDS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 
@@ -300,20 +311,34 @@ def reference_specs() -> tuple[KernelSpec, ...]:
     )
 
 
+def reference_spec(name: str) -> KernelSpec:
+    """The reference spec of op ``name`` (KeyError for an unknown op)."""
+    for s in reference_specs():
+        if s.name == name:
+            return s
+    raise KeyError(f"no op named {name!r}; ops: {sorted(CONTRACTS)}")
+
+
 @functools.cache
 def specs() -> tuple[KernelSpec, ...]:
     """Every KernelSpec published through the ``fp8ref.specs`` entry point group.
 
-    An entry point that fails to load (its package is broken or half-installed) is skipped with a warning; with
-    none installed the result is empty and callers fall back to ``reference_specs()``.
+    An entry point that fails to load (its package is broken or half-installed) is skipped with a warning and
+    remembered: ``find_spec`` then refuses to stand the reference in for the missing kernels. With none installed
+    the result is empty and callers fall back to ``reference_specs()``.
     """
     found: list[KernelSpec] = []
     for ep in entry_points(group="fp8ref.specs"):
         try:
             found.extend(ep.load())
         except Exception as exc:
+            _LOAD_ERRORS[ep.name] = exc
             warnings.warn(f"fp8ref.specs entry point {ep.name!r} failed to load: {exc!r}", stacklevel=2)
     return tuple(found)
+
+
+#: Entry point name -> the exception that stopped it loading (filled by ``specs()``).
+_LOAD_ERRORS: dict[str, Exception] = {}
 
 
 def find_spec(name: str) -> KernelSpec:
@@ -321,10 +346,15 @@ def find_spec(name: str) -> KernelSpec:
 
     Raises:
         KeyError: when ``name`` is neither a spec id nor an op name.
+        RuntimeError: when ``name`` is not found and a kernel package's entry point failed to load.
     """
     for s in specs():
         if name in (s.id, s.name):
             return s
+    if _LOAD_ERRORS:
+        # Falling back to the reference would compare the reference with itself: a check that cannot fail.
+        failed = ", ".join(f"{ep}: {exc!r}" for ep, exc in _LOAD_ERRORS.items())
+        raise RuntimeError(f"no kernel for {name!r}: kernel package(s) failed to load ({failed})")
     if name in CONTRACTS:
-        return next(s for s in reference_specs() if s.name == name)
+        return reference_spec(name)
     raise KeyError(f"no spec named {name!r}; ops: {sorted(CONTRACTS)}, specs: {[s.id for s in specs()]}")

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 
 import torch
 
+from fp8ref.engine.triton_env import use_interpreter_for_cpu
+
 __all__ = ["POISON_BYTES", "poisoned_allocations", "unwritten_mask"]
 
 #: The poison byte of the first and of the second run.
@@ -52,6 +54,7 @@ def _index_torch_functions_for_dynamo() -> None:
     function ("Unsupported: ... builtin torch._VariableFunctionsClass.empty_strided", torch 2.13, seen after an fp8moe
     custom op ran poisoned). A private API, so its absence only skips the warm-up.
     """
+    use_interpreter_for_cpu()  # importing torch._dynamo imports triton
     try:
         from torch._dynamo.trace_rules import get_torch_obj_rule_map
     except ImportError:
