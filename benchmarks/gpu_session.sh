@@ -2,7 +2,7 @@
 # Everything the GPU verifies, in one device call (a session has 30 device-minutes; one call at most 10):
 #   1. `fp8ref bringup --exhaustive` alone on the GPU(s): all 2^32 f32 inputs per format and cast path, then the
 #      kernel matrix. It rewrites its certificate after every stage, so a time limit leaves the finished stages.
-#   2. the test suite on the GPU(s) (kernels bitwise vs fp8ref, compile == eager, opcheck, no host syncs, int64
+#   2. the test suite on the GPU(s), verbose so a time limit still leaves every finished test by name (kernels bitwise vs fp8ref, compile == eager, opcheck, no host syncs, int64
 #      indexing over 2^31 elements); one pytest-xdist worker group per GPU.
 #   3. with BENCH=1, the benchmarks (benchmarks/results/h200-kernels.md came from this).
 # Knobs: DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT,
@@ -28,7 +28,7 @@ timeout "${BRINGUP_TIMEOUT:-240}" python3 -m fp8ref bringup --device cuda "${dev
 echo "bringup exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
-timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -n $((6 * gpus)) -q -ra -p no:cacheprovider --device cuda \
+timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -n $((6 * gpus)) -v -ra -p no:cacheprovider --device cuda \
   --fp8ref-grid covering --ignore=tests/test_bringup_cli.py --ignore=tests/test_notebooks.py \
   --fp8ref-artifacts "$OUT/artifacts" tests >"$OUT/pytest.log" 2>&1
 echo "pytest exit $? after ${SECONDS}s" >>"$OUT/env.txt"
