@@ -29,8 +29,7 @@ __all__ = ["PER_GROUP", "launch_jagged_rows", "quantize_group_block"]
 #: Tile (BLOCK_R rows, BLOCK_K jagged columns). The rowwise op reads along K (wide-K tiles coalesce), the colwise
 #: ops read along R (x.t() of a row-major input: tall-R tiles coalesce), so the CUDA candidates span both shapes.
 #: Interpreter: 8 x 32, below the test shapes (12-20 rows, groups of 0-143 columns), so row tails, the one-pass path
-#: (group <= 32 columns) and the multi-block two-pass path with column tails all run in the CPU tests. Small tiles
-#: keep the tests fast: the interpreter's NaN-keeping tl.reduce calls its combine function once per element.
+#: (group <= 32 columns) and the multi-block two-pass path with column tails all run in the CPU tests.
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
