@@ -16,7 +16,15 @@ from typing import Literal
 
 import torch
 
-__all__ = ["Backend", "backend_for", "interpreter_requested", "launch_device", "use_interpreter_if_no_gpu"]
+__all__ = [
+    "Backend",
+    "backend_for",
+    "cuda_backend",
+    "interpreter_requested",
+    "launch_device",
+    "rocm_backend",
+    "use_interpreter_if_no_gpu",
+]
 
 BackendKind = Literal["cuda", "rocm", "interpreter"]
 
@@ -35,8 +43,9 @@ class Backend:
             ("not supported in this architecture", H200, triton 3.6); MI300 (gfx942) has only fnuz, MI350 (gfx950)
             only the OCP fn formats; the interpreter has all four.
         exact_encode: cast with the integer encoder (_common.encode_fp8_bits) instead of the backend's conversion.
-            True only in the interpreter, whose own fp32->fp8 conversion rounds ties away from zero and turns NaN
-            into 0x7C (triton 3.9, this machine; tests/test_interpreter_canary.py keeps the evidence).
+            True in the interpreter, whose own fp32->fp8 conversion rounds ties away from zero and turns NaN into
+            0x7C (triton 3.9, this machine; tests/test_interpreter_canary.py keeps the evidence), and on GPUs where
+            Triton's conversion double-rounds through f16 (cuda_backend, rocm_backend).
         autotune: whether per-shape autotuning is allowed. False on ROCm: each new key costs a device sync there,
             hundreds per MoE training step (SPEC §7).
     """
@@ -102,10 +111,30 @@ def backend_for(device: torch.device | str) -> Backend:
             "fp8moe runs them through the Triton interpreter (TRITON_INTERPRET=1 set before importing fp8moe)."
         )
     if torch.version.hip is not None:
-        arch = _rocm_arch(device)
-        return Backend("rocm", arch, rocm_fp8_dtypes(arch), exact_encode=False, autotune=False)
-    major, minor = torch.cuda.get_device_capability(device)
-    return Backend("cuda", f"sm_{major}{minor}", _FN, exact_encode=False, autotune=True)
+        return rocm_backend(_rocm_arch(device))
+    return cuda_backend(*torch.cuda.get_device_capability(device))
+
+
+def cuda_backend(major: int, minor: int) -> Backend:
+    """The backend of an NVIDIA GPU of compute capability (major, minor).
+
+    Only sm_90+ converts f32 -> fp8 in one correctly rounded step (cvt.rn.satfinite). On sm_89 Triton converts
+    through f16 with round-toward-zero first, a double rounding (1.0625 + 2^-12 -> 1.0 instead of 1.125 in e4m3fn;
+    0.4% of scaled normal values one code off, emulated on the CPU from Triton's FpToFpOpConversion source, not
+    measured on such a GPU), so there the kernels cast with the exact integer encoder. Below sm_89 no fp8 storage
+    type compiles.
+    """
+    arch = f"sm_{major}{minor}"
+    if (major, minor) < (8, 9):
+        return Backend("cuda", arch, (), exact_encode=True, autotune=True)
+    return Backend("cuda", arch, _FN, exact_encode=(major, minor) < (9, 0), autotune=True)
+
+
+def rocm_backend(arch: str) -> Backend:
+    """The backend of an AMD GPU: fixed configs; the exact encoder wherever Triton's f32 -> fp8 goes through f16
+    (every part but CDNA3 gfx94x with fnuz and CDNA4 gfx95x with OCP fn, per Triton's source; no AMD GPU here)."""
+    direct = arch.startswith(("gfx94", "gfx95"))
+    return Backend("rocm", arch, rocm_fp8_dtypes(arch), exact_encode=not direct, autotune=False)
 
 
 def rocm_fp8_dtypes(arch: str) -> tuple[torch.dtype, ...]:

@@ -55,10 +55,13 @@ def _check_input(name: str, x: object, dims: str) -> None:
         raise ValueError(f"{name} must be {len(dims)}-D ({', '.join(dims)}), got shape {tuple(x.shape)}")
 
 
-def _check_fp8_dtype(fp8_dtype: object) -> None:
+def _check_options(fp8_dtype: object, round_scales_to_power_of_2: object) -> None:
     if fp8_dtype not in FP8_DTYPES:
         names = [str(d).removeprefix("torch.") for d in FP8_DTYPES]
         raise TypeError(f"fp8_dtype must be one of {names}, got {fp8_dtype!r}")
+    if not isinstance(round_scales_to_power_of_2, bool):
+        # A tensor flag would be read with a hidden device sync; an int would silently mean True or False.
+        raise TypeError(f"round_scales_to_power_of_2 must be a bool, got {type(round_scales_to_power_of_2).__name__}")
 
 
 def _check_offs(offs: object, x: torch.Tensor, total: int, validate_offs: bool) -> None:
@@ -71,6 +74,9 @@ def _check_offs(offs: object, x: torch.Tensor, total: int, validate_offs: bool) 
         raise ValueError(f"offs must be 1-D (G,), got shape {tuple(offs.shape)}")
     if offs.device != x.device:
         raise ValueError(f"offs must be on the input's device {x.device}, got {offs.device}")
+    if offs.numel() > 1 and offs.stride(0) != 1:
+        # The kernels read offs[g] at offs_ptr + g: a strided view would be read as other values.
+        raise ValueError(f"offs must be contiguous (stride 1), got stride {offs.stride(0)}")
     if validate_offs:
         _validate_offs_values(offs, total)
 
@@ -113,7 +119,7 @@ def rowwise_2d_scale_and_cast(
         q: (M, K) fp8_dtype, row-major. scales: (M, 1) f32.
     """
     _check_input("x", x, "MK")
-    _check_fp8_dtype(fp8_dtype)
+    _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _rowwise_2d_op(x, fp8_dtype, round_scales_to_power_of_2)
 
 
@@ -144,7 +150,7 @@ def colwise_3d_scale_and_cast(
         q: (E, K, N) fp8_dtype with strides (K*N, 1, K). scales: (E, 1, N) f32.
     """
     _check_input("x", x, "EKN")
-    _check_fp8_dtype(fp8_dtype)
+    _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _colwise_3d_op(x, fp8_dtype, round_scales_to_power_of_2)
 
 
@@ -183,7 +189,7 @@ def rowwise_3d_transpose_rhs(
         q: (E, N, K) fp8_dtype with strides (N*K, 1, N). scales: (E, K) f32.
     """
     _check_input("x", x, "EKN")
-    _check_fp8_dtype(fp8_dtype)
+    _check_options(fp8_dtype, round_scales_to_power_of_2)
     if method not in _transpose_rhs.METHODS:
         raise ValueError(f"method must be one of {_transpose_rhs.METHODS}, got {method!r}")
     return _transpose_rhs_op(x, fp8_dtype, round_scales_to_power_of_2, method)
@@ -232,7 +238,7 @@ def per_group_rowwise_scales(
     """
     _check_input("x", x, "MK")
     _check_offs(offs, x, x.shape[1], validate_offs)
-    _check_fp8_dtype(fp8_dtype)
+    _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _per_group_rowwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
 
 
@@ -278,7 +284,7 @@ def per_group_colwise_scales(
     """
     _check_input("x", x, "KN")
     _check_offs(offs, x, x.shape[0], validate_offs)
-    _check_fp8_dtype(fp8_dtype)
+    _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _per_group_colwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
 
 
@@ -329,5 +335,5 @@ def per_group_colwise_scales_dual(
     if x1.device != x2.device:
         raise ValueError(f"x1 and x2 must be on the same device, got {x1.device} and {x2.device}")
     _check_offs(offs, x1, x1.shape[0], validate_offs)
-    _check_fp8_dtype(fp8_dtype)
+    _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _per_group_colwise_dual_op(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2)

@@ -174,6 +174,29 @@ def test_rocm_device_gets_a_backend_that_never_autotunes(arch, dtypes, monkeypat
     assert not backend.exact_encode
 
 
+@pytest.mark.parametrize(
+    ("capability", "dtypes", "exact_encode"),
+    [((9, 0), FN, False), ((10, 0), FN, False), ((8, 9), FN, True), ((8, 0), (), True)],
+    ids=["sm90-hardware-cast", "sm100-hardware-cast", "sm89-f16-double-rounding", "sm80-no-fp8"],
+)
+def test_cuda_cast_path_follows_the_architecture(capability, dtypes, exact_encode):
+    backend = backend_module.cuda_backend(*capability)
+    assert (backend.fp8_dtypes, backend.exact_encode, backend.autotune) == (dtypes, exact_encode, True)
+
+
+@pytest.mark.parametrize(
+    ("arch", "exact_encode"), [("gfx942", False), ("gfx950", False), ("gfx1201", True)],
+    ids=["cdna3-direct", "cdna4-direct", "rdna4-via-f16"],
+)
+def test_rocm_uses_the_exact_encoder_where_tritons_cast_goes_through_f16(arch, exact_encode):
+    assert backend_module.rocm_backend(arch).exact_encode is exact_encode
+
+
+def test_sm80_refuses_every_fp8_dtype_by_name():
+    with pytest.raises(TypeError, match="sm_80"):
+        backend_module.cuda_backend(8, 0).check_fp8_dtype(torch.float8_e4m3fn)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # int64 offsets
 # ---------------------------------------------------------------------------------------------------------------

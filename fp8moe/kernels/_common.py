@@ -103,7 +103,8 @@ def scale_from_amax(amax, FP8_MAX: tl.constexpr, POW2: tl.constexpr):
     rounded quotient in ~30% of inputs, H200, triton 3.6, SPEC §4).
     """
     a = amax.to(tl.float64)
-    a = tl.where(a != a, a, tl.maximum(a, 1e-12))
+    # The EPS literal built as f64 explicitly: triton 3.6 makes a bare Python float an f32 constant (9.99999996e-13).
+    a = tl.where(a != a, a, tl.maximum(a, tl.full([], 1e-12, tl.float64)))
     scale = (FP8_MAX / a).to(tl.float32)
     if POW2:
         scale = _pow2_log2_rule(scale)

@@ -53,6 +53,7 @@ def quantize_group_block(
     s_ptr,
     offs_ptr,
     R,
+    K,
     pid_r,
     pid_g,
     stride_xr,
@@ -76,6 +77,10 @@ def quantize_group_block(
     """
     start = tl.load(offs_ptr + pid_g - 1, mask=pid_g > 0, other=0)
     end = tl.load(offs_ptr + pid_g)
+    # offs are not validated on the host (no sync): clamp to [0, K] on the device, so offs[-1] > Ktot cuts the last
+    # group at Ktot exactly as fp8ref's searchsorted does, and no offset can address memory outside x or q.
+    start = tl.minimum(tl.maximum(start, 0), K)
+    end = tl.minimum(tl.maximum(end, start), K)
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     block = tl.arange(0, BLOCK_K)
     if INT64_INDEX:
@@ -140,7 +145,7 @@ def _per_group_rows_kernel(
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
     quantize_group_block(
-        x_ptr, q_ptr, s_ptr, offs_ptr, R, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk, stride_qr, 1,
+        x_ptr, q_ptr, s_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk, stride_qr, 1,
         BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, POW2, EXACT_ENCODE,
     )
 

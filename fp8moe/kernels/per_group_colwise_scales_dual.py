@@ -67,12 +67,12 @@ def _per_group_colwise_scales_dual_kernel(
     blocks_1 = tl.cdiv(N1, BLOCK_R)
     if pid_r < blocks_1:
         quantize_group_block(
-            x1_ptr, q1_ptr, s1_ptr, offs_ptr, N1, pid_r, pid_g, stride_x1n, stride_x1k, K, 1,
+            x1_ptr, q1_ptr, s1_ptr, offs_ptr, N1, K, pid_r, pid_g, stride_x1n, stride_x1k, K, 1,
             BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, POW2, EXACT_ENCODE,
         )
     else:
         quantize_group_block(
-            x2_ptr, q2_ptr, s2_ptr, offs_ptr, N2, pid_r - blocks_1, pid_g, stride_x2n, stride_x2k, K, 1,
+            x2_ptr, q2_ptr, s2_ptr, offs_ptr, N2, K, pid_r - blocks_1, pid_g, stride_x2n, stride_x2k, K, 1,
             BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, POW2, EXACT_ENCODE,
         )
 
