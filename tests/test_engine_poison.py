@@ -6,9 +6,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
-from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
+from fp8ref.engine.poison import _ALLOCATORS, POISON_BYTES, poisoned_allocations, unwritten_mask
 
 
 def _half_written(n: int) -> torch.Tensor:
@@ -18,13 +19,13 @@ def _half_written(n: int) -> torch.Tensor:
 
 
 def test_unwritten_elements_are_exactly_those_left_alone_in_both_runs():
-    allocators = (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty)
+    allocators = {(owner, name): getattr(owner, name) for owner, name in _ALLOCATORS}
     with poisoned_allocations(POISON_BYTES[0]):
         first = _half_written(8)
     with poisoned_allocations(POISON_BYTES[1]):
         second = _half_written(8)
     assert unwritten_mask(first, second).tolist() == [False] * 4 + [True] * 4
-    assert (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty) == allocators
+    assert {key: getattr(*key) for key in allocators} == allocators
 
 
 def test_torch_compile_still_works_after_a_poisoned_custom_op_call():
@@ -44,3 +45,47 @@ def test_torch_compile_still_works_after_a_poisoned_custom_op_call():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize("alloc", [name for _, name in _ALLOCATORS])
+def test_every_uninitialised_allocator_is_poisoned(alloc):
+    x = torch.zeros(3, 4)
+    make = {
+        "empty": lambda: torch.empty(3, 4),
+        "empty_like": lambda: torch.empty_like(x),
+        "empty_strided": lambda: torch.empty_strided((3, 4), (1, 3)),
+        "empty_permuted": lambda: torch.empty_permuted((3, 4), (1, 0)),
+        "new_empty": lambda: x.new_empty((3, 4)),
+        "new_empty_strided": lambda: x.new_empty_strided((3, 4), (1, 3)),
+    }[alloc]
+    with poisoned_allocations(0xAB):
+        t = make()
+    assert bool((t.contiguous().view(torch.uint8) == 0xAB).all())
+
+
+def test_every_fp8moe_output_is_poisoned_when_its_kernel_writes_nothing(monkeypatch):
+    """The engine can only call an element unwritten if the op's output allocation was poisoned."""
+    fp8moe = pytest.importorskip("fp8moe")
+    from fp8moe import configs
+    from fp8moe.kernels import _per_group
+
+    def launch_nothing(*args, **kwargs):
+        return None
+
+    monkeypatch.setattr(configs, "launch", launch_nothing)
+    monkeypatch.setattr(_per_group, "launch", launch_nothing)
+    x2, x3 = torch.randn(8, 16), torch.randn(2, 8, 16)
+    offs = torch.tensor([5, 16], dtype=torch.int32)
+    calls = {
+        "rowwise_2d_scale_and_cast": (x2,),
+        "colwise_3d_scale_and_cast": (x3,),
+        "rowwise_3d_transpose_rhs": (x3,),
+        "per_group_rowwise_scales": (x2, offs),
+        "per_group_colwise_scales": (x2.t().contiguous(), offs),
+        "per_group_colwise_scales_dual": (x2.t().contiguous(), x2.t().contiguous(), offs),
+    }
+    for name, args in calls.items():
+        with poisoned_allocations(0xAB):
+            outputs = getattr(fp8moe, name)(*args)
+        for t in outputs:
+            assert bool((t.contiguous().view(torch.uint8) == 0xAB).all()), f"{name}: an output was not poisoned"

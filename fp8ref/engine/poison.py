@@ -1,8 +1,9 @@
 """Output poisoning: find elements a kernel never writes.
 
 Ops allocate and return their own outputs (STYLE: functional ops), so the caller cannot hand them a pre-filled buffer.
-Instead, for the duration of one kernel call, ``torch.empty``, ``torch.empty_like``, ``torch.empty_strided`` and
-``Tensor.new_empty`` return buffers whose every byte is a poison byte. The engine calls the kernel twice, with two
+Instead, for the duration of one kernel call, every uninitialised allocator (``_ALLOCATORS``: torch.empty,
+empty_like, empty_strided, empty_permuted, Tensor.new_empty, new_empty_strided) returns buffers whose every byte is a
+poison byte. The engine calls the kernel twice, with two
 different poison bytes (0xFF then 0x7E): an element that holds the poison of its own run both times was never
 written. One run cannot tell: 0x7E is e4m3fn's 448 and 0xFF one of its NaNs, both values a kernel may legitimately
 write; no value is written as 0xFF in one run and 0x7E in the other by a deterministic kernel.
@@ -45,6 +46,19 @@ def _poisoning(alloc, byte: int):
     return poisoned
 
 
+#: Every uninitialised allocator a kernel wrapper may call (fp8moe allocates strided fp8 outputs with
+#: Tensor.new_empty_strided: missing it left 4 of the 6 ops unpoisoned, so an unwritten column passed as long as the
+#: allocator handed back the previous call's correct bytes).
+_ALLOCATORS: tuple[tuple[object, str], ...] = (
+    (torch, "empty"),
+    (torch, "empty_like"),
+    (torch, "empty_strided"),
+    (torch, "empty_permuted"),
+    (torch.Tensor, "new_empty"),
+    (torch.Tensor, "new_empty_strided"),
+)
+
+
 @functools.cache
 def _index_torch_functions_for_dynamo() -> None:
     """Let Dynamo build its identity index of torch's functions before any patch window.
@@ -66,15 +80,14 @@ def _index_torch_functions_for_dynamo() -> None:
 def poisoned_allocations(byte: int) -> Iterator[None]:
     """Within the block, uninitialised allocations are filled with ``byte`` (0..255)."""
     _index_torch_functions_for_dynamo()
-    saved = (torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty)
-    torch.empty = _poisoning(saved[0], byte)
-    torch.empty_like = _poisoning(saved[1], byte)
-    torch.empty_strided = _poisoning(saved[2], byte)
-    torch.Tensor.new_empty = _poisoning(saved[3], byte)
+    saved = {(owner, name): getattr(owner, name) for owner, name in _ALLOCATORS}
+    for (owner, name), alloc in saved.items():
+        setattr(owner, name, _poisoning(alloc, byte))
     try:
         yield
     finally:
-        torch.empty, torch.empty_like, torch.empty_strided, torch.Tensor.new_empty = saved
+        for (owner, name), alloc in saved.items():
+            setattr(owner, name, alloc)
 
 
 def unwritten_mask(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
