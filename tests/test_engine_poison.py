@@ -84,8 +84,9 @@ def test_every_fp8moe_output_is_poisoned_when_its_kernel_writes_nothing(monkeypa
         "per_group_colwise_scales": (x2.t().contiguous(), offs),
         "per_group_colwise_scales_dual": (x2.t().contiguous(), x2.t().contiguous(), offs),
     }
-    for name, args in calls.items():
-        with poisoned_allocations(0xAB):
+    # A distinct byte per op: an unpoisoned output landing on memory another op's poison filled must still fail.
+    for byte, (name, args) in zip(range(0x11, 0x100, 0x11), calls.items()):
+        with poisoned_allocations(byte):
             outputs = getattr(fp8moe, name)(*args)
         for t in outputs:
-            assert bool((t.contiguous().view(torch.uint8) == 0xAB).all()), f"{name}: an output was not poisoned"
+            assert bool((t.contiguous().view(torch.uint8) == byte).all()), f"{name}: an output was not poisoned"
