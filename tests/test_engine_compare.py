@@ -161,3 +161,27 @@ def test_import_fp8ref_imports_neither_triton_nor_hypothesis():
     code = "import sys, fp8ref, fp8ref.spec, fp8ref.engine; print('triton' in sys.modules, 'hypothesis' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_a_second_run_with_another_shape_is_a_structure_difference():
+    calls = []
+
+    def shrinking(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
+        q, s = ops.rowwise_2d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
+        calls.append(None)
+        return (q, s) if len(calls) == 1 else (q[:, :1], s)
+
+    report = fp8ref.compare(shrinking, (4, 8), like="rowwise_2d_scale_and_cast", device="cpu")
+    assert not report.ok
+    assert any(d.startswith("second run: output 0: shape") for d in report.structure)
+
+
+def test_a_kernel_that_writes_into_its_input_fails():
+    def clobbering(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
+        out = ops.rowwise_2d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
+        x.zero_()
+        return out
+
+    report = fp8ref.compare(clobbering, (4, 8), like="rowwise_2d_scale_and_cast", device="cpu")
+    assert not report.ok
+    assert "the kernel wrote into input 0" in report.structure

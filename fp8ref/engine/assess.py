@@ -124,8 +124,13 @@ def assess(
     tolerance: Exact | Sqnr,
     check_determinism: bool,
     max_examples: int,
+    side_effects: list[str] = (),
 ) -> Report:
-    """Compare the kernel's first run with the reference, using the second run to find unwritten elements."""
+    """Compare the kernel's first run with the reference, using the second run to find unwritten elements.
+
+    ``side_effects``: what the runs did wrong besides their values (outputs on another device, inputs written);
+    each fails the report like a shape/stride/dtype difference.
+    """
     fp8_dtype = getattr(torch, call.fp8_dtype)
     f = fmt(fp8_dtype)
     strict_nan = call.strict_nan
@@ -133,7 +138,10 @@ def assess(
     if isinstance(tolerance, Sqnr):
         policy = FailPolicy(_SQNR_FAILS)
     first, second = runs
+    # Both runs are checked: a kernel whose second call returns another shape would otherwise skip every comparison.
     structure = _structure(expected, first)
+    structure += [f"second run: {d}" for d in _structure(expected, second) if d not in structure]
+    structure += list(side_effects)
     counts: Counter[str] = Counter()
     if structure:
         counts["shape_stride_dtype"] = len(structure)

@@ -79,12 +79,27 @@ def _as_outputs(out: object) -> tuple[torch.Tensor, ...]:
     return tuple(out)
 
 
-def _run(rk: ResolvedKernel, inputs: Inputs, device: torch.device, poison: int, kwargs: dict):
-    xs = tuple(x.to(device) for x in inputs.xs)
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+
+
+def _run(
+    rk: ResolvedKernel, inputs: Inputs, device: torch.device, poison: int, kwargs: dict
+) -> tuple[tuple[torch.Tensor, ...], list[str]]:
+    """One poisoned call: its outputs copied to the CPU, and what it did wrong besides its values."""
+    xs = tuple(x.to(device, copy=True) for x in inputs.xs)  # a copy even on the CPU: in-place writes must show
+    offs = inputs.offs_tensor(device)
     with poisoned_allocations(poison):
-        out = contract(rk.op).call(rk.fn, xs, inputs.offs_tensor(device), **kwargs)
+        outputs = _as_outputs(contract(rk.op).call(rk.fn, xs, offs, **kwargs))
+    device = torch.device(device)
+    problems = [f"output {i} is on {t.device}, the inputs on {device}" for i, t in enumerate(outputs)
+                if t.device.type != device.type]
+    problems += [f"the kernel wrote into input {i}" for i, (x, orig) in enumerate(zip(xs, inputs.xs))
+                 if not torch.equal(_bytes(x), _bytes(orig))]
+    if offs is not None and offs.cpu().tolist() != list(inputs.offs):
+        problems.append("the kernel wrote into offs")
     # copy=True: a kernel returning a cached buffer must not let the second run overwrite the first.
-    return tuple(t.detach().to("cpu", copy=True) for t in _as_outputs(out))
+    return tuple(t.detach().to("cpu", copy=True) for t in outputs), problems
 
 
 def compare(
@@ -160,9 +175,11 @@ def compare(
     args = {"fp8_dtype": fp8_dtype, "round_scales_to_power_of_2": round_scales_to_power_of_2}
     expected = _as_outputs(c.call(spec.reference_fn(), inputs.xs, inputs.offs_tensor(), **args))
     try:
-        runs = [_run(rk, inputs, device, byte, {**args, **kernel_kwargs}) for byte in POISON_BYTES]
+        runs_and_problems = [_run(rk, inputs, device, byte, {**args, **kernel_kwargs}) for byte in POISON_BYTES]
     except Exception as exc:
         return Report(call, ok=False, error=f"{type(exc).__name__}: {exc}")
+    runs = [outputs for outputs, _ in runs_and_problems]
+    side_effects = list(dict.fromkeys(p for _, problems in runs_and_problems for p in problems))
     tolerance = spec.tolerance if rk.spec is not None else Exact()
     return assess(
         c,
@@ -173,6 +190,7 @@ def compare(
         tolerance=tolerance,
         check_determinism=check_determinism,
         max_examples=max_examples,
+        side_effects=side_effects,
     )
 
 
