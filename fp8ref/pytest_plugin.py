@@ -32,7 +32,7 @@ import torch
 
 from fp8ref.engine.inputs import derive_seed
 from fp8ref.engine.triton_env import use_interpreter_for_cpu
-from fp8ref.spec import GRID_MODES, Param, reference_specs, specs
+from fp8ref.spec import GRID_MODES, Param, load_errors, reference_specs, specs
 
 __all__ = ["grid_mode", "needs_fnuz", "needs_gpu", "worker_device"]
 
@@ -116,6 +116,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     device = _device(metafunc.config)
     mode = grid_mode(metafunc.config.getoption("--fp8ref-grid"), device)
     if "kernel_param" in metafunc.fixturenames:
+        broken = load_errors()
+        if broken:  # a collection error, never a quietly empty grid
+            raise RuntimeError(f"kernel package(s) failed to load, nothing to test: {broken!r}")
         grid = [_param(p, device) for s in specs() for p in s.params(mode)]
         if not grid:
             grid = [pytest.param(None, marks=pytest.mark.skip(reason="no KernelSpec discovered (fp8ref.specs)"))]

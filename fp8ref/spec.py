@@ -27,6 +27,7 @@ __all__ = [
     "Param",
     "Sqnr",
     "find_spec",
+    "load_errors",
     "reference_spec",
     "reference_specs",
     "resolve",
@@ -339,6 +340,12 @@ def specs() -> tuple[KernelSpec, ...]:
 
 #: Entry point name -> the exception that stopped it loading (filled by ``specs()``).
 _LOAD_ERRORS: dict[str, Exception] = {}
+
+
+def load_errors() -> dict[str, Exception]:
+    """Entry point name -> why it failed to load, after discovery (empty when every kernel package loaded)."""
+    specs()
+    return dict(_LOAD_ERRORS)
 
 
 def find_spec(name: str) -> KernelSpec:

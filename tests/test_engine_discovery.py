@@ -60,3 +60,18 @@ def test_fp8moe_still_imports_after_the_engine_ran_first_on_a_cpu_only_process()
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def test_bringup_fails_when_the_kernel_package_does_not_load(broken_install, tmp_path):
+    from fp8ref.bringup.cli import main
+
+    with pytest.warns(UserWarning, match="failed to load"):
+        rc = main(["bringup", "--quick", "--formats", "e4m3fn", "--out", str(tmp_path), "--no-progress"])
+    assert rc == 1
+    assert "kernel_matrix/load/broken_kernels" in (tmp_path / "certificate.md").read_text()
+
+
+def test_pytest_grid_is_a_collection_error_when_the_kernel_package_does_not_load(broken_install):
+    from fp8ref.pytest_plugin import load_errors
+
+    assert "broken_kernels" in load_errors()

@@ -136,6 +136,17 @@ def matrix_steps(
     show_progress: bool,
 ) -> list[StepResult]:
     """Every case of the matrix as a StepResult, sharded over ``devices`` when there are several GPUs."""
+    from fp8ref.spec import load_errors
+
+    broken = load_errors()
+    if broken:
+        # A kernel package that is installed but does not load is a genuine failure, never an empty matrix.
+        return [
+            StepResult(step="kernel_matrix", name=f"kernel_matrix/load/{ep}", status="fail", checked=1, mismatches=1,
+                       categories={"load_error": {"count": 1, "examples": [{"exception": repr(exc)}]}},
+                       note=f"entry point fp8ref.specs:{ep} failed to load")
+            for ep, exc in broken.items()
+        ]
     if not _specs():
         return [StepResult(step="kernel_matrix", name="kernel_matrix", status="skipped",
                            note="no kernel package publishes specs (entry point group fp8ref.specs)")]
