@@ -349,11 +349,12 @@ def load_errors() -> dict[str, Exception]:
 
 
 def find_spec(name: str) -> KernelSpec:
-    """The first discovered spec with op name or id ``name``, else the reference spec of that op.
+    """The first discovered spec with op name or id ``name``. Never the reference in a kernel's place.
 
     Raises:
         KeyError: when ``name`` is neither a spec id nor an op name.
         RuntimeError: when ``name`` is not found and a kernel package's entry point failed to load.
+        LookupError: when ``name`` is an op that no installed kernel package publishes.
     """
     for s in specs():
         if name in (s.id, s.name):
@@ -363,5 +364,9 @@ def find_spec(name: str) -> KernelSpec:
         failed = ", ".join(f"{ep}: {exc!r}" for ep, exc in _LOAD_ERRORS.items())
         raise RuntimeError(f"no kernel for {name!r}: kernel package(s) failed to load ({failed})")
     if name in CONTRACTS:
-        return reference_spec(name)
+        # Standing the reference in would compare it with itself: a check that cannot fail.
+        raise LookupError(
+            f"no installed kernel package publishes {name!r} (entry point group fp8ref.specs); pass the kernel "
+            f"itself (a callable with like={name!r}), or fp8ref.spec.reference_spec({name!r}) to test the reference"
+        )
     raise KeyError(f"no spec named {name!r}; ops: {sorted(CONTRACTS)}, specs: {[s.id for s in specs()]}")

@@ -75,3 +75,15 @@ def test_pytest_grid_is_a_collection_error_when_the_kernel_package_does_not_load
     from fp8ref.pytest_plugin import load_errors
 
     assert "broken_kernels" in load_errors()
+
+
+def test_op_name_without_any_kernel_package_is_refused_not_compared_with_itself(monkeypatch):
+    monkeypatch.setattr(fp8ref.spec, "entry_points", lambda group: [])
+    monkeypatch.setattr(fp8ref.spec, "_LOAD_ERRORS", {})
+    fp8ref.spec.specs.cache_clear()
+    try:
+        with pytest.raises(LookupError, match="no installed kernel package publishes"):
+            fp8ref.compare("per_group_rowwise_scales", (4, 8))
+        assert fp8ref.compare(fp8ref.spec.reference_spec("per_group_rowwise_scales"), (4, 8)).ok
+    finally:
+        fp8ref.spec.specs.cache_clear()
