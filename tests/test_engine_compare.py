@@ -112,14 +112,36 @@ def test_negative_zero_written_as_positive_zero_is_signed_zero():
     assert report.top_categories() == ("signed_zero",), report
 
 
-def test_inf_saturated_instead_of_nan_is_overflow_saturation_policy():
+def test_inf_dropped_from_amax_is_a_scale_mismatch_that_explains_the_bytes():
+    """inf in a row: the reference scale is 0 (inf*0 = NaN there); a kernel ignoring inf in amax gets a finite scale
+    and saturates inf to 448. Root cause: the scale; the bytes follow from it."""
+
     def finite_amax(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
         finite = torch.where(torch.isinf(x), 0.0, x.to(torch.float32))
         _, s = ops.rowwise_2d_scale_and_cast(finite, fp8_dtype, round_scales_to_power_of_2)
         return fp8ref.to_fp8_saturated(x.to(torch.float32) * s, fp8_dtype), s
 
     report = fp8ref.compare(finite_amax, (64, 50), like="rowwise_2d_scale_and_cast", values="special", device="cpu")
-    assert "overflow_saturation_policy" in report.failing, report
+    assert report.top_categories()[0] == "scale_mismatch", report
+    assert not report.ok
+
+
+@pytest.mark.parametrize(
+    ("actual", "category"),
+    [(0x7F, "overflow_saturation_policy"), (0x68, "genuine")],
+    ids=["nan-for-an-overflow", "unrelated-code-is-not-overflow"],
+)
+def test_overflow_policy_needs_the_reference_saturated_and_the_kernel_nan_or_inf(actual, category):
+    from fp8ref.engine.categories import CATEGORIES, classify_fp8
+
+    one = torch.ones(1)
+    cat = classify_fp8(
+        x=torch.tensor([1e30]), expected=torch.tensor([0x7E], dtype=torch.uint8),
+        actual=torch.tensor([actual], dtype=torch.uint8), unwritten=torch.zeros(1, dtype=torch.bool),
+        ref_scale=one, kernel_scale=one, neighbour_scales=torch.empty(0), layout_codes=torch.empty(0),
+        fp8_dtype=torch.float8_e4m3fn,
+    )
+    assert CATEGORIES[int(cat[0])] == category
 
 
 def test_wrong_output_strides_are_a_structure_difference():

@@ -130,11 +130,11 @@ def classify_fp8(
     _assign(cat, e_nan & a_nan, "nan_sign_or_payload")
     _assign(cat, (e_val == 0) & (a_val == 0), "signed_zero")
     y = x.to(torch.float32) * ref_scale  # the f32 product the reference casts
-    beyond = torch.isinf(x) | torch.isinf(y) | (y.abs() > f.max)  # a NaN scale alone is not an overflow
-    boundary_code = e_nan | a_nan | torch.isinf(e_val) | torch.isinf(a_val) | (e_val.abs() == f.max) | (
-        a_val.abs() == f.max
-    )
-    _assign(cat, beyond & boundary_code, "overflow_saturation_policy")
+    # Overflow policy: the reference saturated a product beyond the range (+-inf included) to +-max and the kernel
+    # made it NaN or inf (a non-saturating cast). Judged from y alone: inf * 0 is NaN, not an overflow, and a kernel
+    # that writes a number where the reference has NaN is nan_vs_number, never a policy question.
+    beyond = torch.isinf(y) | (y.abs() > f.max)
+    _assign(cat, beyond & (e_val.abs() == f.max) & (a_nan | torch.isinf(a_val)), "overflow_saturation_policy")
     scale_differs = ~same_f32(ref_scale, kernel_scale, strict_nan=True)
     with_kernel_scale = cast_bytes(x, kernel_scale, fp8_dtype)
     _assign(cat, scale_differs & same_fp8(with_kernel_scale, actual, fp8_dtype, strict_nan=False), "explained_by_scale")
