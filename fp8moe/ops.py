@@ -7,7 +7,8 @@ through the op (it stays opaque, one node) and returns the eager bytes. Signatur
 fp8ref.ops (SPEC §5); extra keyword-only arguments select a variant or opt into a check, never change a result.
 
 Checks that depend on the device (which backend runs it, which fp8 dtypes it stores) run inside the custom op, in
-both the real and the fake implementation, so that compile-time tracing never probes hardware from Python.
+both the real and the fake implementation, so a compiled graph refuses an fp8 dtype the device lacks at trace time
+just as eager does (the fake implementation reads the device's capability for that).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from fp8moe.kernels import per_group_rowwise_scales as _per_group_rowwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
 from fp8ref.formats import FP8_DTYPES
-from fp8ref.ops import INPUT_DTYPES
+from fp8ref.ops import check_input, check_offs
 from fp8ref.ops import validate_offs as _validate_offs_values
 
 __all__ = [
@@ -45,16 +46,6 @@ _E4M3 = torch.float8_e4m3fn
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _check_input(name: str, x: object, dims: str) -> None:
-    """Raise unless ``x`` is a tensor of an accepted dtype with one dimension per letter of ``dims``."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in INPUT_DTYPES:
-        raise TypeError(f"{name} must have dtype bfloat16, float16 or float32, got {x.dtype}")
-    if x.ndim != len(dims):
-        raise ValueError(f"{name} must be {len(dims)}-D ({', '.join(dims)}), got shape {tuple(x.shape)}")
-
-
 def _check_options(fp8_dtype: object, round_scales_to_power_of_2: object) -> None:
     if fp8_dtype not in FP8_DTYPES:
         names = [str(d).removeprefix("torch.") for d in FP8_DTYPES]
@@ -65,15 +56,8 @@ def _check_options(fp8_dtype: object, round_scales_to_power_of_2: object) -> Non
 
 
 def _check_offs(offs: object, x: torch.Tensor, total: int, validate_offs: bool) -> None:
-    """Metadata checks (no device sync); with ``validate_offs`` also the values (reads offs on the host)."""
-    if not isinstance(offs, torch.Tensor):
-        raise TypeError(f"offs must be a torch.Tensor, got {type(offs).__name__}")
-    if offs.dtype != torch.int32:
-        raise TypeError(f"offs must have dtype int32, got {offs.dtype}")
-    if offs.ndim != 1:
-        raise ValueError(f"offs must be 1-D (G,), got shape {tuple(offs.shape)}")
-    if offs.device != x.device:
-        raise ValueError(f"offs must be on the input's device {x.device}, got {offs.device}")
+    """fp8ref's metadata checks (no device sync), contiguity, and with ``validate_offs`` the values (a host read)."""
+    check_offs(offs, x)
     if offs.numel() > 1 and offs.stride(0) != 1:
         # The kernels read offs[g] at offs_ptr + g: a strided view would be read as other values.
         raise ValueError(f"offs must be contiguous (stride 1), got stride {offs.stride(0)}")
@@ -118,7 +102,7 @@ def rowwise_2d_scale_and_cast(
     Returns:
         q: (M, K) fp8_dtype, row-major. scales: (M, 1) f32.
     """
-    _check_input("x", x, "MK")
+    check_input("x", x, "MK")
     _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _rowwise_2d_op(x, fp8_dtype, round_scales_to_power_of_2)
 
@@ -149,7 +133,7 @@ def colwise_3d_scale_and_cast(
     Returns:
         q: (E, K, N) fp8_dtype with strides (K*N, 1, K). scales: (E, 1, N) f32.
     """
-    _check_input("x", x, "EKN")
+    check_input("x", x, "EKN")
     _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _colwise_3d_op(x, fp8_dtype, round_scales_to_power_of_2)
 
@@ -188,7 +172,7 @@ def rowwise_3d_transpose_rhs(
     Returns:
         q: (E, N, K) fp8_dtype with strides (N*K, 1, N). scales: (E, K) f32.
     """
-    _check_input("x", x, "EKN")
+    check_input("x", x, "EKN")
     _check_options(fp8_dtype, round_scales_to_power_of_2)
     if method not in _transpose_rhs.METHODS:
         raise ValueError(f"method must be one of {_transpose_rhs.METHODS}, got {method!r}")
@@ -236,7 +220,7 @@ def per_group_rowwise_scales(
         q: (M, Ktot) fp8_dtype, row-major; columns past offs[-1] are left unwritten. scales: (G * M,) f32,
         ``scales[g * M + m]``.
     """
-    _check_input("x", x, "MK")
+    check_input("x", x, "MK")
     _check_offs(offs, x, x.shape[1], validate_offs)
     _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _per_group_rowwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
@@ -282,7 +266,7 @@ def per_group_colwise_scales(
         q: (Ktot, N) fp8_dtype, column-major (strides (1, Ktot)); rows past offs[-1] are left unwritten.
         scales: (G * N,) f32, ``scales[g * N + n]``.
     """
-    _check_input("x", x, "KN")
+    check_input("x", x, "KN")
     _check_offs(offs, x, x.shape[0], validate_offs)
     _check_options(fp8_dtype, round_scales_to_power_of_2)
     return _per_group_colwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
@@ -326,8 +310,8 @@ def per_group_colwise_scales_dual(
     Returns:
         (q1, s1, q2, s2) as :func:`per_group_colwise_scales` of each input.
     """
-    _check_input("x1", x1, "KN")
-    _check_input("x2", x2, "KN")
+    check_input("x1", x1, "KN")
+    check_input("x2", x2, "KN")
     if x1.shape[0] != x2.shape[0]:
         raise ValueError(f"x1 and x2 must share their rows (Ktot), got shapes {tuple(x1.shape)} and {tuple(x2.shape)}")
     if x1.dtype != x2.dtype:

@@ -22,6 +22,8 @@ from fp8ref.scaling import amax_to_scale, tensor_to_amax, to_fp8_saturated
 
 __all__ = [
     "INPUT_DTYPES",
+    "check_input",
+    "check_offs",
     "colwise_3d_scale_and_cast",
     "per_group_colwise_scales",
     "per_group_colwise_scales_dual",
@@ -40,8 +42,11 @@ INPUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.fl
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _check_input(name: str, x: object, dims: str) -> None:
-    """Raise unless ``x`` is a tensor of an accepted dtype with one dimension per letter of ``dims``."""
+def check_input(name: str, x: object, dims: str) -> None:
+    """Raise unless ``x`` is a tensor of an accepted dtype with one dimension per letter of ``dims``.
+
+    Shared with the kernel wrappers (fp8moe.ops), so both name a bad argument the same way.
+    """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in INPUT_DTYPES:
@@ -56,7 +61,7 @@ def _check_fp8_dtype(fp8_dtype: object) -> None:
     fmt(fp8_dtype)  # raises TypeError naming the four formats
 
 
-def _check_offs(offs: object, x: torch.Tensor) -> None:
+def check_offs(offs: object, x: torch.Tensor) -> None:
     """Metadata-only checks (no device sync); values are checked by :func:`validate_offs`."""
     if not isinstance(offs, torch.Tensor):
         raise TypeError(f"offs must be a torch.Tensor, got {type(offs).__name__}")
@@ -188,7 +193,7 @@ def rowwise_2d_scale_and_cast(
            with an inf has scale 0, so its infs become NaN (inf * 0) and its finite values +-0 (sign kept: -x * 0 =
            -0, code 0x80 in fn formats, 0x00 in fnuz). -0 stays -0 in fn formats and becomes 0x00 in fnuz formats.
     """
-    _check_input("x", x, "MK")
+    check_input("x", x, "MK")
     _check_fp8_dtype(fp8_dtype)
     m, k = x.shape
     scales = amax_to_scale(_slice_amax(x, dim=1), fp8_dtype, round_scales_to_power_of_2)  # (M, 1)
@@ -218,7 +223,7 @@ def colwise_3d_scale_and_cast(
         3. q[e, k, n] = to_fp8_saturated(f32(x[e, k, n]) * scales[e, 0, n]) (f32 RNE product, clamp, RNE cast).
            NaN, inf and -0 behave per column as in :func:`rowwise_2d_scale_and_cast` per row.
     """
-    _check_input("x", x, "EKN")
+    check_input("x", x, "EKN")
     _check_fp8_dtype(fp8_dtype)
     e, k, n = x.shape
     scales = amax_to_scale(_slice_amax(x, dim=1), fp8_dtype, round_scales_to_power_of_2)  # (E, 1, N)
@@ -249,7 +254,7 @@ def rowwise_3d_transpose_rhs(
         3. q[e, n, k] = to_fp8_saturated(f32(x[e, k, n]) * scales[e, k]) (f32 RNE product, clamp, RNE cast).
            NaN, inf and -0 behave per row as in :func:`rowwise_2d_scale_and_cast`.
     """
-    _check_input("x", x, "EKN")
+    check_input("x", x, "EKN")
     _check_fp8_dtype(fp8_dtype)
     e, k, n = x.shape
     scales = amax_to_scale(_slice_amax(x, dim=2), fp8_dtype, round_scales_to_power_of_2)  # (E, K, 1)
@@ -294,8 +299,8 @@ def per_group_rowwise_scales(
         5. Columns j >= offs[G-1] are in no group: this reference writes +0 (0x00) there; kernels may leave them
            unspecified, and comparisons exclude them (SPEC §4).
     """
-    _check_input("x", x, "MK")
-    _check_offs(offs, x)
+    check_input("x", x, "MK")
+    check_offs(offs, x)
     _check_fp8_dtype(fp8_dtype)
     m, k = x.shape
     q_t, scales = _jagged_rows_scale_and_cast(x.t(), offs, fp8_dtype, round_scales_to_power_of_2)
@@ -332,8 +337,8 @@ def per_group_colwise_scales(
         5. Rows i >= offs[G-1] are in no group: this reference writes +0 (0x00) there; kernels may leave them
            unspecified, and comparisons exclude them (SPEC §4).
     """
-    _check_input("x", x, "KN")
-    _check_offs(offs, x)
+    check_input("x", x, "KN")
+    check_offs(offs, x)
     _check_fp8_dtype(fp8_dtype)
     k, n = x.shape
     q, scales = _jagged_rows_scale_and_cast(x, offs, fp8_dtype, round_scales_to_power_of_2)
@@ -364,8 +369,8 @@ def per_group_colwise_scales_dual(
         Exactly ``per_group_colwise_scales(x1, offs, ...) + per_group_colwise_scales(x2, offs, ...)``: the two
         tensors never influence each other's amax. See that function for every step.
     """
-    _check_input("x1", x1, "KN")
-    _check_input("x2", x2, "KN")
+    check_input("x1", x1, "KN")
+    check_input("x2", x2, "KN")
     if x1.shape[0] != x2.shape[0]:
         raise ValueError(f"x1 and x2 must share their rows (Ktot), got {tuple(x1.shape)} and {tuple(x2.shape)}")
     if x1.dtype != x2.dtype:
