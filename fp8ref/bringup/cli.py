@@ -82,9 +82,14 @@ def _resolve_devices(text: str | None, device: torch.device) -> list[int]:
         return []
     if text is None:
         return [device.index]
+    count = torch.cuda.device_count()
     if text == "all":
-        return list(range(torch.cuda.device_count()))
-    return [int(i) for i in text.split(",")]
+        return list(range(count))
+    indices = list(dict.fromkeys(int(i) for i in text.split(",")))
+    bad = [i for i in indices if not 0 <= i < count]
+    if bad:
+        raise SystemExit(f"fp8ref bringup: --devices {text}: no GPU {bad} (this machine has {count})")
+    return indices
 
 
 def _guarded(name: str, run: Callable[[], list], load_bearing: bool) -> list:
@@ -106,6 +111,8 @@ def _guarded(name: str, run: Callable[[], list], load_bearing: bool) -> list:
 def _bringup(args: argparse.Namespace) -> int:
     device = _resolve_device(args.device)
     devices = _resolve_devices(args.devices, device)
+    if len(devices) == 1:
+        device = torch.device("cuda", devices[0])  # one GPU named: run there, and say so in the certificate
     start = time.monotonic()
     import fp8moe  # noqa: F401  (turns the interpreter on when there is no GPU, before any kernel is defined)
     from fp8ref.bringup import certificate

@@ -11,7 +11,7 @@ import time
 import torch
 
 from fp8ref.bringup.cast_paths import CastPath, cast_paths
-from fp8ref.bringup.conformance import F32_PATTERNS, f32_chunk, f32_sweep_chunks, status_for
+from fp8ref.bringup.conformance import f32_chunk, f32_sweep_chunks, status_for
 from fp8ref.bringup.progress import Progress
 from fp8ref.bringup.results import StepResult, merge_categories
 from fp8ref.bringup.shard import run_items
@@ -55,7 +55,6 @@ def f32_sweep(
     """
     on_gpu = device.type == "cuda"
     chunks = f32_sweep_chunks(GPU_CHUNK) if on_gpu else f32_sweep_chunks(SAMPLE, sample=SAMPLE)
-    checked = F32_PATTERNS if on_gpu else SAMPLE
     items, keys = [], []
     for path in paths:
         for fp8_dtype in path.fp8_dtypes:
@@ -68,8 +67,11 @@ def f32_sweep(
         results = run_items("fp8ref.bringup.sweep:sweep_item", items, device, devices, bar)
     merged: dict[tuple[str, str], dict] = {}
     for (path, name), r in zip(keys, results):
-        m = merged.setdefault((path.name, name), {"path": path, "categories": {}, "common": 0, "seconds": 0.0})
+        m = merged.setdefault(
+            (path.name, name), {"path": path, "categories": {}, "common": 0, "seconds": 0.0, "checked": 0}
+        )
         merge_categories(m["categories"], r["categories"])
+        m["checked"] += r["checked"]  # what the chunks really encoded, not what the sweep meant to
         m["common"] += r["common"]
         m["seconds"] += r["seconds"]
     steps = []
@@ -84,7 +86,7 @@ def f32_sweep(
             step="conformance",
             name=f"conformance/{path_name}/{name}/{check}",
             status=status_for(path, n, m["common"]),
-            checked=checked,
+            checked=m["checked"],
             mismatches=n,
             categories=m["categories"],
             duration_s=m["seconds"],
