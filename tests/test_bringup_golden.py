@@ -87,3 +87,16 @@ def test_decode_accepts_any_nan_pattern_for_a_nan_code(golden, tmp_path):
     values[0x7F] = 0xFFC00001  # a negative NaN with a payload for code 0x7F
     (tmp_path / target["result"]).write_bytes(values.tobytes())
     assert main(["verify", str(golden), str(tmp_path)]) == 0
+
+
+def test_a_damaged_golden_file_fails_verification_by_name(golden, tmp_path, capsys):
+    import shutil
+
+    damaged = tmp_path / "golden"
+    shutil.copytree(golden, damaged)
+    entries = _vendor_outputs(damaged, tmp_path / "results")
+    target = next(e for e in entries if e["set"] == "probe")
+    expected = damaged / target["expected"]
+    expected.write_bytes(bytes([expected.read_bytes()[0] ^ 1]) + expected.read_bytes()[1:])
+    assert main(["verify", str(damaged), str(tmp_path / "results")]) == 1
+    assert f"golden file {target['expected']} is missing or does not match its sha256" in capsys.readouterr().out

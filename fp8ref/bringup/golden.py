@@ -58,10 +58,14 @@ and fails when a present file differs (it names the file, the index, the input a
 """
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
 def _write(path: Path, data: bytes) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    return hashlib.sha256(data).hexdigest()
+    return _digest(data)
 
 
 def _f32_bytes(x: torch.Tensor) -> bytes:
@@ -147,6 +151,12 @@ def verify_results(golden: Path, results: Path) -> list[FileCheck]:
         width = 4 if entry["kind"] == "decode" else 1
         if not path.is_file():
             checks.append(FileCheck(entry["result"], "missing", entry["count"]))
+            continue
+        expected = golden / entry["expected"]
+        if not expected.is_file() or _digest(expected.read_bytes()) != entry["sha256"]:
+            # A damaged golden set would make every verdict meaningless: say so instead of comparing against it.
+            checks.append(FileCheck(entry["result"], "fail", entry["count"],
+                                    error=f"golden file {entry['expected']} is missing or does not match its sha256"))
             continue
         got = path.read_bytes()
         if len(got) != width * entry["count"]:
