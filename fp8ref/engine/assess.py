@@ -193,8 +193,10 @@ def assess(
             layout_codes=_layout_candidates(e_b, coords, row_major) if coords.numel() else torch.empty(0, 6),
             fp8_dtype=fp8_dtype,
         )
-        for k in (s_cat.tolist() + q_cat.tolist()):
-            counts[CATEGORIES[k]] += 1
+        # Counted on tensors: a wholly wrong production-size output has ~1e8 mismatches, too many for Python ints.
+        per_category = torch.bincount(torch.cat([s_cat, q_cat]), minlength=len(CATEGORIES))
+        for k in per_category.nonzero().flatten().tolist():
+            counts[CATEGORIES[k]] += int(per_category[k])
         if check_determinism:
             nondet = int((em.valid & (a_b != b_b) & ~q_unwritten).sum())
             nondet += int((~same_f32(a_s, b_s, strict_nan=True) & ~s_unwritten).sum())
@@ -205,7 +207,8 @@ def assess(
         totals["n_scales"] += e_s.numel()
         totals["n_scale_mismatches"] += int(s_diff.sum())
 
-        for w, k in zip(s_idx.tolist(), s_cat.tolist()):
+        # Examples only: at most 4 * max_examples per kind are ever gathered (the report keeps max_examples).
+        for w, k in zip(s_idx[: 4 * max_examples].tolist(), s_cat[: 4 * max_examples].tolist()):
             g, r, col = em.scale_coords(w)
             ev, av = e_s[w].item(), a_s[w].item()
             eb, ab = e_s[w : w + 1].view(torch.int32).item() & 0xFFFFFFFF, a_s[w : w + 1].view(torch.int32).item()
@@ -213,20 +216,24 @@ def assess(
             dist = None if (ev != ev) or (av != av) else ab - eb  # f32 ulps when the signs agree
             name = CATEGORIES[k]
             mismatches.append(Mismatch("scale", p, g, r, col, None, eb, ab, ev, av, dist, name, policy.fails(name)))
-        dist_all = code_distance(e_b[sel], a_b[sel], fp8_dtype)
-        for n, k in enumerate(q_cat.tolist()[: 4 * max_examples]):
-            pos = coords[n].tolist()
-            eb, ab = int(e_b[sel][n]), int(a_b[sel][n])
-            d = int(dist_all[n])
+        shown = coords[: 4 * max_examples]
+        shown_sel = tuple(shown.t())
+        e_shown, a_shown = e_b[shown_sel], a_b[shown_sel]
+        dist_shown = code_distance(e_shown, a_shown, fp8_dtype)
+        group_shown, x_shown = em.group[shown_sel], x[shown_sel]
+        for n, k in enumerate(q_cat[: 4 * max_examples].tolist()):
+            pos = shown[n].tolist()
+            eb, ab = int(e_shown[n]), int(a_shown[n])
+            d = int(dist_shown[n])
             name = CATEGORIES[k]
             mismatches.append(
                 Mismatch(
                     "fp8",
                     p,
-                    int(em.group[sel][n]),
+                    int(group_shown[n]),
                     pos[-2],
                     pos[-1],
-                    float(x[sel][n]),
+                    float(x_shown[n]),
                     eb,
                     ab,
                     float(f.values[eb]),
