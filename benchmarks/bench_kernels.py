@@ -20,6 +20,7 @@ import torch
 import fp8moe  # noqa: F401  (imported before triton, as fp8moe requires)
 import fp8ref
 from fp8ref.engine.layouts import make_offs, to_memory_layout
+from fp8ref.testing import same_bits
 
 E4 = torch.float8_e4m3fn
 #: Group layout of the jagged benchmarks: random sizes that are multiples of 16 (the grouped-GEMM constraint).
@@ -31,15 +32,6 @@ def copy_bandwidth_gbs(do_bench) -> float:
     src = torch.empty(2**30, dtype=torch.bfloat16, device="cuda").normal_()
     dst = torch.empty_like(src)
     return 2 * src.numel() * src.element_size() / do_bench(lambda: dst.copy_(src)) / 1e6
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.stride() != b.stride():
-        return False
-    if a.element_size() == 1:
-        both_nan = torch.isnan(a.float()) & torch.isnan(b.float())
-        return bool(((a.view(torch.uint8) == b.view(torch.uint8)) | both_nan).all())
-    return torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
 def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> dict:
@@ -60,7 +52,10 @@ def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> di
     def run_kernel():
         return c.call(kernel, xs, offs, **fixed, **kwargs)
 
-    exact = all(_same_bits(a, b) for a, b in zip(run_kernel(), c.call(reference, xs, offs, **fixed)))
+    out, expected = run_kernel(), c.call(reference, xs, offs, **fixed)
+    exact = all(
+        a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all()) for a, b in zip(out, expected)
+    )
     ms = do_bench(run_kernel)
     row = {
         "op": spec.id,

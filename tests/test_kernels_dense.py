@@ -27,6 +27,7 @@ from fp8moe.backend import backend_for
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
 from fp8ref.formats import all_formats, fmt
+from fp8ref.testing import assert_same_bits
 
 pytestmark = pytest.mark.interpreter
 
@@ -99,40 +100,12 @@ def _values(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tens
     return x.to(dtype)
 
 
-def _nan_codes(fp8_dtype: torch.dtype) -> torch.Tensor:
-    table = torch.zeros(256, dtype=torch.bool)
-    table[list(fmt(fp8_dtype).nan_codes)] = True
-    return table
-
-
-def _assert_same_layout(t: torch.Tensor, expected: torch.Tensor) -> None:
-    """Same dtype and shape, and the same strides unless the tensor is empty (an empty tensor has no layout: torch
-    gives fp8ref's empty (0, 1) scales strides (1, 0) and torch.empty((0, 1)) strides (1, 1))."""
-    assert (t.dtype, t.shape) == (expected.dtype, expected.shape)
-    if t.numel() > 0:
-        assert t.stride() == expected.stride()
-
-
 def _assert_q_equal(q: torch.Tensor, expected: torch.Tensor, strict: bool = False) -> None:
-    """Same dtype, shape and strides; same bytes (NaN codes as a class unless ``strict``)."""
-    _assert_same_layout(q, expected)
-    a, e = q.cpu().view(torch.uint8), expected.cpu().view(torch.uint8)
-    bad = a != e
-    if not strict:
-        is_nan = _nan_codes(q.dtype)
-        bad &= ~(is_nan[a.long()] & is_nan[e.long()])
-    where = bad.nonzero()[:4].tolist()
-    assert not bool(bad.any()), f"{int(bad.sum())} codes differ, first at {where}: {a[bad][:4]} vs {e[bad][:4]}"
+    assert_same_bits(q, expected, strict_nan=strict, what="q")
 
 
 def _assert_scales_equal(s: torch.Tensor, expected: torch.Tensor, strict: bool = False) -> None:
-    """Same dtype, shape and strides; same f32 bits (NaN as a class unless ``strict``)."""
-    _assert_same_layout(s, expected)
-    s, expected = s.cpu(), expected.cpu()
-    bad = s.view(torch.int32) != expected.view(torch.int32)
-    if not strict:
-        bad &= ~(torch.isnan(s) & torch.isnan(expected))
-    assert not bool(bad.any()), f"scales differ at {bad.nonzero()[:4].tolist()}: {s[bad][:4]} vs {expected[bad][:4]}"
+    assert_same_bits(s, expected, strict_nan=strict, what="scales")
 
 
 def _check_against_reference(op: DenseOp, x: torch.Tensor, fp8_dtype, pow2: bool, device: str, x_dev=None):
