@@ -20,6 +20,7 @@ __all__ = [
     "Backend",
     "backend_for",
     "cuda_backend",
+    "interpreter_fp8_dtypes",
     "interpreter_requested",
     "launch_device",
     "rocm_backend",
@@ -104,7 +105,7 @@ def backend_for(device: torch.device | str) -> Backend:
                 f"TRITON_INTERPRET=1 runs kernels on CPU tensors only; got a tensor on {device}. "
                 "Unset TRITON_INTERPRET to run on the GPU."
             )
-        return Backend("interpreter", "cpu", _FN + _FNUZ, exact_encode=True, autotune=False)
+        return Backend("interpreter", "cpu", interpreter_fp8_dtypes(), exact_encode=True, autotune=False)
     if device.type != "cuda":
         raise ValueError(
             f"fp8moe kernels need tensors on a CUDA/ROCm device, got {device}; on a machine without a GPU, "
@@ -113,6 +114,16 @@ def backend_for(device: torch.device | str) -> Backend:
     if torch.version.hip is not None:
         return rocm_backend(_rocm_arch(device))
     return cuda_backend(*torch.cuda.get_device_capability(device))
+
+
+def interpreter_fp8_dtypes(version: str | None = None) -> tuple[torch.dtype, ...]:
+    """The interpreter's fp8 dtypes: the fnuz types from triton 3.9 on (3.6's interpreter lacks them, SPEC §3)."""
+    if version is None:
+        import triton  # imported only once the interpreter choice is made (fp8moe/__init__.py)
+
+        version = triton.__version__
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return _FN + _FNUZ if (major, minor) >= (3, 9) else _FN
 
 
 def cuda_backend(major: int, minor: int) -> Backend:

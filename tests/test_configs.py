@@ -192,6 +192,11 @@ def test_rocm_uses_the_exact_encoder_where_tritons_cast_goes_through_f16(arch, e
     assert backend_module.rocm_backend(arch).exact_encode is exact_encode
 
 
+@pytest.mark.parametrize(("version", "dtypes"), [("3.6.0", FN), ("3.9.0", FN + FNUZ), ("4.0.1", FN + FNUZ)])
+def test_interpreter_offers_fnuz_only_where_triton_has_them(version, dtypes):
+    assert backend_module.interpreter_fp8_dtypes(version) == dtypes
+
+
 def test_sm80_refuses_every_fp8_dtype_by_name():
     with pytest.raises(TypeError, match="sm_80"):
         backend_module.cuda_backend(8, 0).check_fp8_dtype(torch.float8_e4m3fn)
