@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from pathlib import Path
 
 from fp8ref.bringup.results import STATUSES, StepResult
+from fp8ref.engine.report import jsonable
 
 __all__ = ["SCHEMA_VERSION", "build_certificate", "overall_status", "render_markdown", "validate", "write"]
 
@@ -88,22 +88,11 @@ def overall_status(steps: list[StepResult]) -> str:
     return "pass_with_findings" if "finding" in statuses else "pass"
 
 
-def _finite(obj):
-    """JSON has no NaN/inf: such floats (inputs in examples) are written as strings, as the engine's reports do."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def build_certificate(
     command: str, options: dict, fingerprint: dict, steps: list[StepResult], duration_s: float
 ) -> dict:
     counts = Counter(s.status for s in steps)
-    return _finite({
+    return jsonable({
         "schema": "fp8ref.bringup.certificate",
         "schema_version": SCHEMA_VERSION,
         "command": command,

@@ -42,9 +42,6 @@ class Inputs:
             return None
         return torch.tensor(self.offs, dtype=torch.int32, device=device)
 
-    def nbytes(self) -> int:
-        return sum(x.numel() * x.element_size() for x in self.xs)
-
 
 def make_inputs(
     contract: OpContract,

@@ -13,7 +13,6 @@ import torch
 
 __all__ = [
     "MEMORY_LAYOUTS",
-    "NON_ALIGNED_SIZES",
     "OFFS_LAYOUTS",
     "make_offs",
     "to_memory_layout",
@@ -35,8 +34,6 @@ OFFS_LAYOUTS: tuple[str, ...] = (
     "tail_past_end",
 )
 
-#: Sizes that are not multiples of the 16/32/64/128 blocks kernels tile with: tails and sub-block tensors.
-NON_ALIGNED_SIZES: tuple[int, ...] = (1, 7, 100, 130)
 
 MEMORY_LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from fp8ref.engine.categories import CATEGORY_HELP, DERIVED
 
-__all__ = ["Call", "Heatmap", "Mismatch", "Report"]
+__all__ = ["Call", "Heatmap", "Mismatch", "Report", "jsonable"]
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ class Report:
 
     def to_dict(self) -> dict:
         """JSON-serialisable form (non-finite floats become strings "nan", "inf", "-inf")."""
-        return _jsonable(asdict(self))
+        return jsonable(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1)
@@ -256,13 +256,14 @@ def _fmt_db(values: tuple[float, ...]) -> str:
     return "[" + ", ".join("-" if math.isnan(v) else f"{v:.1f}" for v in values) + "]"
 
 
-def _jsonable(obj):
+def jsonable(obj):
+    """JSON has no NaN/inf: such floats are written as strings ("nan", "inf"); dict keys become strings."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return str(obj)
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     return obj
 
 
