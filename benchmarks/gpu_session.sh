@@ -28,7 +28,7 @@ timeout "${BRINGUP_TIMEOUT:-240}" python3 -m fp8ref bringup --device cuda "${dev
 echo "bringup exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
-timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -n $((6 * gpus)) -v -ra -p no:cacheprovider --device cuda \
+timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -n $((6 * gpus)) -v -ra --durations=25 -p no:cacheprovider --device cuda \
   --fp8ref-grid covering --ignore=tests/test_bringup_cli.py --ignore=tests/test_notebooks.py \
   --fp8ref-artifacts "$OUT/artifacts" tests >"$OUT/pytest.log" 2>&1
 echo "pytest exit $? after ${SECONDS}s" >>"$OUT/env.txt"
