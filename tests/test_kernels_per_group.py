@@ -33,6 +33,7 @@ from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
 from fp8ref.formats import all_formats, fmt
 from fp8ref.scaling import amax_to_scale
+from fp8ref.testing import assert_same_bits
 
 E4 = torch.float8_e4m3fn
 FP8_DTYPES = [f.dtype for f in all_formats()]
@@ -109,19 +110,11 @@ def _jagged_bytes(q: torch.Tensor, jagged_dim: int, end: int) -> torch.Tensor:
 def _assert_q_equal(q: torch.Tensor, expected: torch.Tensor, end: int, jagged_dim: int) -> None:
     """Same dtype, shape and strides; same bytes over [0, end) of the jagged dim, NaN codes as a class."""
     assert (q.dtype, q.shape, q.stride()) == (expected.dtype, expected.shape, expected.stride())
-    a, e = _jagged_bytes(q, jagged_dim, end), _jagged_bytes(expected, jagged_dim, end)
-    is_nan = _nan_codes(q.dtype)
-    bad = (a != e) & ~(is_nan[a.long()] & is_nan[e.long()])
-    where = bad.nonzero()[:4].tolist()
-    assert not bool(bad.any()), f"{int(bad.sum())} codes differ, first at {where}: {a[bad][:4]} vs {e[bad][:4]}"
+    assert_same_bits(q.cpu().narrow(jagged_dim, 0, end), expected.cpu().narrow(jagged_dim, 0, end), what="q")
 
 
 def _assert_scales_equal(s: torch.Tensor, expected: torch.Tensor) -> None:
-    """Same dtype and shape; same f32 bits, NaN as a class."""
-    assert (s.dtype, s.shape, s.stride()) == (expected.dtype, expected.shape, expected.stride())
-    s = s.cpu()
-    bad = (s.view(torch.int32) != expected.view(torch.int32)) & ~(torch.isnan(s) & torch.isnan(expected))
-    assert not bool(bad.any()), f"scales differ at {bad.nonzero()[:4].flatten().tolist()}: {s[bad][:4]}"
+    assert_same_bits(s, expected, what="scales")
 
 
 def _run(op: JaggedOp, x: torch.Tensor, ends: list[int], fp8_dtype, pow2: bool, device: str):
