@@ -2,12 +2,14 @@
 # Everything the GPU verifies, in one device call (a session has 30 device-minutes; one call at most 10):
 #   1. `fp8ref bringup --exhaustive` alone on the GPU(s): all 2^32 f32 inputs per format and cast path, then the
 #      kernel matrix. It rewrites its certificate after every stage, so a time limit leaves the finished stages.
-#   2. the test suite on the GPU(s), verbose so a time limit still leaves every finished test by name (kernels bitwise vs fp8ref, compile == eager, opcheck, no host syncs, int64
-#      indexing over 2^31 elements); one pytest-xdist worker group per GPU.
-#   3. with BENCH=1, the benchmarks (benchmarks/results/h200-kernels.md came from this).
-# Knobs: DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT,
-# BENCH_TIMEOUT (seconds). Logs land in $OUT (the device tool brings back at most 8 files); commit them under
-# benchmarks/results/.
+#   2. tests: the test suite on the GPU(s), verbose so a time limit still leaves every finished test by name
+#      (kernels bitwise vs fp8ref, compile == eager, opcheck, no host syncs, int64 indexing over 2^31 elements);
+#      pytest-xdist workers spread over the GPUs.
+#   3. bench: the benchmarks (benchmarks/results/h200-kernels.md came from this).
+#   4. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench tune), DEVICES=all on a multi-GPU machine
+# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, TUNE_TIMEOUT (seconds).
+# Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
 set -uo pipefail
 : "${OUT:?set OUT to a directory for the logs}"
 export PYTHONUNBUFFERED=1
@@ -21,22 +23,37 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/install.log 
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
 } >"$OUT/env.txt" 2>&1
 
+steps=" ${STEPS:-bringup tests} "
 devices=()
 [ -n "${DEVICES:-}" ] && devices=(--devices "$DEVICES")
-timeout "${BRINGUP_TIMEOUT:-240}" python3 -m fp8ref bringup --device cuda "${devices[@]}" --exhaustive --no-progress \
-  --out "$OUT/bringup" >"$OUT/bringup.log" 2>&1
-echo "bringup exit $? after ${SECONDS}s" >>"$OUT/env.txt"
-
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
-timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -n $((6 * gpus)) -v -ra --durations=25 -p no:cacheprovider --device cuda \
-  --fp8ref-grid covering --ignore=tests/test_bringup_cli.py --ignore=tests/test_notebooks.py \
-  --fp8ref-artifacts "$OUT/artifacts" tests >"$OUT/pytest.log" 2>&1
-echo "pytest exit $? after ${SECONDS}s" >>"$OUT/env.txt"
-# At most 8 files come back: failure artifacts travel as one archive.
-if [ -d "$OUT/artifacts" ]; then tar czf "$OUT/artifacts.tgz" -C "$OUT" artifacts && rm -rf "$OUT/artifacts"; fi
 
-if [ "${BENCH:-0}" = 1 ]; then
+if [[ $steps == *" bringup "* ]]; then
+  timeout "${BRINGUP_TIMEOUT:-300}" python3 -m fp8ref bringup --device cuda "${devices[@]}" --exhaustive --no-progress \
+    --out "$OUT/bringup" >"$OUT/bringup.log" 2>&1
+  echo "bringup exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+
+if [[ $steps == *" tests "* ]]; then
+  # Compilation is CPU-bound: 3 workers per 4 cores, spread over the GPUs by worker index (fp8ref.pytest_plugin).
+  # The GPU-only integration tests (compile, opcheck, sync-debug, int64) go first so a time limit cannot skip them.
+  workers=$(( $(nproc) * 3 / 4 > gpus ? $(nproc) * 3 / 4 : gpus ))
+  timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -n "$workers" -v -ra --durations=25 -p no:cacheprovider \
+    --timeout 300 --device cuda --fp8ref-grid covering --ignore=tests/test_bringup_cli.py \
+    --ignore=tests/test_notebooks.py --fp8ref-artifacts "$OUT/artifacts" tests/test_gpu_integration.py tests \
+    >"$OUT/pytest.log" 2>&1
+  echo "pytest exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+  # At most 8 files come back: failure artifacts travel as one archive.
+  if [ -d "$OUT/artifacts" ]; then tar czf "$OUT/artifacts.tgz" -C "$OUT" artifacts && rm -rf "$OUT/artifacts"; fi
+fi
+
+if [[ $steps == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-190}" python3 benchmarks/bench_kernels.py --out "$OUT/bench.md" >"$OUT/bench.log" 2>&1
   echo "bench exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
-cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log"; tail -12 "$OUT/bringup.log"
+
+if [[ $steps == *" tune "* ]]; then
+  timeout "${TUNE_TIMEOUT:-240}" python3 benchmarks/tune_configs.py --out "$OUT/configs.md" >"$OUT/tune.log" 2>&1
+  echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null

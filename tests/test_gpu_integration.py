@@ -1,6 +1,8 @@
 """GPU-only claims: torch.compile(fullgraph) equals eager, opcheck passes, no host syncs, int64 indexing.
 
-Skipped on the CPU (the interpreter has no CUDA streams to sync on and cannot hold >2^31-element tensors quickly).
+Each runs on its pytest worker's GPU (the ``device`` fixture), which is not made the current device: kernels must
+launch on their tensors' device. Skipped on the CPU (the interpreter has no CUDA streams to sync on and cannot
+hold >2^31-element tensors quickly).
 The committed H200 log of these tests is under benchmarks/results/.
 """
 
@@ -56,11 +58,11 @@ def _assert_outputs_identical(a, b):
 
 
 @pytest.mark.parametrize("case", _cases("cpu"), ids=_case_id)
-def test_compiled_fullgraph_equals_eager_bitwise(case):
+def test_compiled_fullgraph_equals_eager_bitwise(case, device):
     import fp8moe
 
     name, args, kwargs = case
-    args = tuple(a.cuda() for a in args)
+    args = tuple(a.to(device) for a in args)
     op = getattr(fp8moe, name)
     eager = op(*args, E4, False, **kwargs)
     compiled = torch.compile(lambda *a: op(*a, E4, False, **kwargs), fullgraph=True)(*args)
@@ -68,14 +70,14 @@ def test_compiled_fullgraph_equals_eager_bitwise(case):
 
 
 @pytest.mark.parametrize("case", _cases("cpu"), ids=_case_id)
-def test_kernel_path_has_no_host_sync(case):
+def test_kernel_path_has_no_host_sync(case, device):
     import fp8moe
 
     name, args, kwargs = case
-    args = tuple(a.cuda() for a in args)
+    args = tuple(a.to(device) for a in args)
     op = getattr(fp8moe, name)
     op(*args, E4, True, **kwargs)  # warm-up: compilation and autotuning may sync
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(device)
     torch.cuda.set_sync_debug_mode("error")
     try:
         op(*args, E4, True, **kwargs)
@@ -83,10 +85,10 @@ def test_kernel_path_has_no_host_sync(case):
         torch.cuda.set_sync_debug_mode("default")
 
 
-def test_opcheck_passes_for_every_registered_op():
+def test_opcheck_passes_for_every_registered_op(device):
     import fp8moe.ops  # noqa: F401  (registers the fp8moe:: ops)
 
-    for name, args, kwargs in _cases("cuda"):
+    for name, args, kwargs in _cases(device):
         packet = getattr(torch.ops.fp8moe, name)
         schema_args = list(packet.default._schema.arguments)
         call = list(args)
@@ -98,12 +100,12 @@ def test_opcheck_passes_for_every_registered_op():
 
 
 @pytest.mark.slow
-def test_int64_indexing_rowwise_2d_over_2_pow_31_elements():
+def test_int64_indexing_rowwise_2d_over_2_pow_31_elements(device):
     import fp8moe
     import fp8ref
 
     m, k = 2**17 + 3, 2**14 + 16  # 2.15e9 elements: byte offsets past 2^31
-    x = torch.empty((m, k), dtype=torch.bfloat16, device="cuda").normal_()
+    x = torch.empty((m, k), dtype=torch.bfloat16, device=device).normal_()
     q, s = fp8moe.rowwise_2d_scale_and_cast(x, E4)
     rq, rs = fp8ref.rowwise_2d_scale_and_cast(x, E4)
     assert torch.equal(s.view(torch.int32), rs.view(torch.int32))
@@ -111,13 +113,13 @@ def test_int64_indexing_rowwise_2d_over_2_pow_31_elements():
 
 
 @pytest.mark.slow
-def test_int64_indexing_per_group_colwise_over_2_pow_31_elements():
+def test_int64_indexing_per_group_colwise_over_2_pow_31_elements(device):
     import fp8moe
     import fp8ref
 
     rows, n = 2**20 + 7, 2**11 + 5  # 2.15e9 elements
-    x = torch.empty((rows, n), dtype=torch.bfloat16, device="cuda").normal_()
-    offs = _offs([100, 2**19, rows - 3], "cuda")
+    x = torch.empty((rows, n), dtype=torch.bfloat16, device=device).normal_()
+    offs = _offs([100, 2**19, rows - 3], device)
     q, s = fp8moe.per_group_colwise_scales(x, offs, E4)
     rq, rs = fp8ref.per_group_colwise_scales(x, offs, E4)
     assert torch.equal(s.view(torch.int32), rs.view(torch.int32))

@@ -1,0 +1,151 @@
+"""Measure every CUDA launch-config candidate of every kernel at the MoE shapes of SPEC §7, one GPU, one run.
+
+    python benchmarks/tune_configs.py --out benchmarks/results/h200-configs.md
+
+fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
+problems take without tuning (the smallest tile). This script is the measurement behind those lists: for each
+benchmark point of each spec it forces each candidate in turn (every kernel of the op launched with that candidate;
+the two kernels of the atomic transpose share their candidate list and move together) and times the op. Per point
+it reports the time of every candidate, the best, and how far the worst and the untuned small-problem choice are
+from the best. A candidate that is never best and never within 5% of best is dead weight in the autotuner (each one
+costs a compile and a measurement per new key). Every forced run is first checked bitwise against fp8ref: configs
+must change speed, never bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import platform
+import sys
+
+import torch
+
+import fp8moe  # imported before triton, as fp8moe requires
+import fp8moe.configs as configs_module
+import fp8ref
+from fp8moe.configs import ROWWISE, TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE, KernelConfigs
+from fp8moe.kernels._per_group import PER_GROUP
+from fp8ref.engine.layouts import make_offs, to_memory_layout
+from fp8ref.testing import same_bits
+
+E4 = torch.float8_e4m3fn
+#: Within this fraction of the best time, a candidate counts as "as good as best" at a point.
+NEAR_BEST = 0.05
+
+
+def kernel_configs_of(spec_id: str, kwargs: dict) -> tuple[KernelConfigs, ...]:
+    """The KernelConfigs every kernel of one op launches with (they share one candidate list)."""
+    if spec_id.startswith("per_group"):
+        return (PER_GROUP,)
+    if spec_id == "rowwise_3d_transpose_rhs" and kwargs.get("method") == "atomic":
+        return (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE)
+    return (ROWWISE,)
+
+
+@contextlib.contextmanager
+def forced(names: set[str], index: int):
+    """Launch the kernels named ``names`` with their candidate ``index``, without autotuning, inside the block."""
+    original_fixed, original_min = KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS
+
+    def fixed(self, backend):
+        return self.cuda[index] if self.name in names else original_fixed(self, backend)
+
+    KernelConfigs.fixed = fixed
+    configs_module.AUTOTUNE_MIN_ELEMENTS = float("inf")
+    try:
+        yield
+    finally:
+        KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS = original_fixed, original_min
+
+
+def _inputs(spec, shape, groups):
+    c = spec.contract
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    xs = tuple(
+        to_memory_layout(torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16), spec.layouts[0])
+        for s in c.input_shapes(shape)
+    )
+    offs = None
+    if c.jagged:
+        ends = make_offs("aligned16", c.jagged_length(shape), groups, torch.Generator().manual_seed(0))
+        offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
+    return xs, offs
+
+
+def _describe(config) -> str:
+    tile = "x".join(str(v) for v in config.kwargs.values())
+    return f"{tile}/w{config.num_warps}"
+
+
+def tune_point(spec, shape, groups, kwargs, do_bench) -> list[str]:
+    """Markdown rows for one point: one per candidate, the best marked."""
+    c = spec.contract
+    xs, offs = _inputs(spec, shape, groups)
+    fixed_args = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
+    expected = c.call(spec.reference_fn(), xs, offs, **fixed_args)
+    kernel = spec.kernel_fn()
+    owners = kernel_configs_of(spec.id, kwargs)
+    candidates = owners[0].cuda
+    untuned = candidates.index(owners[0].fixed(fp8moe.backend_for(torch.device("cuda"))))
+    times, exact = [], []
+    for i in range(len(candidates)):
+        with forced({k.name for k in owners}, i):
+            out = c.call(kernel, xs, offs, **fixed_args, **kwargs)
+            exact.append(all(
+                a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all())
+                for a, b in zip(out, expected)
+            ))
+            times.append(do_bench(lambda: c.call(kernel, xs, offs, **fixed_args, **kwargs), warmup=5, rep=25))
+    best = min(times)
+    point = "x".join(map(str, shape)) + (f" G={groups}" if c.jagged else "")
+    variant = ",".join(f"{k}={v}" for k, v in kwargs.items()) or "-"
+    rows = []
+    for i, (config, ms) in enumerate(zip(candidates, times)):
+        marks = [m for m, on in (("best", ms == best), ("untuned-small", i == untuned)) if on]
+        rows.append(
+            f"| {spec.id} | {point} | {variant} | {_describe(config)} | {ms * 1e3:.0f} | {ms / best:.2f} | "
+            f"{' '.join(marks) or '-'} | {'yes' if exact[i] else 'NO'} |"
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
+    parser.add_argument("--only", default=None, help="substring filter on the spec id")
+    args = parser.parse_args(argv)
+    from triton.testing import do_bench
+
+    header = [
+        f"# fp8moe launch-config candidates on {torch.cuda.get_device_name()}",
+        "",
+        f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}. "
+        "bf16 in, e4m3fn out, each candidate forced in turn (no autotuning), median of triton.testing.do_bench. "
+        "Tile = the config's block sizes in fp8moe.configs order, wN = num_warps. x best = time / best time at the "
+        "point. `untuned-small` = what problems under AUTOTUNE_MIN_ELEMENTS run with.",
+        "",
+        "| op | shape | variant | config | us | x best | | bitwise |",
+        "|---|---|---|---|---:|---:|---|---|",
+    ]
+    print("\n".join(header), flush=True)
+    lines, all_exact = list(header), True
+    chosen = [s for s in fp8ref.specs() if not args.only or args.only in s.id]
+    for i in range(max(len(s.bench_shapes) for s in chosen)):
+        for spec in chosen:
+            if i >= len(spec.bench_shapes):
+                continue
+            for kwargs in spec.kwargs_grid:
+                rows = tune_point(spec, spec.bench_shapes[i], spec.bench_groups[i], dict(kwargs), do_bench)
+                all_exact &= all(r.endswith("| yes |") for r in rows)
+                lines.extend(rows)
+                print("\n".join(rows), flush=True)
+                torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0 if all_exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
