@@ -53,7 +53,9 @@ if [[ $steps == *" bench "* ]]; then
 fi
 
 if [[ $steps == *" tune "* ]]; then
-  timeout "${TUNE_TIMEOUT:-240}" python3 benchmarks/tune_configs.py --out "$OUT/configs.md" >"$OUT/tune.log" 2>&1
+  # TUNE_ARGS: e.g. "--only per_group --max-shapes 1 --other-layouts" (benchmarks/tune_configs.py --help)
+  timeout "${TUNE_TIMEOUT:-240}" python3 benchmarks/tune_configs.py ${TUNE_ARGS:-} --out "$OUT/configs.md" \
+    >"$OUT/tune.log" 2>&1
   echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null

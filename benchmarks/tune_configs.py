@@ -26,6 +26,7 @@ import fp8moe.configs as configs_module
 import fp8ref
 from fp8moe.configs import ROWWISE, TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE, KernelConfigs
 from fp8moe.kernels._per_group import PER_GROUP
+from fp8moe.kernels.per_group_colwise_scales_dual import PER_GROUP_DUAL
 from fp8ref.engine.layouts import make_offs, to_memory_layout
 from fp8ref.testing import same_bits
 
@@ -36,6 +37,8 @@ NEAR_BEST = 0.05
 
 def kernel_configs_of(spec_id: str, kwargs: dict) -> tuple[KernelConfigs, ...]:
     """The KernelConfigs every kernel of one op launches with (they share one candidate list)."""
+    if spec_id == "per_group_colwise_scales_dual":
+        return (PER_GROUP_DUAL,)
     if spec_id.startswith("per_group"):
         return (PER_GROUP,)
     if spec_id == "rowwise_3d_transpose_rhs" and kwargs.get("method") == "atomic":
@@ -59,11 +62,11 @@ def forced(names: set[str], index: int):
         KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS = original_fixed, original_min
 
 
-def _inputs(spec, shape, groups):
+def _inputs(spec, shape, groups, layout):
     c = spec.contract
     gen = torch.Generator(device="cuda").manual_seed(0)
     xs = tuple(
-        to_memory_layout(torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16), spec.layouts[0])
+        to_memory_layout(torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16), layout)
         for s in c.input_shapes(shape)
     )
     offs = None
@@ -78,10 +81,10 @@ def _describe(config) -> str:
     return f"{tile}/w{config.num_warps}"
 
 
-def tune_point(spec, shape, groups, kwargs, do_bench) -> list[str]:
+def tune_point(spec, shape, groups, kwargs, layout, do_bench) -> list[str]:
     """Markdown rows for one point: one per candidate, the best marked."""
     c = spec.contract
-    xs, offs = _inputs(spec, shape, groups)
+    xs, offs = _inputs(spec, shape, groups, layout)
     fixed_args = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
     expected = c.call(spec.reference_fn(), xs, offs, **fixed_args)
     kernel = spec.kernel_fn()
@@ -99,7 +102,8 @@ def tune_point(spec, shape, groups, kwargs, do_bench) -> list[str]:
             times.append(do_bench(lambda: c.call(kernel, xs, offs, **fixed_args, **kwargs), warmup=5, rep=25))
     best = min(times)
     point = "x".join(map(str, shape)) + (f" G={groups}" if c.jagged else "")
-    variant = ",".join(f"{k}={v}" for k, v in kwargs.items()) or "-"
+    variant = ",".join([f"{k}={v}" for k, v in kwargs.items()] + ([layout] if layout != spec.layouts[0] else []))
+    variant = variant or "-"
     rows = []
     for i, (config, ms) in enumerate(zip(candidates, times)):
         marks = [m for m, on in (("best", ms == best), ("untuned-small", i == untuned)) if on]
@@ -114,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filter on the spec id")
+    parser.add_argument("--other-layouts", action="store_true",
+                        help="also measure each spec's non-canonical input layouts at the first MoE shape")
+    parser.add_argument("--max-shapes", type=int, default=None, help="only the first N MoE shapes of each spec")
     args = parser.parse_args(argv)
     from triton.testing import do_bench
 
@@ -123,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}. "
         "bf16 in, e4m3fn out, each candidate forced in turn (no autotuning), median of triton.testing.do_bench. "
         "Tile = the config's block sizes in fp8moe.configs order, wN = num_warps. x best = time / best time at the "
-        "point. `untuned-small` = what problems under AUTOTUNE_MIN_ELEMENTS run with.",
+        "point. `untuned-small` = what problems under AUTOTUNE_MIN_ELEMENTS run with. Variant names a non-canonical "
+        "input layout when one is measured.",
         "",
         "| op | shape | variant | config | us | x best | | bitwise |",
         "|---|---|---|---|---:|---:|---|---|",
@@ -131,12 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(header), flush=True)
     lines, all_exact = list(header), True
     chosen = [s for s in fp8ref.specs() if not args.only or args.only in s.id]
-    for i in range(max(len(s.bench_shapes) for s in chosen)):
+    for i in range(min(max(len(s.bench_shapes) for s in chosen), args.max_shapes or 2**31)):
         for spec in chosen:
             if i >= len(spec.bench_shapes):
                 continue
-            for kwargs in spec.kwargs_grid:
-                rows = tune_point(spec, spec.bench_shapes[i], spec.bench_groups[i], dict(kwargs), do_bench)
+            layouts = spec.layouts if args.other_layouts and i == 0 else spec.layouts[:1]
+            for kwargs, layout in ((k, lay) for k in spec.kwargs_grid for lay in layouts):
+                rows = tune_point(spec, spec.bench_shapes[i], spec.bench_groups[i], dict(kwargs), layout, do_bench)
                 all_exact &= all(r.endswith("| yes |") for r in rows)
                 lines.extend(rows)
                 print("\n".join(rows), flush=True)

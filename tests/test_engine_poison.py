@@ -28,16 +28,16 @@ def test_unwritten_elements_are_exactly_those_left_alone_in_both_runs():
     assert {key: getattr(*key) for key in allocators} == allocators
 
 
-def test_torch_compile_still_works_after_a_poisoned_custom_op_call():
+def test_torch_compile_still_works_after_a_poisoned_custom_op_call(device):
     script = textwrap.dedent(
-        """
+        f"""
         import torch, fp8moe
         from fp8ref import ops
         from fp8ref.engine.poison import poisoned_allocations
-        x = torch.randn(16, 8)
+        x = torch.randn(16, 8, device="{device}")
         with poisoned_allocations(0xFF):
             fp8moe.rowwise_2d_scale_and_cast(x)
-        offs = torch.tensor([8, 16], dtype=torch.int32)
+        offs = torch.tensor([8, 16], dtype=torch.int32, device="{device}")
         torch.compile(ops.per_group_rowwise_scales, fullgraph=True, backend="aot_eager")(x, offs)
         print("ok")
         """
@@ -63,7 +63,7 @@ def test_every_uninitialised_allocator_is_poisoned(alloc):
     assert bool((t.contiguous().view(torch.uint8) == 0xAB).all())
 
 
-def test_every_fp8moe_output_is_poisoned_when_its_kernel_writes_nothing(monkeypatch):
+def test_every_fp8moe_output_is_poisoned_when_its_kernel_writes_nothing(monkeypatch, device):
     """The engine can only call an element unwritten if the op's output allocation was poisoned."""
     fp8moe = pytest.importorskip("fp8moe")
     from fp8moe import configs
@@ -74,8 +74,8 @@ def test_every_fp8moe_output_is_poisoned_when_its_kernel_writes_nothing(monkeypa
 
     monkeypatch.setattr(configs, "launch", launch_nothing)
     monkeypatch.setattr(_per_group, "launch", launch_nothing)
-    x2, x3 = torch.randn(8, 16), torch.randn(2, 8, 16)
-    offs = torch.tensor([5, 16], dtype=torch.int32)
+    x2, x3 = torch.randn(8, 16, device=device), torch.randn(2, 8, 16, device=device)
+    offs = torch.tensor([5, 16], dtype=torch.int32, device=device)
     calls = {
         "rowwise_2d_scale_and_cast": (x2,),
         "colwise_3d_scale_and_cast": (x3,),

@@ -43,7 +43,7 @@ class Mutant:
 
 
 def _empty_like_ref(t: torch.Tensor) -> torch.Tensor:
-    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 # --- rowwise_2d_scale_and_cast mutants -------------------------------------------------------------------------
@@ -95,13 +95,13 @@ def _overlapping_stores(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_
 def _wrong_group_start(x, offs, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
     m, _ = x.shape
     ends = offs.tolist()
-    q = torch.empty(x.shape, dtype=fp8_dtype)
-    s = torch.empty(len(ends) * m, dtype=torch.float32)
+    q = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
+    s = torch.empty(len(ends) * m, dtype=torch.float32, device=x.device)
     start = 0
     for g, end in enumerate(ends):
         lo = max(start - 1, 0) if g else 0  # `offs[g-1] - 1`: each group also claims its left neighbour's last column
         part = x[:, lo:end].to(torch.float32)
-        scale = amax_to_scale(part.abs().amax(dim=1) if end > lo else torch.zeros(m), fp8_dtype,
+        scale = amax_to_scale(part.abs().amax(dim=1) if end > lo else torch.zeros(m, device=x.device), fp8_dtype,
                               round_scales_to_power_of_2)
         s[g * m : (g + 1) * m] = scale
         q[:, lo:end] = to_fp8_saturated(part * scale.view(m, 1), fp8_dtype)
@@ -113,13 +113,13 @@ def _colwise_groups(x, offs, fp8_dtype, pow2, *, amax_fn, groups=None, max_rows=
     """Per-group colwise scale+cast written as a loop over groups, with hooks for the bugs below."""
     ktot, n = x.shape
     ends = offs.tolist()
-    q = torch.empty_strided((ktot, n), (1, ktot), dtype=fp8_dtype)
-    s = torch.empty(len(ends) * n, dtype=torch.float32)
+    q = torch.empty_strided((ktot, n), (1, ktot), dtype=fp8_dtype, device=x.device)
+    s = torch.empty(len(ends) * n, dtype=torch.float32, device=x.device)
     start = 0
     for g, end in enumerate(ends[: groups if groups is not None else len(ends)]):
         part = x[start:end].to(torch.float32)
         reduced = part if max_rows is None else part[:max_rows]
-        amax = amax_fn(reduced) if reduced.shape[0] else torch.zeros(n)
+        amax = amax_fn(reduced) if reduced.shape[0] else torch.zeros(n, device=x.device)
         scale = amax_to_scale(amax, fp8_dtype, pow2)
         s[g * n : (g + 1) * n] = scale
         q[start:end] = to_fp8_saturated(part * scale.view(1, n), fp8_dtype)
