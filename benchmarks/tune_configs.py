@@ -114,14 +114,51 @@ def tune_point(spec, shape, groups, kwargs, layout, do_bench) -> list[str]:
     return rows
 
 
+def summarize(paths: list[str]) -> list[str]:
+    """Per candidate list and candidate, over every measured point in the given tables: how often it was best, how
+    often within NEAR_BEST of best, and its best and median ratio to the best. The first measurement of a point
+    (op, shape, variant, config) wins if tables repeat it."""
+    ratios: dict[tuple[str, str], list[float]] = {}
+    seen = set()
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                if len(cells) != 8 or not cells[5].replace(".", "").isdigit():
+                    continue
+                op, shape, variant, config, _, x_best, _, _ = cells
+                if (op, shape, variant, config) in seen:
+                    continue
+                seen.add((op, shape, variant, config))
+                kwargs = {"method": "atomic"} if "method=atomic" in variant else {}
+                owner = kernel_configs_of(op, kwargs)[0].name
+                ratios.setdefault((owner, config), []).append(float(x_best))
+    lines = [
+        "| candidate list | config | best at | within 5% at | points | best ratio | median ratio |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for (owner, config), xs in sorted(ratios.items()):
+        xs.sort()
+        lines.append(
+            f"| {owner} | {config} | {sum(x == 1.0 for x in xs)} | {sum(x <= 1 + NEAR_BEST for x in xs)} | "
+            f"{len(xs)} | {xs[0]:.2f} | {xs[len(xs) // 2]:.2f} |"
+        )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--summarize", nargs="+", metavar="TABLE",
+                        help="no GPU: summarize tables this script wrote, per candidate list and candidate")
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filter on the spec id")
     parser.add_argument("--other-layouts", action="store_true",
                         help="also measure each spec's non-canonical input layouts at the first MoE shape")
     parser.add_argument("--max-shapes", type=int, default=None, help="only the first N MoE shapes of each spec")
     args = parser.parse_args(argv)
+    if args.summarize:
+        print("\n".join(summarize(args.summarize)))
+        return 0
     from triton.testing import do_bench
 
     header = [

@@ -141,28 +141,30 @@ def needs_int64_index(*tensors: torch.Tensor) -> bool:
 # The configs of the dense kernels (fp8moe/kernels/rowwise_2d_scale_and_cast.py, rowwise_3d_transpose_rhs.py)
 # ----------------------------------------------------------------------------------------------------------------
 
-#: Batched row kernel, tile (BLOCK_S rows, BLOCK_L reduced elements). Rows of up to 8192 elements (bf16: 16 KiB) fit
-#: one block and are read once; 8-16K elements per program keep enough bytes in flight for a memory-bound kernel;
-#: narrow-L tiles with many rows serve short rows and the strided (non-canonical) layouts, where coalescing runs
-#: along S.
+#: Batched row kernel, tile (BLOCK_S rows, BLOCK_L reduced elements). Chosen by measurement on the H200
+#: (benchmarks/tune_configs.py; tables and summary in benchmarks/results/h200-configs-*.md, README there): each
+#: candidate is best or within 5% of best at one or more of 15 points (the MoE shapes of SPEC §7, the 2D rowwise,
+#: 3D colwise and transpose-reduction ops, canonical and strided inputs). Wide single-row tiles win on long
+#: canonical rows; 4x2048 on mid-length rows; tall narrow tiles (16x512, 32x256) on short rows and on strided inputs,
+#: where coalescing runs along S. Dropped after that measurement, never within 5% of best: 2x4096/w8 (best ratio
+#: 1.20), 8x1024/w4 (1.18), 64x64/w4 (1.22).
 ROWWISE = KernelConfigs(
     name="rowwise_scale_and_cast",
     cuda=(
         triton.Config({"BLOCK_S": 1, "BLOCK_L": 8192}, num_warps=8),
         triton.Config({"BLOCK_S": 1, "BLOCK_L": 4096}, num_warps=8),
-        triton.Config({"BLOCK_S": 2, "BLOCK_L": 4096}, num_warps=8),
         triton.Config({"BLOCK_S": 4, "BLOCK_L": 2048}, num_warps=8),
-        triton.Config({"BLOCK_S": 8, "BLOCK_L": 1024}, num_warps=4),
         triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4),
         triton.Config({"BLOCK_S": 32, "BLOCK_L": 256}, num_warps=4),
-        triton.Config({"BLOCK_S": 64, "BLOCK_L": 64}, num_warps=4),
     ),
     rocm=triton.Config({"BLOCK_S": 4, "BLOCK_L": 2048}, num_warps=8),
     interpreter=triton.Config({"BLOCK_S": 16, "BLOCK_L": 32}, num_warps=4),
     key=("B", "S", "L", "stride_xb", "stride_xs", "stride_xl", "FP8_DTYPE", "POW2"),
 )
 
-#: Atomic transpose method, both kernels: tile (BLOCK_K rows, BLOCK_N reduced elements) of one expert.
+#: Atomic transpose method, both kernels: tile (BLOCK_K rows, BLOCK_N reduced elements) of one expert. Measured on
+#: the H200 like ROWWISE (5 points): every candidate is within 5% of best somewhere; 64x256/w8 is 4.8x off at the
+#: smallest MoE shape but best on strided inputs, which is what autotuning is for.
 _TRANSPOSE_TILES_CUDA = (
     triton.Config({"BLOCK_K": 16, "BLOCK_N": 512}, num_warps=4),
     triton.Config({"BLOCK_K": 32, "BLOCK_N": 128}, num_warps=4),

@@ -28,6 +28,9 @@ __all__ = ["PER_GROUP", "launch_jagged_rows", "quantize_group_block"]
 
 #: Tile (BLOCK_R rows, BLOCK_K jagged columns). The rowwise op reads along K (wide-K tiles coalesce), the colwise
 #: ops read along R (x.t() of a row-major input: tall-R tiles coalesce), so the CUDA candidates span both shapes.
+#: Chosen by measurement on the H200 (benchmarks/tune_configs.py, benchmarks/results/h200-configs-*.md): each is best
+#: or within 5% of best at one or more of 10 points (MoE shapes, both ops, canonical and strided inputs); 256x16/w4
+#: was dropped (never within 5%, best ratio 1.27). The dual op keeps its own list (per_group_colwise_scales_dual.py).
 #: Interpreter: 8 x 32, below the test shapes (12-20 rows, groups of 0-143 columns), so row tails, the one-pass path
 #: (group <= 32 columns) and the multi-block two-pass path with column tails all run in the CPU tests.
 PER_GROUP = KernelConfigs(
@@ -38,7 +41,6 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
-        triton.Config({"BLOCK_R": 256, "BLOCK_K": 16}, num_warps=4),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
     interpreter=triton.Config({"BLOCK_R": 8, "BLOCK_K": 32}, num_warps=4),

@@ -22,9 +22,12 @@ from fp8moe.kernels._per_group import PER_GROUP, quantize_group_block
 
 __all__ = ["PER_GROUP_DUAL", "launch"]
 
-#: The single op's tiles; its own autotuner, keyed on both tensors.
+#: The single op's tiles; its own autotuner, keyed on both tensors. Measured on the H200 at 5 points
+#: (benchmarks/results/h200-configs-*.md): 32x128/w8 (best ratio 1.07) and 256x16/w4 (2.09) were never within 5% of
+#: best and are dropped from the shared per-group list here.
 PER_GROUP_DUAL = dataclasses.replace(
     PER_GROUP,
+    cuda=tuple(c for c in PER_GROUP.cuda if tuple(c.kwargs.values()) != (32, 128)),
     name="per_group_colwise_scales_dual",
     key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "POW2"),
 )
