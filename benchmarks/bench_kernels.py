@@ -34,6 +34,18 @@ def copy_bandwidth_gbs(do_bench) -> float:
     return 2 * src.numel() * src.element_size() / do_bench(lambda: dst.copy_(src)) / 1e6
 
 
+def _graph_time_ms(fn) -> float | None:
+    """GPU time of ``fn`` replayed from a CUDA graph (no Python, no launch overhead), or None if it cannot be
+    captured. Next to the eager time it shows how much of a call is host overhead (wrapper, autotuner, launch)."""
+    from triton.testing import do_bench_cudagraph
+
+    try:
+        return do_bench_cudagraph(fn)
+    except Exception as exc:  # a capture failure is reported in the table, never fatal to the benchmark
+        print(f"CUDA graph capture failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
 def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> dict:
     """Check and time one (spec, shape, groups, kwargs) point; returns one table row."""
     c = spec.contract
@@ -57,11 +69,13 @@ def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> di
         a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all()) for a, b in zip(out, expected)
     )
     ms = do_bench(run_kernel)
+    graph_ms = _graph_time_ms(run_kernel)
     row = {
         "op": spec.id,
         "shape": "x".join(map(str, shape)) + (f" G={groups}" if c.jagged else ""),
         "variant": ",".join(f"{k}={v}" for k, v in kwargs.items()),
         "us": ms * 1e3,
+        "graph_us": None if graph_ms is None else graph_ms * 1e3,
         "gbs": spec.bytes_moved(xs, groups) / ms / 1e6,
         "exact": exact,
         "compile_us": None,
@@ -89,10 +103,13 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}. "
         f"bf16 in, e4m3fn out, median of triton.testing.do_bench. Device copy bandwidth (read+write), same run: "
-        f"**{copy_gbs:.0f} GB/s**. GB/s counts ideal bytes (input once + fp8 once + scales).",
+        f"**{copy_gbs:.0f} GB/s**. GB/s counts ideal bytes (input once + fp8 once + scales). `graph us`: the same "
+        "call replayed from a CUDA graph (triton.testing.do_bench_cudagraph), i.e. GPU time without the Python "
+        "wrapper, autotuner lookup and launch; where it is far below `fp8moe us`, the call is host-bound.",
         "",
-        "| op | shape | variant | fp8moe us | GB/s | % of copy | compile(ref) us | fp8moe vs compile | bitwise |",
-        "|---|---|---|---:|---:|---:|---:|---:|---|",
+        "| op | shape | variant | fp8moe us | graph us | GB/s | % of copy | compile(ref) us | fp8moe vs compile "
+        "| bitwise |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     print("\n".join(header), flush=True)
     lines, all_exact = list(header), True
@@ -110,9 +127,10 @@ def main(argv: list[str] | None = None) -> int:
                 all_exact &= r["exact"]
                 compile_cells = ("-", "-") if r["compile_us"] is None else (
                     f"{r['compile_us']:.0f}", f"{r['compile_us'] / r['us']:.2f}x")
-                line = (f"| {r['op']} | {r['shape']} | {r['variant'] or '-'} | {r['us']:.0f} | {r['gbs']:.0f} | "
-                        f"{100 * r['gbs'] / copy_gbs:.0f}% | {compile_cells[0]} | {compile_cells[1]} | "
-                        f"{'yes' if r['exact'] else 'NO'} |")
+                graph = "-" if r["graph_us"] is None else f"{r['graph_us']:.0f}"
+                line = (f"| {r['op']} | {r['shape']} | {r['variant'] or '-'} | {r['us']:.0f} | {graph} | "
+                        f"{r['gbs']:.0f} | {100 * r['gbs'] / copy_gbs:.0f}% | {compile_cells[0]} | "
+                        f"{compile_cells[1]} | {'yes' if r['exact'] else 'NO'} |")
                 lines.append(line)
                 print(line, flush=True)
                 torch.cuda.empty_cache()
