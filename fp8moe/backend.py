@@ -9,6 +9,7 @@ blocks in the interpreter).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -88,8 +89,22 @@ def use_interpreter_if_no_gpu() -> bool:
     return interpreter_requested()
 
 
+@functools.cache
+def _rocm_arch_of(index: int) -> str:
+    return torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
+
+
+@functools.cache
+def _capability_of(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def _rocm_arch(device: torch.device) -> str:
-    return torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+    return _rocm_arch_of(_index(device))
 
 
 def backend_for(device: torch.device | str) -> Backend:
@@ -113,7 +128,7 @@ def backend_for(device: torch.device | str) -> Backend:
         )
     if torch.version.hip is not None:
         return rocm_backend(_rocm_arch(device))
-    return cuda_backend(*torch.cuda.get_device_capability(device))
+    return cuda_backend(*_capability_of(_index(device)))  # device queries are cached: this runs on every call
 
 
 def interpreter_fp8_dtypes(version: str | None = None) -> tuple[torch.dtype, ...]:

@@ -1,9 +1,11 @@
 """The six public ops: Triton twins of fp8ref.ops, registered with torch.library.
 
-Each public function validates its arguments (raising TypeError/ValueError that name the argument), then calls a
-custom op ``torch.ops.fp8moe.<op>`` whose implementation launches the kernel (fp8moe/kernels/<op>.py) and whose
-fake implementation allocates outputs of the exact shapes and strides, so ``torch.compile(fullgraph=True)`` traces
-through the op (it stays opaque, one node) and returns the eager bytes. Signatures and results are those of
+Each public function validates its arguments (raising TypeError/ValueError that name the argument), then runs the
+implementation that launches the kernel (fp8moe/kernels/<op>.py). The implementation is registered as the custom
+op ``torch.ops.fp8moe.<op>``, whose fake implementation allocates outputs of the exact shapes and strides, so
+``torch.compile(fullgraph=True)`` traces through the op (it stays opaque, one node) and returns the eager bytes.
+Plain eager calls skip the dispatcher's Python path (see ``_direct_call``); traced calls, tensor subclasses,
+dispatch modes and inputs that require grad go through the custom op. Signatures and results are those of
 fp8ref.ops (SPEC §5); extra keyword-only arguments select a variant or opt into a check, never change a result.
 
 Checks that depend on the device (which backend runs it, which fp8 dtypes it stores) run inside the custom op, in
@@ -16,6 +18,8 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from torch._C import _is_torch_function_mode_enabled as _torch_function_mode_enabled
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 from fp8moe.backend import Backend, backend_for
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
@@ -65,6 +69,26 @@ def _check_offs(offs: object, x: torch.Tensor, total: int, validate_offs: bool) 
         _validate_offs_values(offs, total)
 
 
+def _register(name: str, impl):
+    """``impl`` as the custom op ``torch.ops.fp8moe.<name>`` (pure: fresh outputs, no input mutated)."""
+    return torch.library.custom_op(f"fp8moe::{name}", mutates_args=())(impl)
+
+
+def _direct_call(*tensors: Tensor) -> bool:
+    """Whether an eager call may run the op's implementation without the torch.library dispatcher.
+
+    The dispatcher's Python path (autograd fallthrough, redispatch, the dynamo-disable wrapper) cost 57 us per call
+    on the H200 host, four times an empty Triton launch (benchmarks/results/h200-host-overhead.txt), and MoE-sized
+    calls were host-bound on it. The direct call runs the same implementation function, so the bytes are the same.
+    The dispatcher stays wherever it does something: while torch.compile traces (the op must be one graph node),
+    for tensor subclasses (FakeTensor, DTensor, functional tensors), under any dispatch or torch-function mode, and
+    for inputs that require grad.
+    """
+    if torch.compiler.is_compiling() or _torch_function_mode_enabled() or _current_dispatch_mode() is not None:
+        return False
+    return all(type(t) is Tensor and not t.requires_grad for t in tensors)
+
+
 def _backend(x: torch.Tensor, fp8_dtype: torch.dtype) -> Backend:
     """The backend for x's device; raises ValueError (device) or TypeError (fp8_dtype the backend lacks)."""
     backend = backend_for(x.device)
@@ -77,9 +101,11 @@ def _backend(x: torch.Tensor, fp8_dtype: torch.dtype) -> Backend:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("fp8moe::rowwise_2d_scale_and_cast", mutates_args=())
-def _rowwise_2d_op(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+def _rowwise_2d_impl(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
     return _rowwise_2d.launch(x, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+_rowwise_2d_op = _register("rowwise_2d_scale_and_cast", _rowwise_2d_impl)
 
 
 @_rowwise_2d_op.register_fake
@@ -104,12 +130,15 @@ def rowwise_2d_scale_and_cast(
     """
     check_input("x", x, "MK")
     _check_options(fp8_dtype, round_scales_to_power_of_2)
-    return _rowwise_2d_op(x, fp8_dtype, round_scales_to_power_of_2)
+    run = _rowwise_2d_impl if _direct_call(x) else _rowwise_2d_op
+    return run(x, fp8_dtype, round_scales_to_power_of_2)
 
 
-@torch.library.custom_op("fp8moe::colwise_3d_scale_and_cast", mutates_args=())
-def _colwise_3d_op(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
+def _colwise_3d_impl(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor]:
     return _colwise_3d.launch(x, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+_colwise_3d_op = _register("colwise_3d_scale_and_cast", _colwise_3d_impl)
 
 
 @_colwise_3d_op.register_fake
@@ -135,14 +164,17 @@ def colwise_3d_scale_and_cast(
     """
     check_input("x", x, "EKN")
     _check_options(fp8_dtype, round_scales_to_power_of_2)
-    return _colwise_3d_op(x, fp8_dtype, round_scales_to_power_of_2)
+    run = _colwise_3d_impl if _direct_call(x) else _colwise_3d_op
+    return run(x, fp8_dtype, round_scales_to_power_of_2)
 
 
-@torch.library.custom_op("fp8moe::rowwise_3d_transpose_rhs", mutates_args=())
-def _transpose_rhs_op(
+def _transpose_rhs_impl(
     x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, method: str
 ) -> tuple[Tensor, Tensor]:
     return _transpose_rhs.launch(x, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype), method)
+
+
+_transpose_rhs_op = _register("rowwise_3d_transpose_rhs", _transpose_rhs_impl)
 
 
 @_transpose_rhs_op.register_fake
@@ -176,7 +208,8 @@ def rowwise_3d_transpose_rhs(
     _check_options(fp8_dtype, round_scales_to_power_of_2)
     if method not in _transpose_rhs.METHODS:
         raise ValueError(f"method must be one of {_transpose_rhs.METHODS}, got {method!r}")
-    return _transpose_rhs_op(x, fp8_dtype, round_scales_to_power_of_2, method)
+    run = _transpose_rhs_impl if _direct_call(x) else _transpose_rhs_op
+    return run(x, fp8_dtype, round_scales_to_power_of_2, method)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -184,11 +217,13 @@ def rowwise_3d_transpose_rhs(
 # ----------------------------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("fp8moe::per_group_rowwise_scales", mutates_args=())
-def _per_group_rowwise_op(
+def _per_group_rowwise_impl(
     x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
 ) -> tuple[Tensor, Tensor]:
     return _per_group_rowwise.launch(x, offs, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+_per_group_rowwise_op = _register("per_group_rowwise_scales", _per_group_rowwise_impl)
 
 
 @_per_group_rowwise_op.register_fake
@@ -223,14 +258,17 @@ def per_group_rowwise_scales(
     check_input("x", x, "MK")
     _check_offs(offs, x, x.shape[1], validate_offs)
     _check_options(fp8_dtype, round_scales_to_power_of_2)
-    return _per_group_rowwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
+    run = _per_group_rowwise_impl if _direct_call(x, offs) else _per_group_rowwise_op
+    return run(x, offs, fp8_dtype, round_scales_to_power_of_2)
 
 
-@torch.library.custom_op("fp8moe::per_group_colwise_scales", mutates_args=())
-def _per_group_colwise_op(
+def _per_group_colwise_impl(
     x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
 ) -> tuple[Tensor, Tensor]:
     return _per_group_colwise.launch(x, offs, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+_per_group_colwise_op = _register("per_group_colwise_scales", _per_group_colwise_impl)
 
 
 def _fake_colwise(x: Tensor, num_groups: int, fp8_dtype: torch.dtype) -> tuple[Tensor, Tensor]:
@@ -269,15 +307,18 @@ def per_group_colwise_scales(
     check_input("x", x, "KN")
     _check_offs(offs, x, x.shape[0], validate_offs)
     _check_options(fp8_dtype, round_scales_to_power_of_2)
-    return _per_group_colwise_op(x, offs, fp8_dtype, round_scales_to_power_of_2)
+    run = _per_group_colwise_impl if _direct_call(x, offs) else _per_group_colwise_op
+    return run(x, offs, fp8_dtype, round_scales_to_power_of_2)
 
 
-@torch.library.custom_op("fp8moe::per_group_colwise_scales_dual", mutates_args=())
-def _per_group_colwise_dual_op(
+def _per_group_colwise_dual_impl(
     x1: Tensor, x2: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     backend = _backend(x1, fp8_dtype)
     return _per_group_colwise_dual.launch(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2, backend)
+
+
+_per_group_colwise_dual_op = _register("per_group_colwise_scales_dual", _per_group_colwise_dual_impl)
 
 
 @_per_group_colwise_dual_op.register_fake
@@ -320,4 +361,5 @@ def per_group_colwise_scales_dual(
         raise ValueError(f"x1 and x2 must be on the same device, got {x1.device} and {x2.device}")
     _check_offs(offs, x1, x1.shape[0], validate_offs)
     _check_options(fp8_dtype, round_scales_to_power_of_2)
-    return _per_group_colwise_dual_op(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2)
+    run = _per_group_colwise_dual_impl if _direct_call(x1, x2, offs) else _per_group_colwise_dual_op
+    return run(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2)

@@ -189,3 +189,91 @@ def test_compiled_fullgraph_equals_eager_bitwise(name, device):
     for a, b in zip(got, expected):
         assert (a.dtype, a.shape, a.stride()) == (b.dtype, b.shape, b.stride())
         assert torch.equal(_bits(a), _bits(b))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Dispatch: plain eager calls run the implementation directly; everything else goes through the custom op
+# ----------------------------------------------------------------------------------------------------------------
+
+#: Public op -> the stem of its ``_impl`` function and ``_op`` custom op in fp8moe.ops.
+_STEMS = {
+    "rowwise_2d_scale_and_cast": "_rowwise_2d",
+    "colwise_3d_scale_and_cast": "_colwise_3d",
+    "rowwise_3d_transpose_rhs": "_transpose_rhs",
+    "per_group_rowwise_scales": "_per_group_rowwise",
+    "per_group_colwise_scales": "_per_group_colwise",
+    "per_group_colwise_scales_dual": "_per_group_colwise_dual",
+}
+
+
+def _count_paths(monkeypatch, name: str) -> dict[str, int]:
+    """Counts calls that took the direct implementation ("impl") and the custom op ("op")."""
+    stem, calls = _STEMS[name], {"impl": 0, "op": 0}
+    impl, op = getattr(ops, f"{stem}_impl"), getattr(ops, f"{stem}_op")
+
+    def counted(path, fn):
+        def wrapper(*args):
+            calls[path] += 1
+            return fn(*args)
+        return wrapper
+
+    monkeypatch.setattr(ops, f"{stem}_impl", counted("impl", impl))
+    monkeypatch.setattr(ops, f"{stem}_op", counted("op", op))
+    return calls
+
+
+def _variant(name: str) -> tuple:
+    return ("reduction",) if name == "rowwise_3d_transpose_rhs" else ()
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_plain_eager_call_skips_the_dispatcher_and_returns_the_custom_ops_bytes(name, device, monkeypatch):
+    fn, make_args = CALLS[name]
+    args = _on(device, make_args)()
+    via_op = getattr(torch.ops.fp8moe, name).default(*args, torch.float8_e4m3fn, False, *_variant(name))
+    calls = _count_paths(monkeypatch, name)
+    direct = fn(*args)
+    assert calls == {"impl": 1, "op": 0}
+    for a, b in zip(direct, via_op, strict=True):
+        assert (a.dtype, a.shape, a.stride()) == (b.dtype, b.shape, b.stride())
+        assert torch.equal(_bits(a), _bits(b))
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_input_that_requires_grad_goes_through_the_custom_op(name, device, monkeypatch):
+    fn, make_args = CALLS[name]
+    args = _on(device, make_args)()
+    args = (args[0].detach().requires_grad_(True), *args[1:])
+    calls = _count_paths(monkeypatch, name)
+    fn(*args)
+    assert calls == {"impl": 0, "op": 1}
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_fake_tensors_go_through_the_custom_ops_fake_implementation(name, device, monkeypatch):
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    fn, make_args = CALLS[name]
+    args = _on(device, make_args)()
+    expected = fn(*args)
+    calls = _count_paths(monkeypatch, name)
+    with FakeTensorMode() as mode:
+        fake = fn(*(mode.from_tensor(a) for a in args))
+    assert calls == {"impl": 0, "op": 1}
+    for f, e in zip(fake, expected, strict=True):
+        assert isinstance(f, FakeTensor)
+        assert (f.dtype, f.shape, f.stride()) == (e.dtype, e.shape, e.stride())
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_compiled_graph_holds_the_custom_op_as_one_node(name, device):
+    fn, make_args = CALLS[name]
+    targets = []
+
+    def recording_backend(gm, example_inputs):
+        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=recording_backend, fullgraph=True)(*_on(device, make_args)())
+    assert sum(f"fp8moe.{name}" in t for t in targets) == 1, targets
