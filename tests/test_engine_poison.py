@@ -36,7 +36,8 @@ def test_torch_compile_still_works_after_a_poisoned_custom_op_call(device):
         from fp8ref.engine.poison import poisoned_allocations
         x = torch.randn(16, 8, device="{device}")
         with poisoned_allocations(0xFF):
-            fp8moe.rowwise_2d_scale_and_cast(x)
+            fp8moe.rowwise_2d_scale_and_cast(x)  # eager: the direct path
+            torch.ops.fp8moe.rowwise_2d_scale_and_cast.default(x, torch.float8_e4m3fn, False)  # the custom op
         offs = torch.tensor([8, 16], dtype=torch.int32, device="{device}")
         torch.compile(ops.per_group_rowwise_scales, fullgraph=True, backend="aot_eager")(x, offs)
         print("ok")

@@ -27,7 +27,7 @@ __all__ = ["PER_GROUP_DUAL", "launch"]
 #: best and are dropped from the shared per-group list here.
 PER_GROUP_DUAL = dataclasses.replace(
     PER_GROUP,
-    cuda=tuple(c for c in PER_GROUP.cuda if tuple(c.kwargs.values()) != (32, 128)),
+    cuda=tuple(c for c in PER_GROUP.cuda if c.kwargs != {"BLOCK_R": 32, "BLOCK_K": 128}),
     name="per_group_colwise_scales_dual",
     key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "POW2"),
 )
