@@ -125,3 +125,23 @@ def test_a_run_cut_short_leaves_an_incomplete_certificate_of_the_finished_steps(
     assert any(s["step"] == "conformance" for s in doc["steps"])
     assert not any(s["step"] == "kernel_matrix" for s in doc["steps"])
     assert "INCOMPLETE" in (tmp_path / "certificate.md").read_text()
+
+
+def _wrong_strides_rowwise(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
+    q, s = ops.rowwise_2d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
+    return q.t().contiguous().t(), s  # right bytes, column-major q
+
+
+def test_a_structure_failure_is_counted_once_with_readable_examples(tmp_path, monkeypatch):
+    broken = fp8ref.spec.KernelSpec("rowwise_2d_scale_and_cast", kernel=_wrong_strides_rowwise, variant="strides",
+                                    test_shapes=((7, 100),))
+    monkeypatch.setattr(fp8ref.spec, "specs", lambda: (broken,))
+    assert main(["bringup", "--quick", "--formats", "e4m3fn", "--out", str(tmp_path), "--no-progress"]) == 1
+    doc = json.loads((tmp_path / "certificate.json").read_text())
+    failed = [s for s in doc["steps"] if s["status"] == "fail"]
+    assert failed
+    for step in failed:
+        assert set(step["categories"]) == {"shape_stride_dtype"}, step["categories"]
+        entry = step["categories"]["shape_stride_dtype"]
+        assert step["mismatches"] == entry["count"] == 1  # q's strides, reported once (same in both runs)
+        assert "stride" in str(entry["examples"][0])

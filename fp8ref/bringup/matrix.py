@@ -112,7 +112,10 @@ def matrix_item(item: dict, device: torch.device) -> dict:
     if report.error:
         categories["kernel_error"] = {"count": 1, "examples": [report.error]}
     if report.structure:
-        categories["structure"] = {"count": len(report.structure), "examples": list(report.structure[:MAX_EXAMPLES])}
+        # The report already counts these under shape_stride_dtype (one per problem); give that entry the readable
+        # problems as examples instead of counting them a second time.
+        categories["shape_stride_dtype"] = {
+            "count": len(report.structure), "examples": list(report.structure[:MAX_EXAMPLES])}
     note = "" if report.ok else "failing: " + ", ".join(report.failing or tuple(categories))
     return StepResult(
         step="kernel_matrix",
