@@ -17,6 +17,7 @@ matches). The policy per backend:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -79,6 +80,11 @@ class KernelConfigs:
             return self.rocm
         if backend.kind == "interpreter":
             return self.interpreter
+        return self.smallest_cuda
+
+    @functools.cached_property
+    def smallest_cuda(self) -> triton.Config:
+        """The CUDA candidate with the smallest tile (the first of equals), chosen once: this runs on every launch."""
         return min(self.cuda, key=lambda c: _tile_elements(c.kwargs))
 
 
