@@ -46,18 +46,37 @@ def _graph_time_ms(fn) -> float | None:
         return None
 
 
-def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> dict:
-    """Check and time one (spec, shape, groups, kwargs) point; returns one table row."""
+def bench_inputs(spec, shape, groups, layout=None):
+    """The benchmark inputs of one point: bf16 normal values drawn on the GPU (production sizes are ~1e9 elements)
+    in ``layout`` (default: the spec's canonical one), and for jagged ops BENCH_OFFS end offsets of ``groups``."""
     c = spec.contract
-    gen = torch.Generator(device="cuda").manual_seed(0)  # drawn on the GPU: production sizes are ~1e9 elements
+    gen = torch.Generator(device="cuda").manual_seed(0)
     xs = tuple(
-        to_memory_layout(torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16), spec.layouts[0])
+        to_memory_layout(torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16), layout or spec.layouts[0])
         for s in c.input_shapes(shape)
     )
     offs = None
     if c.jagged:
         ends = make_offs(BENCH_OFFS, c.jagged_length(shape), groups, torch.Generator().manual_seed(0))
         offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
+    return xs, offs
+
+
+def outputs_identical(out, expected) -> bool:
+    """Same number of outputs, each with the same shape, strides and bits (NaN as a class)."""
+    return len(out) == len(expected) and all(
+        a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all()) for a, b in zip(out, expected)
+    )
+
+
+def point_label(spec, shape, groups) -> str:
+    return "x".join(map(str, shape)) + (f" G={groups}" if spec.contract.jagged else "")
+
+
+def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> dict:
+    """Check and time one (spec, shape, groups, kwargs) point; returns one table row."""
+    c = spec.contract
+    xs, offs = bench_inputs(spec, shape, groups)
     kernel, reference = spec.kernel_fn(), spec.reference_fn()
     fixed = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
 
@@ -65,14 +84,12 @@ def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> di
         return c.call(kernel, xs, offs, **fixed, **kwargs)
 
     out, expected = run_kernel(), c.call(reference, xs, offs, **fixed)
-    exact = all(
-        a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all()) for a, b in zip(out, expected)
-    )
+    exact = outputs_identical(out, expected)
     ms = do_bench(run_kernel)
     graph_ms = _graph_time_ms(run_kernel)
     row = {
         "op": spec.id,
-        "shape": "x".join(map(str, shape)) + (f" G={groups}" if c.jagged else ""),
+        "shape": point_label(spec, shape, groups),
         "variant": ",".join(f"{k}={v}" for k, v in kwargs.items()),
         "us": ms * 1e3,
         "graph_us": None if graph_ms is None else graph_ms * 1e3,

@@ -20,6 +20,7 @@ import platform
 import sys
 
 import torch
+from bench_kernels import bench_inputs, outputs_identical, point_label  # benchmarks/ is the script's directory
 
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.configs as configs_module
@@ -27,8 +28,6 @@ import fp8ref
 from fp8moe.configs import ROWWISE, TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE, KernelConfigs
 from fp8moe.kernels._per_group import PER_GROUP
 from fp8moe.kernels.per_group_colwise_scales_dual import PER_GROUP_DUAL
-from fp8ref.engine.layouts import make_offs, to_memory_layout
-from fp8ref.testing import same_bits
 
 E4 = torch.float8_e4m3fn
 #: Within this fraction of the best time, a candidate counts as "as good as best" at a point.
@@ -62,20 +61,6 @@ def forced(names: set[str], index: int):
         KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS = original_fixed, original_min
 
 
-def _inputs(spec, shape, groups, layout):
-    c = spec.contract
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    xs = tuple(
-        to_memory_layout(torch.randn(s, generator=gen, device="cuda", dtype=torch.bfloat16), layout)
-        for s in c.input_shapes(shape)
-    )
-    offs = None
-    if c.jagged:
-        ends = make_offs("aligned16", c.jagged_length(shape), groups, torch.Generator().manual_seed(0))
-        offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
-    return xs, offs
-
-
 def _describe(config) -> str:
     tile = "x".join(str(v) for v in config.kwargs.values())
     return f"{tile}/w{config.num_warps}"
@@ -84,7 +69,7 @@ def _describe(config) -> str:
 def tune_point(spec, shape, groups, kwargs, layout, do_bench) -> list[str]:
     """Markdown rows for one point: one per candidate, the best marked."""
     c = spec.contract
-    xs, offs = _inputs(spec, shape, groups, layout)
+    xs, offs = bench_inputs(spec, shape, groups, layout)
     fixed_args = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
     expected = c.call(spec.reference_fn(), xs, offs, **fixed_args)
     kernel = spec.kernel_fn()
@@ -95,13 +80,10 @@ def tune_point(spec, shape, groups, kwargs, layout, do_bench) -> list[str]:
     for i in range(len(candidates)):
         with forced({k.name for k in owners}, i):
             out = c.call(kernel, xs, offs, **fixed_args, **kwargs)
-            exact.append(all(
-                a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all())
-                for a, b in zip(out, expected)
-            ))
+            exact.append(outputs_identical(out, expected))
             times.append(do_bench(lambda: c.call(kernel, xs, offs, **fixed_args, **kwargs), warmup=5, rep=25))
     best = min(times)
-    point = "x".join(map(str, shape)) + (f" G={groups}" if c.jagged else "")
+    point = point_label(spec, shape, groups)
     variant = ",".join([f"{k}={v}" for k, v in kwargs.items()] + ([layout] if layout != spec.layouts[0] else []))
     variant = variant or "-"
     rows = []

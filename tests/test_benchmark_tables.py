@@ -52,3 +52,13 @@ def test_config_summary_counts_best_and_near_best_per_candidate_list(tmp_path):
     assert "| per_group_scales | 4x1024/w8 | 1 | 2 | 2 | 1.00 | 1.04 |" in rows
     assert "| per_group_scales | 16x256/w8 | 1 | 1 | 2 | 1.00 | 1.10 |" in rows
     assert "| rowwise_3d_transpose_rhs_amax | 16x512/w4 | 1 | 1 | 1 | 1.00 | 1.00 |" in rows
+
+
+def test_bench_bitwise_check_needs_same_count_strides_and_bits():
+    import torch
+
+    q = torch.zeros(2, 3, dtype=torch.float32)
+    assert bench_kernels.outputs_identical((q,), (q.clone(),))
+    assert not bench_kernels.outputs_identical((q,), (q, q))  # an output missing
+    assert not bench_kernels.outputs_identical((q.t().contiguous().t(),), (q,))  # same values, other strides
+    assert not bench_kernels.outputs_identical((q + 1,), (q,))
