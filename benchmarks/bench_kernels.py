@@ -107,21 +107,31 @@ def bench_point(spec, shape, groups, kwargs, do_bench, with_compile: bool) -> di
 
 def format_row(r: dict, copy_gbs: float) -> str:
     """One Markdown row of the table from a bench_point result."""
-    compile_cells = ("-", "-") if r["compile_us"] is None else (
-        f"{r['compile_us']:.0f}", f"{r['compile_us'] / r['us']:.2f}x")
-    graph, graph_pct = ("-", "-") if r["graph_us"] is None else (
-        f"{r['graph_us']:.0f}", f"{100 * r['gbs'] * r['us'] / r['graph_us'] / copy_gbs:.0f}%")
-    return (f"| {r['op']} | {r['shape']} | {r['variant'] or '-'} | {r['us']:.0f} | {graph} | "
-            f"{r['gbs']:.0f} | {100 * r['gbs'] / copy_gbs:.0f}% | {graph_pct} | {compile_cells[0]} | "
-            f"{compile_cells[1]} | {'yes' if r['exact'] else 'NO'} |")
+    compile_cells = (
+        ("-", "-") if r["compile_us"] is None else (f"{r['compile_us']:.0f}", f"{r['compile_us'] / r['us']:.2f}x")
+    )
+    graph, graph_pct = (
+        ("-", "-")
+        if r["graph_us"] is None
+        else (f"{r['graph_us']:.0f}", f"{100 * r['gbs'] * r['us'] / r['graph_us'] / copy_gbs:.0f}%")
+    )
+    return (
+        f"| {r['op']} | {r['shape']} | {r['variant'] or '-'} | {r['us']:.0f} | {graph} | "
+        f"{r['gbs']:.0f} | {100 * r['gbs'] / copy_gbs:.0f}% | {graph_pct} | {compile_cells[0]} | "
+        f"{compile_cells[1]} | {'yes' if r['exact'] else 'NO'} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filter on the spec id")
-    parser.add_argument("--compile", choices=("none", "first", "all"), default="first",
-                        help="torch.compile baseline for no point, the first shape of each spec, or every point")
+    parser.add_argument(
+        "--compile",
+        choices=("none", "first", "all"),
+        default="first",
+        help="torch.compile baseline for no point, the first shape of each spec, or every point",
+    )
     args = parser.parse_args(argv)
     from triton.testing import do_bench
 

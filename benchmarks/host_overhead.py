@@ -67,12 +67,13 @@ def main() -> None:
         ("rowwise_2d launch, autotuned 1024x1024", lambda: rowwise_kernel.launch(tuned, E4, False, backend)),
         ("backend_for", lambda: fp8moe.backend_for(x.device)),
         ("per_group_rowwise public", lambda: fp8moe.per_group_rowwise_scales(x, offs, E4)),
-        ("per_group_rowwise custom op",
-         lambda: torch.ops.fp8moe.per_group_rowwise_scales.default(x, offs, E4, False)),
+        ("per_group_rowwise custom op", lambda: torch.ops.fp8moe.per_group_rowwise_scales.default(x, offs, E4, False)),
         ("per_group_rowwise launch", lambda: per_group_rowwise_kernel.launch(x, offs, E4, False, backend)),
     ]
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
-          f"x {tuple(x.shape)} bf16, {CALLS} calls each")
+    print(
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
+        f"x {tuple(x.shape)} bf16, {CALLS} calls each"
+    )
     for name, fn in rows:
         print(f"{name:40s} {per_call_us(fn):8.1f} us/call")
     profile = cProfile.Profile()

@@ -130,12 +130,19 @@ def summarize(paths: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--summarize", nargs="+", metavar="TABLE",
-                        help="no GPU: summarize tables this script wrote, per candidate list and candidate")
+    parser.add_argument(
+        "--summarize",
+        nargs="+",
+        metavar="TABLE",
+        help="no GPU: summarize tables this script wrote, per candidate list and candidate",
+    )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filter on the spec id")
-    parser.add_argument("--other-layouts", action="store_true",
-                        help="also measure each spec's non-canonical input layouts at the first MoE shape")
+    parser.add_argument(
+        "--other-layouts",
+        action="store_true",
+        help="also measure each spec's non-canonical input layouts at the first MoE shape",
+    )
     parser.add_argument("--max-shapes", type=int, default=None, help="only the first N MoE shapes of each spec")
     args = parser.parse_args(argv)
     if args.summarize:

@@ -106,14 +106,29 @@ def _nan_set(*codes: int) -> frozenset[int]:
     return frozenset(codes)
 
 
-E4M3FN = Fp8Format("e4m3fn", torch.float8_e4m3fn, 4, 3, 7, 448.0, 0x7E, 2.0**-6, 2.0**-9,
-                   _nan_set(0x7F, 0xFF), (), True)
-E4M3FNUZ = Fp8Format("e4m3fnuz", torch.float8_e4m3fnuz, 4, 3, 8, 240.0, 0x7F, 2.0**-7, 2.0**-10,
-                     _nan_set(0x80), (), False)
-E5M2 = Fp8Format("e5m2", torch.float8_e5m2, 5, 2, 15, 57344.0, 0x7B, 2.0**-14, 2.0**-16,
-                 _nan_set(0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF), (0x7C, 0xFC), True)
-E5M2FNUZ = Fp8Format("e5m2fnuz", torch.float8_e5m2fnuz, 5, 2, 16, 57344.0, 0x7F, 2.0**-15, 2.0**-17,
-                     _nan_set(0x80), (), False)
+E4M3FN = Fp8Format(
+    "e4m3fn", torch.float8_e4m3fn, 4, 3, 7, 448.0, 0x7E, 2.0**-6, 2.0**-9, _nan_set(0x7F, 0xFF), (), True
+)
+E4M3FNUZ = Fp8Format(
+    "e4m3fnuz", torch.float8_e4m3fnuz, 4, 3, 8, 240.0, 0x7F, 2.0**-7, 2.0**-10, _nan_set(0x80), (), False
+)
+E5M2 = Fp8Format(
+    "e5m2",
+    torch.float8_e5m2,
+    5,
+    2,
+    15,
+    57344.0,
+    0x7B,
+    2.0**-14,
+    2.0**-16,
+    _nan_set(0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF),
+    (0x7C, 0xFC),
+    True,
+)
+E5M2FNUZ = Fp8Format(
+    "e5m2fnuz", torch.float8_e5m2fnuz, 5, 2, 16, 57344.0, 0x7F, 2.0**-15, 2.0**-17, _nan_set(0x80), (), False
+)
 
 _BY_DTYPE = {f.dtype: f for f in (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ)}
 _BY_NAME = {f.name: f for f in _BY_DTYPE.values()}

@@ -266,8 +266,15 @@ class KernelSpec:
         shape, groups = point
         jagged = groups is not None
         return Param(
-            self, shape, groups, offs=cls if jagged else None, dtype=dtype, fp8_dtype=fp8_dtype,
-            round_scales_to_power_of_2=pow2, values=values, layout=memory_layout if jagged else cls,
+            self,
+            shape,
+            groups,
+            offs=cls if jagged else None,
+            dtype=dtype,
+            fp8_dtype=fp8_dtype,
+            round_scales_to_power_of_2=pow2,
+            values=values,
+            layout=memory_layout if jagged else cls,
             kernel_kwargs=dict(kwargs),
         )
 

@@ -19,8 +19,16 @@ tune_configs = pytest.importorskip("tune_configs")
 
 
 def _row(**overrides) -> dict:
-    row = {"op": "rowwise_2d_scale_and_cast", "shape": "4x8", "variant": "", "us": 200.0, "graph_us": 100.0,
-           "gbs": 1000.0, "exact": True, "compile_us": None}
+    row = {
+        "op": "rowwise_2d_scale_and_cast",
+        "shape": "4x8",
+        "variant": "",
+        "us": 200.0,
+        "graph_us": 100.0,
+        "gbs": 1000.0,
+        "exact": True,
+        "compile_us": None,
+    }
     return {**row, **overrides}
 
 

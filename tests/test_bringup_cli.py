@@ -84,16 +84,18 @@ def _broken_rowwise(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2
 
 
 def test_a_broken_kernel_makes_bringup_exit_nonzero(tmp_path, monkeypatch, capsys):
-    broken = fp8ref.spec.KernelSpec("rowwise_2d_scale_and_cast", kernel=_broken_rowwise, variant="broken",
-                                    test_shapes=((7, 100),))
+    broken = fp8ref.spec.KernelSpec(
+        "rowwise_2d_scale_and_cast", kernel=_broken_rowwise, variant="broken", test_shapes=((7, 100),)
+    )
     monkeypatch.setattr(fp8ref.spec, "specs", lambda: (broken,))
     rc = main(["bringup", "--quick", "--formats", "e4m3fn", "--out", str(tmp_path), "--no-progress"])
     assert rc == 1
     doc = json.loads((tmp_path / "certificate.json").read_text())
     failed = [s for s in doc["steps"] if s["status"] == "fail"]
     assert failed
-    assert all(s["step"] == "kernel_matrix" and s["params"]["spec"] == "rowwise_2d_scale_and_cast[broken]"
-               for s in failed)
+    assert all(
+        s["step"] == "kernel_matrix" and s["params"]["spec"] == "rowwise_2d_scale_and_cast[broken]" for s in failed
+    )
     assert doc["summary"]["status"] == "fail"
     assert "FAIL kernel_matrix/rowwise_2d_scale_and_cast[broken]" in capsys.readouterr().out
 
@@ -133,8 +135,9 @@ def _wrong_strides_rowwise(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_pow
 
 
 def test_a_structure_failure_is_counted_once_with_readable_examples(tmp_path, monkeypatch):
-    broken = fp8ref.spec.KernelSpec("rowwise_2d_scale_and_cast", kernel=_wrong_strides_rowwise, variant="strides",
-                                    test_shapes=((7, 100),))
+    broken = fp8ref.spec.KernelSpec(
+        "rowwise_2d_scale_and_cast", kernel=_wrong_strides_rowwise, variant="strides", test_shapes=((7, 100),)
+    )
     monkeypatch.setattr(fp8ref.spec, "specs", lambda: (broken,))
     assert main(["bringup", "--quick", "--formats", "e4m3fn", "--out", str(tmp_path), "--no-progress"]) == 1
     doc = json.loads((tmp_path / "certificate.json").read_text())

@@ -73,7 +73,7 @@ def test_gpu_sweep_chunks_cover_every_float32_pattern_once():
 
 
 def test_cpu_sample_is_strided_across_the_whole_pattern_space():
-    (first, count, stride), = f32_sweep_chunks(1 << 20, sample=1 << 20)
+    ((first, count, stride),) = f32_sweep_chunks(1 << 20, sample=1 << 20)
     assert count == 1 << 20
     assert stride == 1 << 12
     assert first + stride * (count - 1) < F32_PATTERNS

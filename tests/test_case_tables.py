@@ -160,8 +160,8 @@ COVERAGE = {
     "pos_inf_input": lambda c: math.inf in _values(c),
     "neg_inf_input": lambda c: -math.inf in _values(c),
     "neg_zero_kept_0x80": lambda c: c.fp8_dtype == torch.float8_e4m3fn and 0x80 in _codes(c),
-    "neg_zero_to_0x00_fnuz": lambda c: fmt(c.fp8_dtype).fnuz and any(
-        v == 0 and math.copysign(1, v) < 0 for v in _values(c)
+    "neg_zero_to_0x00_fnuz": lambda c: (
+        fmt(c.fp8_dtype).fnuz and any(v == 0 and math.copysign(1, v) < 0 for v in _values(c))
     ),
     "subnormal_output": lambda c: any(b & 0x7F and not (b & 0x7F) >> fmt(c.fp8_dtype).man_bits for b in _codes(c)),
     "rne_tie_to_448": lambda c: c.fp8_dtype == torch.float8_e4m3fn and 432.0 in _values(c),

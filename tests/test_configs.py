@@ -185,7 +185,8 @@ def test_cuda_cast_path_follows_the_architecture(capability, dtypes, exact_encod
 
 
 @pytest.mark.parametrize(
-    ("arch", "exact_encode"), [("gfx942", False), ("gfx950", False), ("gfx1201", True)],
+    ("arch", "exact_encode"),
+    [("gfx942", False), ("gfx950", False), ("gfx1201", True)],
     ids=["cdna3-direct", "cdna4-direct", "rdna4-via-f16"],
 )
 def test_rocm_uses_the_exact_encoder_where_tritons_cast_goes_through_f16(arch, exact_encode):

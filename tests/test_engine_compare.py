@@ -40,8 +40,14 @@ def test_reference_compared_with_itself_has_no_mismatch(op, values):
 
 def test_same_seed_gives_same_bytes_and_explicit_offs_replay_a_named_layout():
     c = CONTRACTS["per_group_rowwise_scales"]
-    kw = {"groups": 5, "dtype": torch.bfloat16, "fp8_dtype": torch.float8_e4m3fn, "values": "special",
-          "layout": "row_major", "seed": 3}
+    kw = {
+        "groups": 5,
+        "dtype": torch.bfloat16,
+        "fp8_dtype": torch.float8_e4m3fn,
+        "values": "special",
+        "layout": "row_major",
+        "seed": 3,
+    }
     named = make_inputs(c, (7, 100), offs="dominant", **kw)
     replay = make_inputs(c, (7, 100), offs=named.offs, **kw)
     assert torch.equal(named.xs[0].view(torch.int16), replay.xs[0].view(torch.int16))
@@ -57,8 +63,17 @@ def test_offs_layouts_are_nondecreasing_end_offsets_within_length(layout):
 
 
 def test_special_values_hold_nan_inf_negative_zero_and_all_zero_slices():
-    x = make_inputs(CONTRACTS["rowwise_2d_scale_and_cast"], (64, 50), groups=1, offs=None, dtype=torch.float32,
-                    fp8_dtype=torch.float8_e4m3fn, values="special", layout="row_major", seed=0).xs[0]
+    x = make_inputs(
+        CONTRACTS["rowwise_2d_scale_and_cast"],
+        (64, 50),
+        groups=1,
+        offs=None,
+        dtype=torch.float32,
+        fp8_dtype=torch.float8_e4m3fn,
+        values="special",
+        layout="row_major",
+        seed=0,
+    ).xs[0]
     assert torch.isnan(x).any()
     assert torch.isinf(x).any()
     assert ((x == 0) & torch.signbit(x)).any()
@@ -95,8 +110,9 @@ def _flip_nan_sign(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=
 
 def test_nan_sign_difference_is_tolerated_by_default_and_fails_when_strict():
     loose = fp8ref.compare(_flip_nan_sign, (64, 50), like="rowwise_2d_scale_and_cast", values="special", device="cpu")
-    strict = fp8ref.compare(_flip_nan_sign, (64, 50), like="rowwise_2d_scale_and_cast", values="special",
-                            device="cpu", strict_nan=True)
+    strict = fp8ref.compare(
+        _flip_nan_sign, (64, 50), like="rowwise_2d_scale_and_cast", values="special", device="cpu", strict_nan=True
+    )
     assert loose.ok, loose
     assert loose.categories.get("nan_sign_or_payload", 0) > 0, loose
     assert strict.failing == ("nan_sign_or_payload",), strict
@@ -136,9 +152,14 @@ def test_overflow_policy_needs_the_reference_saturated_and_the_kernel_nan_or_inf
 
     one = torch.ones(1)
     cat = classify_fp8(
-        x=torch.tensor([1e30]), expected=torch.tensor([0x7E], dtype=torch.uint8),
-        actual=torch.tensor([actual], dtype=torch.uint8), unwritten=torch.zeros(1, dtype=torch.bool),
-        ref_scale=one, kernel_scale=one, neighbour_scales=torch.empty(0), layout_codes=torch.empty(0),
+        x=torch.tensor([1e30]),
+        expected=torch.tensor([0x7E], dtype=torch.uint8),
+        actual=torch.tensor([actual], dtype=torch.uint8),
+        unwritten=torch.zeros(1, dtype=torch.bool),
+        ref_scale=one,
+        kernel_scale=one,
+        neighbour_scales=torch.empty(0),
+        layout_codes=torch.empty(0),
         fp8_dtype=torch.float8_e4m3fn,
     )
     assert CATEGORIES[int(cat[0])] == category

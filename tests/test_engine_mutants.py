@@ -67,5 +67,7 @@ def test_fp8moe_kernel_matches_reference_bytes(param, fp8ref_compare, device):
 
 
 def test_registered_name_resolves_to_the_discovered_kernel():
-    assert find_spec("rowwise_2d_scale_and_cast").kernel in ("fp8moe.ops:rowwise_2d_scale_and_cast",
-                                                            "fp8ref.ops:rowwise_2d_scale_and_cast")
+    assert find_spec("rowwise_2d_scale_and_cast").kernel in (
+        "fp8moe.ops:rowwise_2d_scale_and_cast",
+        "fp8ref.ops:rowwise_2d_scale_and_cast",
+    )

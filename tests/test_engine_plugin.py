@@ -39,8 +39,13 @@ def test_param_ids_are_unique_in_every_mode(mode):
 
 def _axes(p) -> dict:
     return {
-        "shape": (p.shape, p.groups), "offs": p.offs, "dtype": p.dtype, "fp8_dtype": p.fp8_dtype,
-        "pow2": p.round_scales_to_power_of_2, "values": p.values, "layout": p.layout,
+        "shape": (p.shape, p.groups),
+        "offs": p.offs,
+        "dtype": p.dtype,
+        "fp8_dtype": p.fp8_dtype,
+        "pow2": p.round_scales_to_power_of_2,
+        "values": p.values,
+        "layout": p.layout,
         "kwargs": tuple(p.kernel_kwargs.items()),
     }
 
@@ -51,8 +56,17 @@ def _value_pairs(grid) -> set:
 
 def test_full_grid_is_the_whole_product_of_the_spec_axes():
     s = _JAGGED
-    axes = (s.test_shapes, s.group_counts, s.offs_layouts, s.dtypes, s.fp8_dtypes, s.pow2, s.values, s.layouts,
-            s.kwargs_grid)
+    axes = (
+        s.test_shapes,
+        s.group_counts,
+        s.offs_layouts,
+        s.dtypes,
+        s.fp8_dtypes,
+        s.pow2,
+        s.values,
+        s.layouts,
+        s.kwargs_grid,
+    )
     assert len(s.params("full")) == math.prod(map(len, axes)) == 2592
 
 
@@ -99,8 +113,7 @@ def test_grid_is_full_on_a_gpu_covering_on_the_cpu_unless_requested():
 
 def test_grid_option_sets_the_kernel_and_reference_grids(pytester: pytest.Pytester):
     pytester.makepyfile("def test_point(reference_param):\n    assert reference_param.spec.variant\n")
-    result = pytester.runpytest("--device=cpu", "--fp8ref-grid=quick", "--collect-only", "-q",
-                                "-p", "no:cacheprovider")
+    result = pytester.runpytest("--device=cpu", "--fp8ref-grid=quick", "--collect-only", "-q", "-p", "no:cacheprovider")
     assert f"{sum(len(s.params('quick')) for s in reference_specs())} tests collected" in result.stdout.str()
 
 

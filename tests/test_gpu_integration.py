@@ -94,7 +94,7 @@ def test_opcheck_passes_for_every_registered_op(device):
         call = list(args)
         # remaining schema arguments after the tensors, in order: fp8 dtype, pow2 flag, then variants
         extra = {"fp8_dtype": E4, "round_scales_to_power_of_2": False, **kwargs}
-        for arg in schema_args[len(call):]:
+        for arg in schema_args[len(call) :]:
             call.append(extra.get(arg.name, arg.default_value))
         torch.library.opcheck(packet.default, tuple(call))
 

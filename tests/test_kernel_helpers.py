@@ -30,9 +30,20 @@ BLOCK = 4096
 
 
 @triton.jit
-def _quantize_kernel(x_ptr, q_ptr, scale, n, BLOCK: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-                     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, POW2: tl.constexpr,
-                     EXACT_ENCODE: tl.constexpr):
+def _quantize_kernel(
+    x_ptr,
+    q_ptr,
+    scale,
+    n,
+    BLOCK: tl.constexpr,
+    FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr,
+    FNUZ: tl.constexpr,
+    POW2: tl.constexpr,
+    EXACT_ENCODE: tl.constexpr,
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
@@ -94,8 +105,9 @@ def test_scale_helper_equals_amax_to_scale(fp8_dtype, pow2, device):
     amax = torch.exp2(torch.rand(20000, generator=gen, dtype=torch.float64) * 180 - 90).float()
     amax = torch.cat([amax, torch.tensor([0.0, 1e-13, 1e-12, math.inf, math.nan, 3.4e38, 2.0**-149])])
     scale = torch.empty_like(amax, device=device)
-    _scale_kernel[_grid(amax.numel())](amax.to(device), scale, amax.numel(), BLOCK=BLOCK,
-                                       FP8_MAX=fmt(fp8_dtype).max, POW2=pow2)
+    _scale_kernel[_grid(amax.numel())](
+        amax.to(device), scale, amax.numel(), BLOCK=BLOCK, FP8_MAX=fmt(fp8_dtype).max, POW2=pow2
+    )
     expected = amax_to_scale(amax, fp8_dtype, pow2)
     got = scale.cpu()
     bad = (got.view(torch.int32) != expected.view(torch.int32)) & ~(torch.isnan(got) & torch.isnan(expected))
@@ -116,8 +128,9 @@ def test_pow2_integer_rule_equals_reference_log2_rule_near_every_power_of_two(de
 
 
 def test_amax_helper_keeps_nan_that_triton_max_would_drop(device):
-    x = torch.tensor([[1.0, -5.0, 2.0, 0.0], [1.0, math.nan, -7.0, 0.0], [-math.inf, 1.0, 0.0, 0.0],
-                      [-0.0, -0.0, -0.0, -0.0]])
+    x = torch.tensor(
+        [[1.0, -5.0, 2.0, 0.0], [1.0, math.nan, -7.0, 0.0], [-math.inf, 1.0, 0.0, 0.0], [-0.0, -0.0, -0.0, -0.0]]
+    )
     out = torch.empty(4, device=device)
     _row_amax_kernel[(4,)](x.to(device), out, N=4)
     got = out.cpu()

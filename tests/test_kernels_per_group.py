@@ -237,7 +237,11 @@ def test_dual_matches_reference_bitwise(fp8_dtype, pow2, device):
     x2 = _values((100, 20), torch.bfloat16, seed=8).t().contiguous().t()  # column-major beside a row-major x1
     ends = [0, 17, 17, 60, 100]
     out = per_group_colwise_scales_dual.launch(
-        x1.to(device), x2.to(device), _offs(ends, device), fp8_dtype, pow2,
+        x1.to(device),
+        x2.to(device),
+        _offs(ends, device),
+        fp8_dtype,
+        pow2,
         backend_for(device),
     )
     _assert_dual_equal(out, _dual_reference(x1, x2, ends, fp8_dtype, pow2), ends[-1])
@@ -250,8 +254,10 @@ def test_dual_equals_two_single_calls_bitwise(layout, device):
     offs = _offs(LAYOUTS[layout], device)
     backend = backend_for(device)
     dual = per_group_colwise_scales_dual.launch(x1, x2, offs, E4, True, backend)
-    single = (*per_group_colwise_scales.launch(x1, offs, E4, True, backend),
-              *per_group_colwise_scales.launch(x2, offs, E4, True, backend))
+    single = (
+        *per_group_colwise_scales.launch(x1, offs, E4, True, backend),
+        *per_group_colwise_scales.launch(x2, offs, E4, True, backend),
+    )
     _assert_dual_equal(dual, tuple(t.cpu() for t in single), LAYOUTS[layout][-1])
 
 

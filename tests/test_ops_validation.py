@@ -56,44 +56,104 @@ class BadCall:
 BAD_CALLS = [
     BadCall("2d-x-is-3d", lambda: fp8moe.rowwise_2d_scale_and_cast(_x(2, 3, 4)), ValueError, "x must be 2-D"),
     BadCall("2d-x-is-list", lambda: fp8moe.rowwise_2d_scale_and_cast([[1.0]]), TypeError, "x must be a torch.Tensor"),
-    BadCall("2d-x-int32", lambda: fp8moe.rowwise_2d_scale_and_cast(torch.ones(2, 3, dtype=torch.int32)), TypeError,
-            "x must have dtype"),
-    BadCall("2d-x-float64", lambda: fp8moe.rowwise_2d_scale_and_cast(_x(2, 3, dtype=torch.float64)), TypeError,
-            "x must have dtype"),
-    BadCall("2d-fp8-dtype-is-bf16", lambda: fp8moe.rowwise_2d_scale_and_cast(_x(2, 3), torch.bfloat16), TypeError,
-            "fp8_dtype must be one of"),
-    BadCall("2d-fp8-dtype-is-str", lambda: fp8moe.rowwise_2d_scale_and_cast(_x(2, 3), "e4m3fn"), TypeError,
-            "fp8_dtype must be one of"),
+    BadCall(
+        "2d-x-int32",
+        lambda: fp8moe.rowwise_2d_scale_and_cast(torch.ones(2, 3, dtype=torch.int32)),
+        TypeError,
+        "x must have dtype",
+    ),
+    BadCall(
+        "2d-x-float64",
+        lambda: fp8moe.rowwise_2d_scale_and_cast(_x(2, 3, dtype=torch.float64)),
+        TypeError,
+        "x must have dtype",
+    ),
+    BadCall(
+        "2d-fp8-dtype-is-bf16",
+        lambda: fp8moe.rowwise_2d_scale_and_cast(_x(2, 3), torch.bfloat16),
+        TypeError,
+        "fp8_dtype must be one of",
+    ),
+    BadCall(
+        "2d-fp8-dtype-is-str",
+        lambda: fp8moe.rowwise_2d_scale_and_cast(_x(2, 3), "e4m3fn"),
+        TypeError,
+        "fp8_dtype must be one of",
+    ),
     BadCall("colwise-x-is-2d", lambda: fp8moe.colwise_3d_scale_and_cast(_x(2, 3)), ValueError, "x must be 3-D"),
-    BadCall("transpose-x-fp8", lambda: fp8moe.rowwise_3d_transpose_rhs(torch.zeros(1, 2, 3, dtype=torch.float8_e4m3fn)),
-            TypeError, "x must have dtype"),
-    BadCall("transpose-unknown-method", lambda: fp8moe.rowwise_3d_transpose_rhs(_x(1, 2, 3), method="tma"), ValueError,
-            "method must be one of"),
-    BadCall("rowwise-offs-int64", lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), torch.tensor([8])), TypeError,
-            "offs must have dtype int32"),
-    BadCall("rowwise-offs-2d", lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), _offs(4, 8).view(1, 2)), ValueError,
-            "offs must be 1-D"),
-    BadCall("rowwise-offs-list", lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), [4, 8]), TypeError,
-            "offs must be a torch.Tensor"),
-    BadCall("rowwise-offs-other-device", lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), _offs(8, device="meta")),
-            ValueError, "offs must be on the input's device"),
+    BadCall(
+        "transpose-x-fp8",
+        lambda: fp8moe.rowwise_3d_transpose_rhs(torch.zeros(1, 2, 3, dtype=torch.float8_e4m3fn)),
+        TypeError,
+        "x must have dtype",
+    ),
+    BadCall(
+        "transpose-unknown-method",
+        lambda: fp8moe.rowwise_3d_transpose_rhs(_x(1, 2, 3), method="tma"),
+        ValueError,
+        "method must be one of",
+    ),
+    BadCall(
+        "rowwise-offs-int64",
+        lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), torch.tensor([8])),
+        TypeError,
+        "offs must have dtype int32",
+    ),
+    BadCall(
+        "rowwise-offs-2d",
+        lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), _offs(4, 8).view(1, 2)),
+        ValueError,
+        "offs must be 1-D",
+    ),
+    BadCall(
+        "rowwise-offs-list",
+        lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), [4, 8]),
+        TypeError,
+        "offs must be a torch.Tensor",
+    ),
+    BadCall(
+        "rowwise-offs-other-device",
+        lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), _offs(8, device="meta")),
+        ValueError,
+        "offs must be on the input's device",
+    ),
     BadCall("colwise-x-is-1d", lambda: fp8moe.per_group_colwise_scales(_x(8), _offs(8)), ValueError, "x must be 2-D"),
-    BadCall("dual-rows-differ", lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), _x(9, 3), _offs(8)),
-            ValueError, "x1 and x2 must share their rows"),
-    BadCall("dual-dtypes-differ",
-            lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), _x(8, 3, dtype=torch.float16), _offs(8)),
-            TypeError, "x1 and x2 must have the same dtype"),
-    BadCall("dual-x2-int", lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), torch.ones(8, 3, dtype=torch.int8),
-                                                                         _offs(8)), TypeError, "x2 must have dtype"),
-    BadCall("validate-offs-decreasing",
-            lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), _offs(5, 3, 8), validate_offs=True), ValueError,
-            "non-decreasing"),
-    BadCall("validate-offs-negative",
-            lambda: fp8moe.per_group_colwise_scales(_x(8, 2), _offs(-1, 8), validate_offs=True), ValueError,
-            "non-negative"),
-    BadCall("validate-offs-past-end",
-            lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), _x(8, 3), _offs(4, 9), validate_offs=True),
-            ValueError, "exceeds"),
+    BadCall(
+        "dual-rows-differ",
+        lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), _x(9, 3), _offs(8)),
+        ValueError,
+        "x1 and x2 must share their rows",
+    ),
+    BadCall(
+        "dual-dtypes-differ",
+        lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), _x(8, 3, dtype=torch.float16), _offs(8)),
+        TypeError,
+        "x1 and x2 must have the same dtype",
+    ),
+    BadCall(
+        "dual-x2-int",
+        lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), torch.ones(8, 3, dtype=torch.int8), _offs(8)),
+        TypeError,
+        "x2 must have dtype",
+    ),
+    BadCall(
+        "validate-offs-decreasing",
+        lambda: fp8moe.per_group_rowwise_scales(_x(2, 8), _offs(5, 3, 8), validate_offs=True),
+        ValueError,
+        "non-decreasing",
+    ),
+    BadCall(
+        "validate-offs-negative",
+        lambda: fp8moe.per_group_colwise_scales(_x(8, 2), _offs(-1, 8), validate_offs=True),
+        ValueError,
+        "non-negative",
+    ),
+    BadCall(
+        "validate-offs-past-end",
+        lambda: fp8moe.per_group_colwise_scales_dual(_x(8, 2), _x(8, 3), _offs(4, 9), validate_offs=True),
+        ValueError,
+        "exceeds",
+    ),
 ]
 
 
@@ -215,6 +275,7 @@ def _count_paths(monkeypatch, name: str) -> dict[str, int]:
         def wrapper(*args):
             calls[path] += 1
             return fn(*args)
+
         return wrapper
 
     monkeypatch.setattr(ops, f"{stem}_impl", counted("impl", impl))

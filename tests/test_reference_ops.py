@@ -400,10 +400,18 @@ BAD_CALLS = [
     ("offs_2d", ValueError, "1-D", lambda: ops.per_group_colwise_scales(X2, OFFS[None])),
     ("offs_list", TypeError, "offs must be a torch.Tensor", lambda: ops.per_group_rowwise_scales(X2, [2, 6])),
     ("offs_on_meta", ValueError, "device", lambda: ops.per_group_rowwise_scales(X2, OFFS.to("meta"))),
-    ("dual_rows_differ", ValueError, "share their rows",
-     lambda: ops.per_group_colwise_scales_dual(X2, torch.zeros(5, 2), OFFS)),
-    ("dual_dtypes_differ", TypeError, "same dtype",
-     lambda: ops.per_group_colwise_scales_dual(X2, torch.zeros(4, 2, dtype=torch.bfloat16), OFFS)),
+    (
+        "dual_rows_differ",
+        ValueError,
+        "share their rows",
+        lambda: ops.per_group_colwise_scales_dual(X2, torch.zeros(5, 2), OFFS),
+    ),
+    (
+        "dual_dtypes_differ",
+        TypeError,
+        "same dtype",
+        lambda: ops.per_group_colwise_scales_dual(X2, torch.zeros(4, 2, dtype=torch.bfloat16), OFFS),
+    ),
     ("dual_x2_1d", ValueError, "x2 must be 2-D", lambda: ops.per_group_colwise_scales_dual(X2, torch.zeros(4), OFFS)),
 ]
 

@@ -108,7 +108,7 @@ def test_pow2_rules_differ_only_just_below_powers_of_two():
     differ = log2_rule != floor_rule
     assert bool((log2_rule[differ] == 2 * floor_rule[differ]).all())
     # Where they differ s sits at most 88 ulps (2^7 * ln 2) below the power of two log2 rounds up to.
-    gap_ulps = (log2_rule[differ].view(torch.int32) - s[differ].view(torch.int32))
+    gap_ulps = log2_rule[differ].view(torch.int32) - s[differ].view(torch.int32)
     assert int(gap_ulps.min()) > 0
     assert int(gap_ulps.max()) <= 88
     assert int(differ.sum()) > 1000

@@ -147,8 +147,28 @@ def _per_group_rows_kernel(
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
     quantize_group_block(
-        x_ptr, q_ptr, s_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk, stride_qr, 1,
-        BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, POW2, EXACT_ENCODE,
+        x_ptr,
+        q_ptr,
+        s_ptr,
+        offs_ptr,
+        R,
+        K,
+        tl.program_id(0),
+        tl.program_id(1),
+        stride_xr,
+        stride_xk,
+        stride_qr,
+        1,
+        BLOCK_R,
+        BLOCK_K,
+        INT64_INDEX,
+        FP8_DTYPE,
+        FP8_MAX,
+        MAN_BITS,
+        EMIN,
+        FNUZ,
+        POW2,
+        EXACT_ENCODE,
     )
 
 

@@ -64,9 +64,7 @@ def _transpose_rhs_amax_kernel(
         pid_e = pid_e.to(tl.int64)
     rows, cols = _tile_offsets(tl.program_id(0), tl.program_id(1), BLOCK_K, BLOCK_N, INT64_INDEX)
     mask = (rows[:, None] < K) & (cols[None, :] < N)
-    x = tl.load(
-        x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0
-    )
+    x = tl.load(x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0)
     amax = abs_max_keep_nan(x, 1)  # (BLOCK_K,)
     # For non-negative f32 the int32 bit patterns order like the values, and every NaN with its sign bit cleared
     # (0x7F800001..0x7FFFFFFF) lies above +inf (0x7F800000): an int32 max keeps NaN. Clearing the sign bit makes
@@ -113,9 +111,7 @@ def _transpose_rhs_quantize_kernel(
     amax = tl.load(amax_bits_ptr + pid_e * K + rows, mask=row_mask, other=0).to(tl.float32, bitcast=True)
     scale = scale_from_amax(amax, FP8_MAX, POW2)  # (BLOCK_K,)
     mask = row_mask[:, None] & (cols[None, :] < N)
-    x = tl.load(
-        x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0
-    )
+    x = tl.load(x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0)
     q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
     tl.store(q_ptr + pid_e * stride_qe + rows[:, None] * stride_qk + cols[None, :], q, mask=mask)
     if pid_n == 0:

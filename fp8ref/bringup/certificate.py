@@ -15,8 +15,15 @@ SCHEMA_VERSION = 1
 
 # Required keys and their JSON types, per object; a dict value is a nested object, a 1-list a list of that.
 _STEP = {
-    "step": str, "name": str, "status": str, "checked": int, "mismatches": int, "categories": dict,
-    "duration_s": float, "note": str, "params": dict,
+    "step": str,
+    "name": str,
+    "status": str,
+    "checked": int,
+    "mismatches": int,
+    "categories": dict,
+    "duration_s": float,
+    "note": str,
+    "params": dict,
 }
 _SCHEMA = {
     "schema": str,
@@ -24,7 +31,12 @@ _SCHEMA = {
     "command": str,
     "options": dict,
     "fingerprint": {
-        "python": str, "torch": str, "triton": str, "device": dict, "backend": dict, "interpreter": bool,
+        "python": str,
+        "torch": str,
+        "triton": str,
+        "device": dict,
+        "backend": dict,
+        "interpreter": bool,
         "cast_profiles": dict,
     },
     "summary": {"status": str, "counts": dict, "duration_s": float},
@@ -92,19 +104,21 @@ def build_certificate(
     command: str, options: dict, fingerprint: dict, steps: list[StepResult], duration_s: float
 ) -> dict:
     counts = Counter(s.status for s in steps)
-    return jsonable({
-        "schema": "fp8ref.bringup.certificate",
-        "schema_version": SCHEMA_VERSION,
-        "command": command,
-        "options": options,
-        "fingerprint": fingerprint,
-        "summary": {
-            "status": overall_status(steps),
-            "counts": {status: counts.get(status, 0) for status in STATUSES},
-            "duration_s": round(duration_s, 3),
-        },
-        "steps": [s.to_dict() for s in steps],
-    })
+    return jsonable(
+        {
+            "schema": "fp8ref.bringup.certificate",
+            "schema_version": SCHEMA_VERSION,
+            "command": command,
+            "options": options,
+            "fingerprint": fingerprint,
+            "summary": {
+                "status": overall_status(steps),
+                "counts": {status: counts.get(status, 0) for status in STATUSES},
+                "duration_s": round(duration_s, 3),
+            },
+            "steps": [s.to_dict() for s in steps],
+        }
+    )
 
 
 _CELL = {"pass": "PASS", "fail": "**FAIL**", "finding": "finding", "skipped": "skipped"}
@@ -145,8 +159,12 @@ def _matrix_md(steps: list[dict]) -> list[str]:
     checks = list(dict.fromkeys(s["params"]["check"] for s in conf))
     rows = list(dict.fromkeys((s["params"]["path"], s["params"]["format"]) for s in conf))
     by_key = {(s["params"]["path"], s["params"]["format"], s["params"]["check"]): s for s in conf}
-    lines = ["## Conformance (cells: status, mismatches/checked)", "",
-             "| path | format | " + " | ".join(checks) + " |", "|---|---|" + "---|" * len(checks)]
+    lines = [
+        "## Conformance (cells: status, mismatches/checked)",
+        "",
+        "| path | format | " + " | ".join(checks) + " |",
+        "|---|---|" + "---|" * len(checks),
+    ]
     for path, name in rows:
         lines.append(f"| {path} | {name} | " + " | ".join(_cell(by_key.get((path, name, c))) for c in checks) + " |")
     lines.append("")
@@ -157,8 +175,12 @@ def _matrix_md(steps: list[dict]) -> list[str]:
         for s in kern:
             table.setdefault((s["params"]["op"], s["params"]["fp8_dtype"]), Counter())[s["status"]] += 1
         ops = list(dict.fromkeys(s["params"]["op"] for s in kern))
-        lines += ["## Kernel differential matrix (cells: cases passed / run)", "",
-                  "| op | " + " | ".join(fp8s) + " |", "|---|" + "---|" * len(fp8s)]
+        lines += [
+            "## Kernel differential matrix (cells: cases passed / run)",
+            "",
+            "| op | " + " | ".join(fp8s) + " |",
+            "|---|" + "---|" * len(fp8s),
+        ]
         for op in ops:
             cells = []
             for f in fp8s:
@@ -202,8 +224,11 @@ def render_markdown(doc: dict) -> str:
         "",
         f"Command: `{doc['command']}`",
         "",
-        *([] if doc["options"].get("complete", True) else [
-            "**INCOMPLETE: the run stopped before its last stage; this lists only the steps that finished.**", ""]),
+        *(
+            []
+            if doc["options"].get("complete", True)
+            else ["**INCOMPLETE: the run stopped before its last stage; this lists only the steps that finished.**", ""]
+        ),
         "A *finding* is a divergence that cannot reach the project's results (its note says why); a **FAIL** is a",
         "genuine failure and makes the command exit non-zero.",
         "",

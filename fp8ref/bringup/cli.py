@@ -32,15 +32,27 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("bringup", help="fingerprint this stack, check its casts and kernels, write a certificate")
-    b.add_argument("--device", default="auto", help="auto (cuda if available, else the CPU interpreter), cpu, cuda, "
-                   "cuda:N")
-    b.add_argument("--devices", default=None, help="GPUs to shard the kernel matrix and the f32 sweep over: 'all' "
-                   "or a list like 0,1 (default: the --device GPU only)")
-    b.add_argument("--formats", type=_formats, default=tuple(f.dtype for f in all_formats()),
-                   help="comma-separated fp8 formats (default: all four; each path keeps those its backend has)")
+    b.add_argument(
+        "--device", default="auto", help="auto (cuda if available, else the CPU interpreter), cpu, cuda, cuda:N"
+    )
+    b.add_argument(
+        "--devices",
+        default=None,
+        help="GPUs to shard the kernel matrix and the f32 sweep over: 'all' "
+        "or a list like 0,1 (default: the --device GPU only)",
+    )
+    b.add_argument(
+        "--formats",
+        type=_formats,
+        default=tuple(f.dtype for f in all_formats()),
+        help="comma-separated fp8 formats (default: all four; each path keeps those its backend has)",
+    )
     b.add_argument("--quick", action="store_true", help="a small kernel matrix (CPU: under 2 minutes)")
-    b.add_argument("--exhaustive", action="store_true",
-                   help="all 2^32 float32 inputs per format and cast path (GPU); on the CPU a labelled 2^20 sample")
+    b.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="all 2^32 float32 inputs per format and cast path (GPU); on the CPU a labelled 2^20 sample",
+    )
     b.add_argument("--out", type=Path, default=Path("bringup-out"), help="directory for certificate.json/.md")
     b.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     b.set_defaults(func=_bringup)
@@ -101,11 +113,18 @@ def _guarded(name: str, run: Callable[[], list], load_bearing: bool) -> list:
         return run()
     except Exception as e:
         tb = traceback.format_exc(limit=4)
-        return [StepResult(
-            step=name.split("/")[0], name=name, status="fail" if load_bearing else "finding", checked=1,
-            mismatches=1, categories={"error": {"count": 1, "examples": [{"exception": repr(e), "traceback": tb}]}},
-            duration_s=time.monotonic() - start, note=f"the step raised {type(e).__name__}",
-        )]
+        return [
+            StepResult(
+                step=name.split("/")[0],
+                name=name,
+                status="fail" if load_bearing else "finding",
+                checked=1,
+                mismatches=1,
+                categories={"error": {"count": 1, "examples": [{"exception": repr(e), "traceback": tb}]}},
+                duration_s=time.monotonic() - start,
+                note=f"the step raised {type(e).__name__}",
+            )
+        ]
 
 
 def _bringup(args: argparse.Namespace) -> int:
@@ -121,8 +140,11 @@ def _bringup(args: argparse.Namespace) -> int:
 
     show = not args.no_progress
     options = {
-        "device": str(device), "devices": devices, "formats": [fmt(d).name for d in args.formats],
-        "quick": args.quick, "exhaustive": args.exhaustive,
+        "device": str(device),
+        "devices": devices,
+        "formats": [fmt(d).name for d in args.formats],
+        "quick": args.quick,
+        "exhaustive": args.exhaustive,
     }
     command = shlex.join(["fp8ref", *args.argv])
 
@@ -136,16 +158,22 @@ def _bringup(args: argparse.Namespace) -> int:
 
     fingerprint, paths, profiles, steps = fingerprint_steps(device, args.formats)
     checkpoint("fingerprint", complete=False)
-    steps += conformance_steps(paths, profiles, device, devices, exhaustive=args.exhaustive, show_progress=show,
-                               guard=_guarded)
+    steps += conformance_steps(
+        paths, profiles, device, devices, exhaustive=args.exhaustive, show_progress=show, guard=_guarded
+    )
     checkpoint("conformance", complete=False)
-    steps += _guarded("kernel_matrix", lambda: matrix_steps(device, devices, args.formats, quick=args.quick,
-                                                             show_progress=show), load_bearing=True)
+    steps += _guarded(
+        "kernel_matrix",
+        lambda: matrix_steps(device, devices, args.formats, quick=args.quick, show_progress=show),
+        load_bearing=True,
+    )
     doc, json_path, md_path = checkpoint("kernel matrix", complete=True)
     summary = doc["summary"]
-    print(f"fp8ref bringup: {summary['status'].upper()} "
-          + ", ".join(f"{v} {k}" for k, v in summary["counts"].items())
-          + f" in {summary['duration_s']:.1f} s on {fingerprint['backend']['kind']}/{fingerprint['backend']['arch']}")
+    print(
+        f"fp8ref bringup: {summary['status'].upper()} "
+        + ", ".join(f"{v} {k}" for k, v in summary["counts"].items())
+        + f" in {summary['duration_s']:.1f} s on {fingerprint['backend']['kind']}/{fingerprint['backend']['arch']}"
+    )
     for step in doc["steps"]:
         if step["status"] == "fail":
             cats = ", ".join(f"{c} {e['count']}" for c, e in step["categories"].items())

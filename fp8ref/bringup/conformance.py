@@ -106,7 +106,10 @@ def classify_encode(
         examples = [
             {"input": val, "bits": bits, "expected": f"{e:#04x}", "got": f"{a:#04x}", "common_domain": c}
             for val, bits, e, a, c in zip(
-                v[first].tolist(), _bits_hex(xs[first].cpu()), w[first].tolist(), g[first].tolist(),
+                v[first].tolist(),
+                _bits_hex(xs[first].cpu()),
+                w[first].tolist(),
+                g[first].tolist(),
                 common[first].tolist(),
             )
         ]

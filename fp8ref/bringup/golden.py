@@ -81,8 +81,19 @@ def export_golden(out: Path, profiles: list[str] | None = None, formats: list[st
     for f in chosen:
         decode_rel = f"expected/decode/{f.name}.f32.bin"
         digest = _write(out / decode_rel, _f32_bytes(f.values))
-        lines.append({"kind": "decode", "profile": None, "format": f.name, "set": "decode_256", "count": 256,
-                      "input": None, "expected": decode_rel, "result": f"decode/{f.name}.f32.bin", "sha256": digest})
+        lines.append(
+            {
+                "kind": "decode",
+                "profile": None,
+                "format": f.name,
+                "set": "decode_256",
+                "count": 256,
+                "input": None,
+                "expected": decode_rel,
+                "result": f"decode/{f.name}.f32.bin",
+                "sha256": digest,
+            }
+        )
         for set_name, make in GOLDEN_SETS.items():
             x = make(f.dtype)
             input_rel = f"inputs/{f.name}/{set_name}.f32.bin"
@@ -90,9 +101,19 @@ def export_golden(out: Path, profiles: list[str] | None = None, formats: list[st
             for profile in profiles:
                 expected_rel = f"expected/{profile}/{f.name}/{set_name}.u8.bin"
                 digest = _write(out / expected_rel, cast_codes(x, f.dtype, profile).numpy().tobytes())
-                lines.append({"kind": "encode", "profile": profile, "format": f.name, "set": set_name,
-                              "count": x.numel(), "input": input_rel, "expected": expected_rel,
-                              "result": f"{profile}/{f.name}/{set_name}.u8.bin", "sha256": digest})
+                lines.append(
+                    {
+                        "kind": "encode",
+                        "profile": profile,
+                        "format": f.name,
+                        "set": set_name,
+                        "count": x.numel(),
+                        "input": input_rel,
+                        "expected": expected_rel,
+                        "result": f"{profile}/{f.name}/{set_name}.u8.bin",
+                        "sha256": digest,
+                    }
+                )
     (out / "manifest.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (out / "CONTRACT.md").write_text(_CONTRACT.format(count="n"))
     return len(lines)
@@ -123,7 +144,7 @@ def _check_encode(entry: dict, golden: Path, got: bytes) -> FileCheck:
     inputs = np.frombuffer((golden / entry["input"]).read_bytes(), dtype="<u4")
     bad = np.flatnonzero(want != have)
     first = tuple(
-        f"index {i}: input {float(inputs[i:i + 1].view('<f4')[0])!r} (bits {int(inputs[i]):#010x}): "
+        f"index {i}: input {float(inputs[i : i + 1].view('<f4')[0])!r} (bits {int(inputs[i]):#010x}): "
         f"expected {int(want[i]):#04x}, got {int(have[i]):#04x}"
         for i in bad[:_MAX_REPORTED]
     )
@@ -155,13 +176,25 @@ def verify_results(golden: Path, results: Path) -> list[FileCheck]:
         expected = golden / entry["expected"]
         if not expected.is_file() or _digest(expected.read_bytes()) != entry["sha256"]:
             # A damaged golden set would make every verdict meaningless: say so instead of comparing against it.
-            checks.append(FileCheck(entry["result"], "fail", entry["count"],
-                                    error=f"golden file {entry['expected']} is missing or does not match its sha256"))
+            checks.append(
+                FileCheck(
+                    entry["result"],
+                    "fail",
+                    entry["count"],
+                    error=f"golden file {entry['expected']} is missing or does not match its sha256",
+                )
+            )
             continue
         got = path.read_bytes()
         if len(got) != width * entry["count"]:
-            checks.append(FileCheck(entry["result"], "fail", entry["count"],
-                                    error=f"{len(got)} bytes, expected {width * entry['count']}"))
+            checks.append(
+                FileCheck(
+                    entry["result"],
+                    "fail",
+                    entry["count"],
+                    error=f"{len(got)} bytes, expected {width * entry['count']}",
+                )
+            )
             continue
         check = _check_decode if entry["kind"] == "decode" else _check_encode
         checks.append(check(entry, golden, got))

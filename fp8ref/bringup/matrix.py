@@ -62,30 +62,37 @@ def matrix_items(
                 None if f8 in backend.fp8_dtypes else f"the {backend.kind}/{backend.arch} backend has no {fmt(f8).name}"
             )
             if reason:
-                skipped.append(StepResult(
-                    step="kernel_matrix", name=f"kernel_matrix/{spec.id}/{fmt(f8).name}", status="skipped",
-                    note=reason, params={"op": spec.id, "fp8_dtype": fmt(f8).name},
-                ))
+                skipped.append(
+                    StepResult(
+                        step="kernel_matrix",
+                        name=f"kernel_matrix/{spec.id}/{fmt(f8).name}",
+                        status="skipped",
+                        note=reason,
+                        params={"op": spec.id, "fp8_dtype": fmt(f8).name},
+                    )
+                )
             else:
                 runnable.append(f8)
         if not runnable:
             continue
         for p in _narrowed(spec).params(mode, fp8_dtypes=runnable):
-            items.append({
-                "name": f"kernel_matrix/{p.id}",
-                "spec_index": index,
-                "spec": spec.id,
-                "op": spec.name,
-                "shape": p.shape,
-                "groups": p.groups,
-                "offs": p.offs,
-                "layout": p.layout,
-                "dtype": str(p.dtype).removeprefix("torch."),
-                "fp8_dtype": fmt(p.fp8_dtype).name,
-                "pow2": p.round_scales_to_power_of_2,
-                "values": p.values,
-                "kwargs": dict(p.kernel_kwargs),
-            })
+            items.append(
+                {
+                    "name": f"kernel_matrix/{p.id}",
+                    "spec_index": index,
+                    "spec": spec.id,
+                    "op": spec.name,
+                    "shape": p.shape,
+                    "groups": p.groups,
+                    "offs": p.offs,
+                    "layout": p.layout,
+                    "dtype": str(p.dtype).removeprefix("torch."),
+                    "fp8_dtype": fmt(p.fp8_dtype).name,
+                    "pow2": p.round_scales_to_power_of_2,
+                    "values": p.values,
+                    "kwargs": dict(p.kernel_kwargs),
+                }
+            )
     return items, skipped
 
 
@@ -101,9 +108,17 @@ def matrix_item(item: dict, device: torch.device) -> dict:
         # do that on purpose, and the bytes are what is checked.
         warnings.simplefilter("ignore", RuntimeWarning)
         report = compare(
-            spec, item["shape"], dtype=getattr(torch, item["dtype"]), fp8_dtype=fmt(item["fp8_dtype"]).dtype,
-            round_scales_to_power_of_2=item["pow2"], values=item["values"], layout=item["layout"], device=device,
-            max_examples=4 * MAX_EXAMPLES, **kwargs, **item["kwargs"],
+            spec,
+            item["shape"],
+            dtype=getattr(torch, item["dtype"]),
+            fp8_dtype=fmt(item["fp8_dtype"]).dtype,
+            round_scales_to_power_of_2=item["pow2"],
+            values=item["values"],
+            layout=item["layout"],
+            device=device,
+            max_examples=4 * MAX_EXAMPLES,
+            **kwargs,
+            **item["kwargs"],
         )
     categories = {}
     for cat, count in report.categories.items():
@@ -115,7 +130,9 @@ def matrix_item(item: dict, device: torch.device) -> dict:
         # The report already counts these under shape_stride_dtype (one per problem); give that entry the readable
         # problems as examples instead of counting them a second time.
         categories["shape_stride_dtype"] = {
-            "count": len(report.structure), "examples": list(report.structure[:MAX_EXAMPLES])}
+            "count": len(report.structure),
+            "examples": list(report.structure[:MAX_EXAMPLES]),
+        }
     note = "" if report.ok else "failing: " + ", ".join(report.failing or tuple(categories))
     return StepResult(
         step="kernel_matrix",
@@ -127,15 +144,21 @@ def matrix_item(item: dict, device: torch.device) -> dict:
         duration_s=time.monotonic() - start,
         note=note,
         params={
-            **{k: item[k] for k in ("op", "spec", "shape", "groups", "offs", "layout", "dtype", "fp8_dtype", "pow2",
-                                    "values")},
+            **{
+                k: item[k]
+                for k in ("op", "spec", "shape", "groups", "offs", "layout", "dtype", "fp8_dtype", "pow2", "values")
+            },
             **({} if report.ok else {"repro": report.repro()}),
         },
     ).to_dict()
 
 
 def matrix_steps(
-    device: torch.device, devices: list[int], fp8_dtypes: tuple[torch.dtype, ...], *, quick: bool,
+    device: torch.device,
+    devices: list[int],
+    fp8_dtypes: tuple[torch.dtype, ...],
+    *,
+    quick: bool,
     show_progress: bool,
 ) -> list[StepResult]:
     """Every case of the matrix as a StepResult, sharded over ``devices`` when there are several GPUs."""
@@ -145,14 +168,26 @@ def matrix_steps(
     if broken:
         # A kernel package that is installed but does not load is a genuine failure, never an empty matrix.
         return [
-            StepResult(step="kernel_matrix", name=f"kernel_matrix/load/{ep}", status="fail", checked=1, mismatches=1,
-                       categories={"load_error": {"count": 1, "examples": [{"exception": repr(exc)}]}},
-                       note=f"entry point fp8ref.specs:{ep} failed to load")
+            StepResult(
+                step="kernel_matrix",
+                name=f"kernel_matrix/load/{ep}",
+                status="fail",
+                checked=1,
+                mismatches=1,
+                categories={"load_error": {"count": 1, "examples": [{"exception": repr(exc)}]}},
+                note=f"entry point fp8ref.specs:{ep} failed to load",
+            )
             for ep, exc in broken.items()
         ]
     if not _specs():
-        return [StepResult(step="kernel_matrix", name="kernel_matrix", status="skipped",
-                           note="no kernel package publishes specs (entry point group fp8ref.specs)")]
+        return [
+            StepResult(
+                step="kernel_matrix",
+                name="kernel_matrix",
+                status="skipped",
+                note="no kernel package publishes specs (entry point group fp8ref.specs)",
+            )
+        ]
     items, skipped = matrix_items(device, fp8_dtypes, quick=quick)
     with Progress("kernel matrix", len(items), enabled=show_progress) as bar:
         results = run_items("fp8ref.bringup.matrix:matrix_item", items, device, devices, bar)

@@ -30,8 +30,9 @@ def _divergence_step(path: CastPath, fp8_dtype: torch.dtype, observed: dict, dev
     name = fmt(fp8_dtype).name
     start = time.monotonic()
     x = probe_vector(fp8_dtype).to(device)
-    categories, _ = classify_encode(x, path.encode(x, fp8_dtype), cast_codes(x, fp8_dtype, observed["nearest"]),
-                                    fp8_dtype)
+    categories, _ = classify_encode(
+        x, path.encode(x, fp8_dtype), cast_codes(x, fp8_dtype, observed["nearest"]), fp8_dtype
+    )
     kind = "native_cast_divergence" if path.name == "triton.native" else "torch_cast_divergence"
     categories = {f"{kind}: {cat}": entry for cat, entry in categories.items()}
     n = sum(c["count"] for c in categories.values())
@@ -86,8 +87,9 @@ def conformance_steps(
             name = fmt(fp8_dtype).name
             profile, detected = profiles[(path.name, name)]
             prefix = f"conformance/{path.name}/{name}"
-            steps += guard(f"{prefix}/decode_256", lambda p=path, d=fp8_dtype: [check_decode(p, d, device)],
-                           path.load_bearing)
+            steps += guard(
+                f"{prefix}/decode_256", lambda p=path, d=fp8_dtype: [check_decode(p, d, device)], path.load_bearing
+            )
             for set_name in ENCODE_SETS:
                 steps += guard(
                     f"{prefix}/{set_name}",
@@ -97,13 +99,20 @@ def conformance_steps(
                     path.load_bearing,
                 )
             if not exhaustive:
-                steps.append(StepResult(
-                    step="conformance", name=f"{prefix}/f32_all", status="skipped",
-                    note="all 2^32 float32 inputs run with --exhaustive",
-                    params={"path": path.name, "format": name, "check": "f32_all", "profile": profile},
-                ))
+                steps.append(
+                    StepResult(
+                        step="conformance",
+                        name=f"{prefix}/f32_all",
+                        status="skipped",
+                        note="all 2^32 float32 inputs run with --exhaustive",
+                        params={"path": path.name, "format": name, "check": "f32_all", "profile": profile},
+                    )
+                )
     if exhaustive:
         any_load_bearing = any(p.load_bearing for p in paths)
-        steps += guard("conformance/f32_sweep", lambda: f32_sweep(paths, profiles, device, devices,
-                                                                    show_progress=show_progress), any_load_bearing)
+        steps += guard(
+            "conformance/f32_sweep",
+            lambda: f32_sweep(paths, profiles, device, devices, show_progress=show_progress),
+            any_load_bearing,
+        )
     return steps

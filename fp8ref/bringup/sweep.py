@@ -82,15 +82,17 @@ def f32_sweep(
         n = sum(c["count"] for c in m["categories"].values())
         how = "detected" if detected else "nearest"
         scope = "all 2^32 float32 patterns" if on_gpu else f"a strided sample of {SAMPLE} of the 2^32 float32 patterns"
-        steps.append(StepResult(
-            step="conformance",
-            name=f"conformance/{path_name}/{name}/{check}",
-            status=status_for(path, n, m["common"]),
-            checked=m["checked"],
-            mismatches=n,
-            categories=m["categories"],
-            duration_s=m["seconds"],
-            note=f"{scope}, against {profile!r} ({how})",
-            params={"path": path_name, "format": name, "check": check, "profile": profile},
-        ))
+        steps.append(
+            StepResult(
+                step="conformance",
+                name=f"conformance/{path_name}/{name}/{check}",
+                status=status_for(path, n, m["common"]),
+                checked=m["checked"],
+                mismatches=n,
+                categories=m["categories"],
+                duration_s=m["seconds"],
+                note=f"{scope}, against {profile!r} ({how})",
+                params={"path": path_name, "format": name, "check": check, "profile": profile},
+            )
+        )
     return steps

@@ -28,18 +28,30 @@ CASES: tuple[Case, ...] = (
     Case(
         name="operands_do_not_share_amax",
         op=OP,
-        x=Input((4, 1), F32, (
-            448.0,
-            1.0,
-            2.0,
-            4.0,
-        )),
-        x2=Input((4, 2), F32, (
-            1.0, 1.0,
-            2.0, 1.0,
-            8.0, 1.0,
-            NAN, 1.0,
-        )),
+        x=Input(
+            (4, 1),
+            F32,
+            (
+                448.0,
+                1.0,
+                2.0,
+                4.0,
+            ),
+        ),
+        x2=Input(
+            (4, 2),
+            F32,
+            (
+                1.0,
+                1.0,
+                2.0,
+                1.0,
+                8.0,
+                1.0,
+                NAN,
+                1.0,
+            ),
+        ),
         offs=(2, 4),
         fp8_dtype=E4M3FN,
         q=(
@@ -50,32 +62,47 @@ CASES: tuple[Case, ...] = (
         ),
         scales=(F32_ONE, 0x42E00000),
         q2=(
-            0x76, 0x7E,
-            0x7E, 0x7E,
-            0x7F, 0x7E,
-            0x7F, 0x7E,
+            0x76,
+            0x7E,
+            0x7E,
+            0x7E,
+            0x7F,
+            0x7E,
+            0x7F,
+            0x7E,
         ),
         scales2=(0x43600000, 0x43E00000, F32_NAN, 0x43E00000),
         why=(
-            "offs (2, 4): x2's NaN makes only s2[1 * N2 + 0] NaN; x1's scales (1, 448/4 = 112) never see x2's "
-            "values."
+            "offs (2, 4): x2's NaN makes only s2[1 * N2 + 0] NaN; x1's scales (1, 448/4 = 112) never see x2's values."
         ),
     ),
     Case(
         name="empty_group_middle",
         op=OP,
-        x=Input((4, 1), BF16, (
-            448.0,
-            1.0,
-            2.0,
-            -4.0,
-        )),
-        x2=Input((4, 2), BF16, (
-            1.0, 0.5,
-            2.0, 0.25,
-            3.0, -1.0,
-            4.0, 2.0,
-        )),
+        x=Input(
+            (4, 1),
+            BF16,
+            (
+                448.0,
+                1.0,
+                2.0,
+                -4.0,
+            ),
+        ),
+        x2=Input(
+            (4, 2),
+            BF16,
+            (
+                1.0,
+                0.5,
+                2.0,
+                0.25,
+                3.0,
+                -1.0,
+                4.0,
+                2.0,
+            ),
+        ),
         offs=(2, 2, 4),
         fp8_dtype=E4M3FN,
         q=(
@@ -86,10 +113,14 @@ CASES: tuple[Case, ...] = (
         ),
         scales=(F32_ONE, EPS_SCALE_E4M3FN, 0x42E00000),
         q2=(
-            0x76, 0x7E,
-            0x7E, 0x76,
-            0x7A, 0xF6,
-            0x7E, 0x7E,
+            0x76,
+            0x7E,
+            0x7E,
+            0x76,
+            0x7A,
+            0xF6,
+            0x7E,
+            0x7E,
         ),
         scales2=(0x43600000, 0x44600000, EPS_SCALE_E4M3FN, EPS_SCALE_E4M3FN, 0x42E00000, 0x43600000),
         why="offs (2, 2, 4): the empty middle group gets EPS scales in both outputs and owns no rows.",
@@ -97,18 +128,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="elements_past_last_offset_are_excluded",
         op=OP,
-        x=Input((4, 1), F32, (
-            448.0,
-            1.0,
-            NAN,
-            INF,
-        )),
-        x2=Input((4, 1), F32, (
-            1.0,
-            2.0,
-            2.0**100,
-            -0.0,
-        )),
+        x=Input(
+            (4, 1),
+            F32,
+            (
+                448.0,
+                1.0,
+                NAN,
+                INF,
+            ),
+        ),
+        x2=Input(
+            (4, 1),
+            F32,
+            (
+                1.0,
+                2.0,
+                2.0**100,
+                -0.0,
+            ),
+        ),
         offs=(2,),
         fp8_dtype=E4M3FN,
         q=(
@@ -130,18 +169,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_group_pow2_scale_is_2_pow_48",
         op=OP,
-        x=Input((4, 1), BF16, (
-            0.0,
-            0.0,
-            1.0,
-            2.0,
-        )),
-        x2=Input((4, 1), BF16, (
-            3.0,
-            -3.0,
-            0.0,
-            -0.0,
-        )),
+        x=Input(
+            (4, 1),
+            BF16,
+            (
+                0.0,
+                0.0,
+                1.0,
+                2.0,
+            ),
+        ),
+        x2=Input(
+            (4, 1),
+            BF16,
+            (
+                3.0,
+                -3.0,
+                0.0,
+                -0.0,
+            ),
+        ),
         offs=(2, 4),
         fp8_dtype=E4M3FN,
         pow2=True,
@@ -167,16 +214,24 @@ CASES: tuple[Case, ...] = (
     Case(
         name="neg_zero_becomes_pos_zero_e4m3fnuz",
         op=OP,
-        x=Input((3, 1), BF16, (
-            240.0,
-            -0.0,
-            0.0,
-        )),
-        x2=Input((3, 1), BF16, (
-            -0.0,
-            120.0,
-            -240.0,
-        )),
+        x=Input(
+            (3, 1),
+            BF16,
+            (
+                240.0,
+                -0.0,
+                0.0,
+            ),
+        ),
+        x2=Input(
+            (3, 1),
+            BF16,
+            (
+                -0.0,
+                120.0,
+                -240.0,
+            ),
+        ),
         offs=(3,),
         fp8_dtype=E4M3FNUZ,
         q=(
@@ -196,16 +251,30 @@ CASES: tuple[Case, ...] = (
     Case(
         name="different_widths_e5m2",
         op=OP,
-        x=Input((3, 1), BF16, (
-            18.0,
-            57344.0,
-            2.0**-16,
-        )),
-        x2=Input((3, 3), BF16, (
-            1.0, -0.5, 0.0,
-            2.0, 0.0, 0.0,
-            4.0, 7.0, 0.0,
-        )),
+        x=Input(
+            (3, 1),
+            BF16,
+            (
+                18.0,
+                57344.0,
+                2.0**-16,
+            ),
+        ),
+        x2=Input(
+            (3, 3),
+            BF16,
+            (
+                1.0,
+                -0.5,
+                0.0,
+                2.0,
+                0.0,
+                0.0,
+                4.0,
+                7.0,
+                0.0,
+            ),
+        ),
         offs=(1, 3),
         fp8_dtype=E5M2,
         q=(
@@ -215,9 +284,15 @@ CASES: tuple[Case, ...] = (
         ),
         scales=(0x45471C72, F32_ONE),
         q2=(
-            0x7B, 0xFB, 0x00,
-            0x77, 0x00, 0x00,
-            0x7B, 0x7B, 0x00,
+            0x7B,
+            0xFB,
+            0x00,
+            0x77,
+            0x00,
+            0x00,
+            0x7B,
+            0x7B,
+            0x00,
         ),
         scales2=(0x47600000, 0x47E00000, EPS_SCALE_E5M2, 0x46600000, 0x46000000, EPS_SCALE_E5M2),
         why=(
@@ -229,16 +304,24 @@ CASES: tuple[Case, ...] = (
     Case(
         name="inf_gives_zero_scale",
         op=OP,
-        x=Input((3, 1), F32, (
-            INF,
-            1.0,
-            -1.0,
-        )),
-        x2=Input((3, 1), F32, (
-            -INF,
-            -0.0,
-            2.0,
-        )),
+        x=Input(
+            (3, 1),
+            F32,
+            (
+                INF,
+                1.0,
+                -1.0,
+            ),
+        ),
+        x2=Input(
+            (3, 1),
+            F32,
+            (
+                -INF,
+                -0.0,
+                2.0,
+            ),
+        ),
         offs=(3,),
         fp8_dtype=E4M3FN,
         q=(
@@ -261,20 +344,28 @@ CASES: tuple[Case, ...] = (
     Case(
         name="rne_ties_and_subnormals_e4m3fn",
         op=OP,
-        x=Input((5, 1), BF16, (
-            448.0,
-            432.0,
-            17.0,
-            19.0,
-            -400.0,
-        )),
-        x2=Input((5, 1), BF16, (
-            448.0,
-            2.0**-9,
-            -2.0**-9,
-            2.0**-10,
-            3 * 2.0**-10,
-        )),
+        x=Input(
+            (5, 1),
+            BF16,
+            (
+                448.0,
+                432.0,
+                17.0,
+                19.0,
+                -400.0,
+            ),
+        ),
+        x2=Input(
+            (5, 1),
+            BF16,
+            (
+                448.0,
+                2.0**-9,
+                -(2.0**-9),
+                2.0**-10,
+                3 * 2.0**-10,
+            ),
+        ),
         offs=(5,),
         fp8_dtype=E4M3FN,
         q=(
@@ -301,16 +392,24 @@ CASES: tuple[Case, ...] = (
     Case(
         name="neg_zero_stays_neg_zero_e4m3fn",
         op=OP,
-        x=Input((3, 1), BF16, (
-            448.0,
-            -0.0,
-            0.0,
-        )),
-        x2=Input((3, 1), BF16, (
-            -0.0,
-            -0.0,
-            -0.0,
-        )),
+        x=Input(
+            (3, 1),
+            BF16,
+            (
+                448.0,
+                -0.0,
+                0.0,
+            ),
+        ),
+        x2=Input(
+            (3, 1),
+            BF16,
+            (
+                -0.0,
+                -0.0,
+                -0.0,
+            ),
+        ),
         offs=(3,),
         fp8_dtype=E4M3FN,
         q=(
@@ -325,26 +424,31 @@ CASES: tuple[Case, ...] = (
             0x80,
         ),
         scales2=(EPS_SCALE_E4M3FN,),
-        why=(
-            "-0 * 1 = -0 -> 0x80; x2's slice of -0 only is all-zero: EPS scale (0x57CBBA10) and -0 * scale -> "
-            "0x80."
-        ),
+        why=("-0 * 1 = -0 -> 0x80; x2's slice of -0 only is all-zero: EPS scale (0x57CBBA10) and -0 * scale -> 0x80."),
     ),
     Case(
         name="all_zero_group_e4m3fnuz",
         op=OP,
-        x=Input((4, 1), BF16, (
-            0.0,
-            0.0,
-            240.0,
-            17.0,
-        )),
-        x2=Input((4, 1), BF16, (
-            1.0,
-            2.0,
-            0.0,
-            0.0,
-        )),
+        x=Input(
+            (4, 1),
+            BF16,
+            (
+                0.0,
+                0.0,
+                240.0,
+                17.0,
+            ),
+        ),
+        x2=Input(
+            (4, 1),
+            BF16,
+            (
+                1.0,
+                2.0,
+                0.0,
+                0.0,
+            ),
+        ),
         offs=(2, 4),
         fp8_dtype=E4M3FNUZ,
         q=(
@@ -362,25 +466,32 @@ CASES: tuple[Case, ...] = (
         ),
         scales2=(0x42F00000, EPS_SCALE_E4M3FNUZ),
         why=(
-            "e4m3fnuz EPS scale f32(240/1e-12) = 240000004259840.0 (0x575A475B) for the all-zero slices; 240/2 = "
-            "120."
+            "e4m3fnuz EPS scale f32(240/1e-12) = 240000004259840.0 (0x575A475B) for the all-zero slices; 240/2 = 120."
         ),
     ),
     Case(
         name="all_zero_group_e4m3fnuz_pow2_scale_is_2_pow_47",
         op=OP,
-        x=Input((4, 1), BF16, (
-            0.0,
-            0.0,
-            240.0,
-            17.0,
-        )),
-        x2=Input((4, 1), BF16, (
-            1.0,
-            2.0,
-            0.0,
-            0.0,
-        )),
+        x=Input(
+            (4, 1),
+            BF16,
+            (
+                0.0,
+                0.0,
+                240.0,
+                17.0,
+            ),
+        ),
+        x2=Input(
+            (4, 1),
+            BF16,
+            (
+                1.0,
+                2.0,
+                0.0,
+                0.0,
+            ),
+        ),
         offs=(2, 4),
         fp8_dtype=E4M3FNUZ,
         pow2=True,
@@ -403,18 +514,30 @@ CASES: tuple[Case, ...] = (
     Case(
         name="empty_groups_first_and_last",
         op=OP,
-        x=Input((4, 1), BF16, (
-            448.0,
-            1.0,
-            2.0,
-            -4.0,
-        )),
-        x2=Input((4, 2), BF16, (
-            1.0, 0.0,
-            2.0, 0.0,
-            3.0, 0.0,
-            4.0, 0.0,
-        )),
+        x=Input(
+            (4, 1),
+            BF16,
+            (
+                448.0,
+                1.0,
+                2.0,
+                -4.0,
+            ),
+        ),
+        x2=Input(
+            (4, 2),
+            BF16,
+            (
+                1.0,
+                0.0,
+                2.0,
+                0.0,
+                3.0,
+                0.0,
+                4.0,
+                0.0,
+            ),
+        ),
         offs=(0, 2, 4, 4),
         fp8_dtype=E4M3FN,
         q=(
@@ -425,10 +548,14 @@ CASES: tuple[Case, ...] = (
         ),
         scales=(EPS_SCALE_E4M3FN, F32_ONE, 0x42E00000, EPS_SCALE_E4M3FN),
         q2=(
-            0x76, 0x00,
-            0x7E, 0x00,
-            0x7A, 0x00,
-            0x7E, 0x00,
+            0x76,
+            0x00,
+            0x7E,
+            0x00,
+            0x7A,
+            0x00,
+            0x7E,
+            0x00,
         ),
         scales2=(
             EPS_SCALE_E4M3FN,

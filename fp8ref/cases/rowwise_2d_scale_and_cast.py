@@ -29,14 +29,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_gets_eps_scale",
         op=OP,
-        x=Input((2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            448.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                448.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x00, 0x00, 0x00,
-            0x7E, 0x58, 0xDA,
+            0x00,
+            0x00,
+            0x00,
+            0x7E,
+            0x58,
+            0xDA,
         ),
         scales=(EPS_SCALE_E4M3FN, F32_ONE),
         why="amax 0 is clamped to 1e-12: scale f32(448/1e-12) = 447999985582080.0 (0x57CBBA10); 0 * scale = 0.",
@@ -44,33 +56,56 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_pow2_scale_is_2_pow_48",
         op=OP,
-        x=Input((2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            448.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                448.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         pow2=True,
         q=(
-            0x00, 0x00, 0x00,
-            0x7E, 0x58, 0xDA,
+            0x00,
+            0x00,
+            0x00,
+            0x7E,
+            0x58,
+            0xDA,
         ),
         scales=(EPS_SCALE_E4M3FN_POW2, F32_ONE),
         why=(
-            "log2(447999985582080.0) = 48.67, floor 48: scale 2^48 (0x57800000); 448/448 = 1 is already a power "
-            "of 2."
+            "log2(447999985582080.0) = 48.67, floor 48: scale 2^48 (0x57800000); 448/448 = 1 is already a power of 2."
         ),
     ),
     Case(
         name="all_zero_row_e4m3fnuz",
         op=OP,
-        x=Input((2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            240.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                240.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FNUZ,
         q=(
-            0x00, 0x00, 0x00,
-            0x7F, 0x60, 0xE2,
+            0x00,
+            0x00,
+            0x00,
+            0x7F,
+            0x60,
+            0xE2,
         ),
         scales=(EPS_SCALE_E4M3FNUZ, F32_ONE),
         why="e4m3fnuz max is 240: EPS scale f32(240/1e-12) = 240000004259840.0 (0x575A475B); 240 -> 0x7F.",
@@ -78,15 +113,27 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_e4m3fnuz_pow2_scale_is_2_pow_47",
         op=OP,
-        x=Input((2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            240.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                240.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FNUZ,
         pow2=True,
         q=(
-            0x00, 0x00, 0x00,
-            0x7F, 0x60, 0xE2,
+            0x00,
+            0x00,
+            0x00,
+            0x7F,
+            0x60,
+            0xE2,
         ),
         scales=(EPS_SCALE_E4M3FNUZ_POW2, F32_ONE),
         why="log2(240000004259840.0) = 47.77, floor 47: scale 2^47 (0x57000000).",
@@ -94,32 +141,55 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_e5m2",
         op=OP,
-        x=Input((2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            57344.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                57344.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E5M2,
         q=(
-            0x00, 0x00, 0x00,
-            0x7B, 0x4C, 0xCD,
+            0x00,
+            0x00,
+            0x00,
+            0x7B,
+            0x4C,
+            0xCD,
         ),
         scales=(EPS_SCALE_E5M2, F32_ONE),
         why=(
-            "e5m2 max 57344: EPS scale f32(57344/1e-12) = 5.7344e16 (0x5B4BBA10); 17 -> 16 (0x4C), -19 -> -20 "
-            "(0xCD)."
+            "e5m2 max 57344: EPS scale f32(57344/1e-12) = 5.7344e16 (0x5B4BBA10); 17 -> 16 (0x4C), -19 -> -20 (0xCD)."
         ),
     ),
     Case(
         name="nan_poisons_only_its_row",
         op=OP,
-        x=Input((2, 3), F32, (
-            1.0, NAN, -2.0,
-            448.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (2, 3),
+            F32,
+            (
+                1.0,
+                NAN,
+                -2.0,
+                448.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7F, 0x7F, 0x7F,
-            0x7E, 0x58, 0xDA,
+            0x7F,
+            0x7F,
+            0x7F,
+            0x7E,
+            0x58,
+            0xDA,
         ),
         scales=(F32_NAN, F32_ONE),
         why=(
@@ -130,14 +200,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="inf_gives_zero_scale",
         op=OP,
-        x=Input((2, 3), F32, (
-            INF, 1.0, -1.0,
-            -INF, -0.0, 2.0,
-        )),
+        x=Input(
+            (2, 3),
+            F32,
+            (
+                INF,
+                1.0,
+                -1.0,
+                -INF,
+                -0.0,
+                2.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7F, 0x00, 0x80,
-            0x7F, 0x80, 0x00,
+            0x7F,
+            0x00,
+            0x80,
+            0x7F,
+            0x80,
+            0x00,
         ),
         scales=(F32_ZERO, F32_ZERO),
         why=(
@@ -148,12 +230,20 @@ CASES: tuple[Case, ...] = (
     Case(
         name="neg_zero_stays_neg_zero_e4m3fn",
         op=OP,
-        x=Input((1, 3), BF16, (
-            448.0, -0.0, 0.0,
-        )),
+        x=Input(
+            (1, 3),
+            BF16,
+            (
+                448.0,
+                -0.0,
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7E, 0x80, 0x00,
+            0x7E,
+            0x80,
+            0x00,
         ),
         scales=(F32_ONE,),
         why="-0 * 1 = -0, which e4m3fn encodes as 0x80; +0 is 0x00.",
@@ -161,12 +251,20 @@ CASES: tuple[Case, ...] = (
     Case(
         name="neg_zero_becomes_pos_zero_e4m3fnuz",
         op=OP,
-        x=Input((1, 3), BF16, (
-            240.0, -0.0, 0.0,
-        )),
+        x=Input(
+            (1, 3),
+            BF16,
+            (
+                240.0,
+                -0.0,
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FNUZ,
         q=(
-            0x7F, 0x00, 0x00,
+            0x7F,
+            0x00,
+            0x00,
         ),
         scales=(F32_ONE,),
         why="e4m3fnuz has no -0 (0x80 is its NaN): -0 encodes as 0x00.",
@@ -174,12 +272,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="subnormal_outputs_e4m3fn",
         op=OP,
-        x=Input((1, 6), BF16, (
-            448.0, 2.0**-9, -2.0**-9, 2.0**-10, 3 * 2.0**-10, 7 * 2.0**-9,
-        )),
+        x=Input(
+            (1, 6),
+            BF16,
+            (
+                448.0,
+                2.0**-9,
+                -(2.0**-9),
+                2.0**-10,
+                3 * 2.0**-10,
+                7 * 2.0**-9,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7E, 0x01, 0x81, 0x00, 0x02, 0x07,
+            0x7E,
+            0x01,
+            0x81,
+            0x00,
+            0x02,
+            0x07,
         ),
         scales=(F32_ONE,),
         why=(
@@ -191,12 +303,24 @@ CASES: tuple[Case, ...] = (
     Case(
         name="subnormal_outputs_e5m2",
         op=OP,
-        x=Input((1, 5), BF16, (
-            57344.0, 2.0**-16, -2.0**-16, 2.0**-17, 3 * 2.0**-17,
-        )),
+        x=Input(
+            (1, 5),
+            BF16,
+            (
+                57344.0,
+                2.0**-16,
+                -(2.0**-16),
+                2.0**-17,
+                3 * 2.0**-17,
+            ),
+        ),
         fp8_dtype=E5M2,
         q=(
-            0x7B, 0x01, 0x81, 0x00, 0x02,
+            0x7B,
+            0x01,
+            0x81,
+            0x00,
+            0x02,
         ),
         scales=(F32_ONE,),
         why=(
@@ -207,12 +331,28 @@ CASES: tuple[Case, ...] = (
     Case(
         name="rne_ties_e4m3fn",
         op=OP,
-        x=Input((1, 7), BF16, (
-            448.0, 432.0, 17.0, 19.0, -400.0, 1.0625, 1.1875,
-        )),
+        x=Input(
+            (1, 7),
+            BF16,
+            (
+                448.0,
+                432.0,
+                17.0,
+                19.0,
+                -400.0,
+                1.0625,
+                1.1875,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7E, 0x7E, 0x58, 0x5A, 0xFC, 0x38, 0x3A,
+            0x7E,
+            0x7E,
+            0x58,
+            0x5A,
+            0xFC,
+            0x38,
+            0x3A,
         ),
         scales=(F32_ONE,),
         why=(
@@ -225,12 +365,24 @@ CASES: tuple[Case, ...] = (
     Case(
         name="rne_ties_e5m2",
         op=OP,
-        x=Input((1, 5), BF16, (
-            57344.0, 53248.0, 18.0, 22.0, -0.5625,
-        )),
+        x=Input(
+            (1, 5),
+            BF16,
+            (
+                57344.0,
+                53248.0,
+                18.0,
+                22.0,
+                -0.5625,
+            ),
+        ),
         fp8_dtype=E5M2,
         q=(
-            0x7B, 0x7A, 0x4C, 0x4E, 0xB8,
+            0x7B,
+            0x7A,
+            0x4C,
+            0x4E,
+            0xB8,
         ),
         scales=(F32_ONE,),
         why=(
@@ -241,12 +393,20 @@ CASES: tuple[Case, ...] = (
     Case(
         name="inexact_scale_rounds_once",
         op=OP,
-        x=Input((1, 3), F32, (
-            3.0, 1.0, -0.75,
-        )),
+        x=Input(
+            (1, 3),
+            F32,
+            (
+                3.0,
+                1.0,
+                -0.75,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7E, 0x71, 0xEE,
+            0x7E,
+            0x71,
+            0xEE,
         ),
         scales=(0x43155555,),
         why=(
@@ -257,13 +417,21 @@ CASES: tuple[Case, ...] = (
     Case(
         name="pow2_scale_rounds_down",
         op=OP,
-        x=Input((1, 3), F32, (
-            3.0, 1.0, -0.75,
-        )),
+        x=Input(
+            (1, 3),
+            F32,
+            (
+                3.0,
+                1.0,
+                -0.75,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         pow2=True,
         q=(
-            0x7C, 0x70, 0xEC,
+            0x7C,
+            0x70,
+            0xEC,
         ),
         scales=(0x43000000,),
         why="448/3 = 149.33 -> pow2 128 (0x43000000): 3 -> 384 (0x7C), 1 -> 128 (0x70), -0.75 -> -96 (0xEC).",
@@ -271,13 +439,19 @@ CASES: tuple[Case, ...] = (
     Case(
         name="pow2_log2_rule_rounds_up_just_below_power_of_2",
         op=OP,
-        x=Input((1, 2), F32, (
-            14680065 * 2.0**-22, 1.0,
-        )),
+        x=Input(
+            (1, 2),
+            F32,
+            (
+                14680065 * 2.0**-22,
+                1.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         pow2=True,
         q=(
-            0x7E, 0x70,
+            0x7E,
+            0x70,
         ),
         scales=(0x43000000,),
         why=(
@@ -289,11 +463,15 @@ CASES: tuple[Case, ...] = (
     Case(
         name="single_column",
         op=OP,
-        x=Input((3, 1), BF16, (
-            2.0,
-            -0.5,
-            0.0,
-        )),
+        x=Input(
+            (3, 1),
+            BF16,
+            (
+                2.0,
+                -0.5,
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
             0x7E,
@@ -309,12 +487,22 @@ CASES: tuple[Case, ...] = (
     Case(
         name="f16_subnormal_inputs_are_exact",
         op=OP,
-        x=Input((1, 4), F16, (
-            2.0**-17, 2.0**-24, 5 * 2.0**-24, -3 * 2.0**-24,
-        )),
+        x=Input(
+            (1, 4),
+            F16,
+            (
+                2.0**-17,
+                2.0**-24,
+                5 * 2.0**-24,
+                -3 * 2.0**-24,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7E, 0x46, 0x59, 0xD2,
+            0x7E,
+            0x46,
+            0x59,
+            0xD2,
         ),
         scales=(0x4C600000,),
         why=(
@@ -325,12 +513,20 @@ CASES: tuple[Case, ...] = (
     Case(
         name="f32_subnormal_inputs_get_eps_scale",
         op=OP,
-        x=Input((1, 3), F32, (
-            2.0**-130, -2.0**-140, 0.0,
-        )),
+        x=Input(
+            (1, 3),
+            F32,
+            (
+                2.0**-130,
+                -(2.0**-140),
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x00, 0x80, 0x00,
+            0x00,
+            0x80,
+            0x00,
         ),
         scales=(EPS_SCALE_E4M3FN,),
         why=(

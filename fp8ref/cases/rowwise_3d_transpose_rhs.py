@@ -27,15 +27,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="q_is_transposed",
         op=OP,
-        x=Input((1, 2, 3), BF16, (
-            448.0, 1.0, 2.0,
-            4.0, 8.0, -16.0,
-        )),
+        x=Input(
+            (1, 2, 3),
+            BF16,
+            (
+                448.0,
+                1.0,
+                2.0,
+                4.0,
+                8.0,
+                -16.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7E, 0x6E,
-            0x38, 0x76,
-            0x40, 0xFE,
+            0x7E,
+            0x6E,
+            0x38,
+            0x76,
+            0x40,
+            0xFE,
         ),
         scales=(F32_ONE, 0x41E00000),
         why=(
@@ -46,20 +57,38 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_gets_eps_scale",
         op=OP,
-        x=Input((2, 2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            448.0, 17.0, -19.0,
-            448.0, 17.0, -19.0,
-            0.0, -0.0, 0.0,
-        )),
+        x=Input(
+            (2, 2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                448.0,
+                17.0,
+                -19.0,
+                448.0,
+                17.0,
+                -19.0,
+                0.0,
+                -0.0,
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x00, 0x7E,
-            0x00, 0x58,
-            0x00, 0xDA,
-            0x7E, 0x00,
-            0x58, 0x80,
-            0xDA, 0x00,
+            0x00,
+            0x7E,
+            0x00,
+            0x58,
+            0x00,
+            0xDA,
+            0x7E,
+            0x00,
+            0x58,
+            0x80,
+            0xDA,
+            0x00,
         ),
         scales=(EPS_SCALE_E4M3FN, F32_ONE, F32_ONE, EPS_SCALE_E4M3FN),
         why="Rows (0, 0, :) and (1, 1, :) are all zero: EPS scale f32(448/1e-12) = 0x57CBBA10.",
@@ -67,16 +96,27 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_pow2_scale_is_2_pow_48",
         op=OP,
-        x=Input((1, 2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            448.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (1, 2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                448.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         pow2=True,
         q=(
-            0x00, 0x7E,
-            0x00, 0x58,
-            0x00, 0xDA,
+            0x00,
+            0x7E,
+            0x00,
+            0x58,
+            0x00,
+            0xDA,
         ),
         scales=(EPS_SCALE_E4M3FN_POW2, F32_ONE),
         why="EPS scale -> pow2 2^48 (0x57800000).",
@@ -84,15 +124,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_e4m3fnuz",
         op=OP,
-        x=Input((1, 2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            240.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (1, 2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                240.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FNUZ,
         q=(
-            0x00, 0x7F,
-            0x00, 0x60,
-            0x00, 0xE2,
+            0x00,
+            0x7F,
+            0x00,
+            0x60,
+            0x00,
+            0xE2,
         ),
         scales=(EPS_SCALE_E4M3FNUZ, F32_ONE),
         why="e4m3fnuz EPS scale f32(240/1e-12) = 0x575A475B.",
@@ -100,16 +151,27 @@ CASES: tuple[Case, ...] = (
     Case(
         name="all_zero_row_e4m3fnuz_pow2_scale_is_2_pow_47",
         op=OP,
-        x=Input((1, 2, 3), BF16, (
-            0.0, 0.0, 0.0,
-            240.0, 17.0, -19.0,
-        )),
+        x=Input(
+            (1, 2, 3),
+            BF16,
+            (
+                0.0,
+                0.0,
+                0.0,
+                240.0,
+                17.0,
+                -19.0,
+            ),
+        ),
         fp8_dtype=E4M3FNUZ,
         pow2=True,
         q=(
-            0x00, 0x7F,
-            0x00, 0x60,
-            0x00, 0xE2,
+            0x00,
+            0x7F,
+            0x00,
+            0x60,
+            0x00,
+            0xE2,
         ),
         scales=(EPS_SCALE_E4M3FNUZ_POW2, F32_ONE),
         why="e4m3fnuz EPS scale -> pow2 2^47 (0x57000000).",
@@ -117,20 +179,38 @@ CASES: tuple[Case, ...] = (
     Case(
         name="nan_poisons_only_its_row",
         op=OP,
-        x=Input((2, 2, 3), F32, (
-            1.0, NAN, -2.0,
-            448.0, 17.0, -19.0,
-            448.0, 17.0, -19.0,
-            1.0, 2.0, 3.0,
-        )),
+        x=Input(
+            (2, 2, 3),
+            F32,
+            (
+                1.0,
+                NAN,
+                -2.0,
+                448.0,
+                17.0,
+                -19.0,
+                448.0,
+                17.0,
+                -19.0,
+                1.0,
+                2.0,
+                3.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7F, 0x7E,
-            0x7F, 0x58,
-            0x7F, 0xDA,
-            0x7E, 0x71,
-            0x58, 0x79,
-            0xDA, 0x7E,
+            0x7F,
+            0x7E,
+            0x7F,
+            0x58,
+            0x7F,
+            0xDA,
+            0x7E,
+            0x71,
+            0x58,
+            0x79,
+            0xDA,
+            0x7E,
         ),
         scales=(F32_NAN, F32_ONE, F32_ONE, 0x43155555),
         why="Only row (0, 0, :) holds a NaN: its scale is NaN and its bytes NaN codes; the other rows are finite.",
@@ -138,15 +218,26 @@ CASES: tuple[Case, ...] = (
     Case(
         name="inf_gives_zero_scale",
         op=OP,
-        x=Input((1, 2, 3), F32, (
-            INF, 1.0, -1.0,
-            -INF, -0.0, 2.0,
-        )),
+        x=Input(
+            (1, 2, 3),
+            F32,
+            (
+                INF,
+                1.0,
+                -1.0,
+                -INF,
+                -0.0,
+                2.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7F, 0x7F,
-            0x00, 0x80,
-            0x80, 0x00,
+            0x7F,
+            0x7F,
+            0x00,
+            0x80,
+            0x80,
+            0x00,
         ),
         scales=(F32_ZERO, F32_ZERO),
         why="amax +inf -> scale 0; inf * 0 = NaN; finite x * 0 = +-0 keeping the sign.",
@@ -154,9 +245,15 @@ CASES: tuple[Case, ...] = (
     Case(
         name="neg_zero_stays_neg_zero_e4m3fn",
         op=OP,
-        x=Input((1, 1, 3), BF16, (
-            448.0, -0.0, 0.0,
-        )),
+        x=Input(
+            (1, 1, 3),
+            BF16,
+            (
+                448.0,
+                -0.0,
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
             0x7E,
@@ -169,9 +266,15 @@ CASES: tuple[Case, ...] = (
     Case(
         name="neg_zero_becomes_pos_zero_e4m3fnuz",
         op=OP,
-        x=Input((1, 1, 3), BF16, (
-            240.0, -0.0, 0.0,
-        )),
+        x=Input(
+            (1, 1, 3),
+            BF16,
+            (
+                240.0,
+                -0.0,
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FNUZ,
         q=(
             0x7F,
@@ -184,9 +287,17 @@ CASES: tuple[Case, ...] = (
     Case(
         name="subnormal_outputs_e4m3fn",
         op=OP,
-        x=Input((1, 1, 5), BF16, (
-            448.0, 2.0**-9, -2.0**-9, 2.0**-10, 3 * 2.0**-10,
-        )),
+        x=Input(
+            (1, 1, 5),
+            BF16,
+            (
+                448.0,
+                2.0**-9,
+                -(2.0**-9),
+                2.0**-10,
+                3 * 2.0**-10,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
             0x7E,
@@ -201,9 +312,17 @@ CASES: tuple[Case, ...] = (
     Case(
         name="rne_ties_e4m3fn",
         op=OP,
-        x=Input((1, 1, 5), BF16, (
-            448.0, 432.0, 17.0, 19.0, -400.0,
-        )),
+        x=Input(
+            (1, 1, 5),
+            BF16,
+            (
+                448.0,
+                432.0,
+                17.0,
+                19.0,
+                -400.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
             0x7E,
@@ -218,9 +337,15 @@ CASES: tuple[Case, ...] = (
     Case(
         name="inexact_scale_rounds_once",
         op=OP,
-        x=Input((1, 1, 3), F32, (
-            3.0, 1.0, -0.75,
-        )),
+        x=Input(
+            (1, 1, 3),
+            F32,
+            (
+                3.0,
+                1.0,
+                -0.75,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
             0x7E,
@@ -233,9 +358,15 @@ CASES: tuple[Case, ...] = (
     Case(
         name="pow2_scale_rounds_down",
         op=OP,
-        x=Input((1, 1, 3), F32, (
-            3.0, 1.0, -0.75,
-        )),
+        x=Input(
+            (1, 1, 3),
+            F32,
+            (
+                3.0,
+                1.0,
+                -0.75,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         pow2=True,
         q=(
@@ -249,14 +380,20 @@ CASES: tuple[Case, ...] = (
     Case(
         name="single_column_n_is_1",
         op=OP,
-        x=Input((1, 3, 1), BF16, (
-            2.0,
-            -0.5,
-            0.0,
-        )),
+        x=Input(
+            (1, 3, 1),
+            BF16,
+            (
+                2.0,
+                -0.5,
+                0.0,
+            ),
+        ),
         fp8_dtype=E4M3FN,
         q=(
-            0x7E, 0xFE, 0x00,
+            0x7E,
+            0xFE,
+            0x00,
         ),
         scales=(0x43600000, 0x44600000, EPS_SCALE_E4M3FN),
         why="N = 1: each row is one element: 2 -> 224 (0x43600000), -0.5 -> 896 (0x44600000), 0 -> EPS scale.",
@@ -264,9 +401,16 @@ CASES: tuple[Case, ...] = (
     Case(
         name="e5m2_subnormal_outputs",
         op=OP,
-        x=Input((1, 1, 4), BF16, (
-            57344.0, 2.0**-16, 2.0**-17, 3 * 2.0**-17,
-        )),
+        x=Input(
+            (1, 1, 4),
+            BF16,
+            (
+                57344.0,
+                2.0**-16,
+                2.0**-17,
+                3 * 2.0**-17,
+            ),
+        ),
         fp8_dtype=E5M2,
         q=(
             0x7B,

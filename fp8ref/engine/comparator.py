@@ -92,10 +92,16 @@ def _run(
     with poisoned_allocations(poison):
         outputs = _as_outputs(contract(rk.op).call(rk.fn, xs, offs, **kwargs))
     device = torch.device(device)
-    problems = [f"output {i} is on {t.device}, the inputs on {device}" for i, t in enumerate(outputs)
-                if t.device.type != device.type]
-    problems += [f"the kernel wrote into input {i}" for i, (x, orig) in enumerate(zip(xs, inputs.xs))
-                 if not torch.equal(_bytes(x), _bytes(orig))]
+    problems = [
+        f"output {i} is on {t.device}, the inputs on {device}"
+        for i, t in enumerate(outputs)
+        if t.device.type != device.type
+    ]
+    problems += [
+        f"the kernel wrote into input {i}"
+        for i, (x, orig) in enumerate(zip(xs, inputs.xs))
+        if not torch.equal(_bytes(x), _bytes(orig))
+    ]
     if offs is not None and offs.cpu().tolist() != list(inputs.offs):
         problems.append("the kernel wrote into offs")
     # copy=True: a kernel returning a cached buffer must not let the second run overwrite the first.

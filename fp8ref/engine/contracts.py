@@ -155,8 +155,9 @@ CONTRACTS: dict[str, OpContract] = {
     for c in (
         OpContract("rowwise_2d_scale_and_cast", ("M", "K"), None, reduce_dim=1),
         # (E, K, N) col-major is how expert weights B_t arrive (SPEC §5); row-major is accepted too.
-        OpContract("colwise_3d_scale_and_cast", ("E", "K", "N"), None, reduce_dim=1,
-                   input_layouts=("col_major", "row_major")),
+        OpContract(
+            "colwise_3d_scale_and_cast", ("E", "K", "N"), None, reduce_dim=1, input_layouts=("col_major", "row_major")
+        ),
         OpContract("rowwise_3d_transpose_rhs", ("E", "K", "N"), None, reduce_dim=2),
         OpContract("per_group_rowwise_scales", ("M", "Ktot"), jagged_dim=1, reduce_dim=1),
         OpContract("per_group_colwise_scales", ("Ktot", "N"), jagged_dim=0, reduce_dim=0),

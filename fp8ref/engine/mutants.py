@@ -101,8 +101,11 @@ def _wrong_group_start(x, offs, fp8_dtype=torch.float8_e4m3fn, round_scales_to_p
     for g, end in enumerate(ends):
         lo = max(start - 1, 0) if g else 0  # `offs[g-1] - 1`: each group also claims its left neighbour's last column
         part = x[:, lo:end].to(torch.float32)
-        scale = amax_to_scale(part.abs().amax(dim=1) if end > lo else torch.zeros(m, device=x.device), fp8_dtype,
-                              round_scales_to_power_of_2)
+        scale = amax_to_scale(
+            part.abs().amax(dim=1) if end > lo else torch.zeros(m, device=x.device),
+            fp8_dtype,
+            round_scales_to_power_of_2,
+        )
         s[g * m : (g + 1) * m] = scale
         q[:, lo:end] = to_fp8_saturated(part * scale.view(m, 1), fp8_dtype)
         start = end
@@ -137,8 +140,9 @@ def _nan_dropped(x, offs, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_o
 
 def _truncated_groups(x, offs, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
     # One 64-row tile per group for the amax (the loop over further tiles is missing); every row is stored.
-    return _colwise_groups(x, offs, fp8_dtype, round_scales_to_power_of_2, amax_fn=lambda p: p.abs().amax(dim=0),
-                           max_rows=64)
+    return _colwise_groups(
+        x, offs, fp8_dtype, round_scales_to_power_of_2, amax_fn=lambda p: p.abs().amax(dim=0), max_rows=64
+    )
 
 
 class _ShapeCachedGrid:
@@ -151,8 +155,9 @@ class _ShapeCachedGrid:
 
     def __call__(self, x, offs, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
         groups = self.grid.setdefault(tuple(x.shape), offs.numel())
-        return _colwise_groups(x, offs, fp8_dtype, round_scales_to_power_of_2,
-                               amax_fn=lambda p: p.abs().amax(dim=0), groups=groups)
+        return _colwise_groups(
+            x, offs, fp8_dtype, round_scales_to_power_of_2, amax_fn=lambda p: p.abs().amax(dim=0), groups=groups
+        )
 
 
 def _flush_subnormals(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
@@ -164,29 +169,70 @@ def _flush_subnormals(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of
 MUTANTS: dict[str, Mutant] = {
     m.name: m
     for m in (
-        Mutant("wrong_tail_mask", "rowwise_2d_scale_and_cast", "unwritten",
-               "store mask drops the partial last tile when K is not a multiple of 16", lambda: _wrong_tail_mask),
-        Mutant("wrong_group_start", "per_group_rowwise_scales", "wrong_group_boundary",
-               "group g starts at offs[g-1] - 1 and overwrites its neighbour's last column",
-               lambda: _wrong_group_start),
-        Mutant("approx_division", "rowwise_2d_scale_and_cast", "scale_mismatch",
-               "scale = fp8_max * (1 / amax) in f32, like Triton's approximate `/` (SPEC §4)",
-               lambda: _approx_division),
-        Mutant("nan_dropped", "per_group_colwise_scales", "nan_vs_number",
-               "amax with a NaN-ignoring max: a NaN slice gets a finite scale and numbers", lambda: _nan_dropped),
-        Mutant("round_half_away", "rowwise_2d_scale_and_cast", "rne_tie_flipped",
-               "cast rounds ties away from zero (the Triton interpreter's conversion, SPEC §3)",
-               lambda: _round_half_away),
-        Mutant("overlapping_stores", "rowwise_2d_scale_and_cast", "layout_stride",
-               "tile t>0 is stored one column early: tiles overlap, the last column is never written",
-               lambda: _overlapping_stores),
-        Mutant("shape_cached_grid", "per_group_colwise_scales", "unwritten",
-               "launch grid cached per shape: a later call with more groups leaves them unwritten",
-               _ShapeCachedGrid, needs_sequence=True),
-        Mutant("truncated_groups", "per_group_colwise_scales", "scale_mismatch",
-               "amax over the first 64 rows of each group only", lambda: _truncated_groups),
-        Mutant("flush_subnormals", "rowwise_2d_scale_and_cast", "flush_to_zero",
-               "fp8 subnormal results flushed to +0", lambda: _flush_subnormals),
+        Mutant(
+            "wrong_tail_mask",
+            "rowwise_2d_scale_and_cast",
+            "unwritten",
+            "store mask drops the partial last tile when K is not a multiple of 16",
+            lambda: _wrong_tail_mask,
+        ),
+        Mutant(
+            "wrong_group_start",
+            "per_group_rowwise_scales",
+            "wrong_group_boundary",
+            "group g starts at offs[g-1] - 1 and overwrites its neighbour's last column",
+            lambda: _wrong_group_start,
+        ),
+        Mutant(
+            "approx_division",
+            "rowwise_2d_scale_and_cast",
+            "scale_mismatch",
+            "scale = fp8_max * (1 / amax) in f32, like Triton's approximate `/` (SPEC §4)",
+            lambda: _approx_division,
+        ),
+        Mutant(
+            "nan_dropped",
+            "per_group_colwise_scales",
+            "nan_vs_number",
+            "amax with a NaN-ignoring max: a NaN slice gets a finite scale and numbers",
+            lambda: _nan_dropped,
+        ),
+        Mutant(
+            "round_half_away",
+            "rowwise_2d_scale_and_cast",
+            "rne_tie_flipped",
+            "cast rounds ties away from zero (the Triton interpreter's conversion, SPEC §3)",
+            lambda: _round_half_away,
+        ),
+        Mutant(
+            "overlapping_stores",
+            "rowwise_2d_scale_and_cast",
+            "layout_stride",
+            "tile t>0 is stored one column early: tiles overlap, the last column is never written",
+            lambda: _overlapping_stores,
+        ),
+        Mutant(
+            "shape_cached_grid",
+            "per_group_colwise_scales",
+            "unwritten",
+            "launch grid cached per shape: a later call with more groups leaves them unwritten",
+            _ShapeCachedGrid,
+            needs_sequence=True,
+        ),
+        Mutant(
+            "truncated_groups",
+            "per_group_colwise_scales",
+            "scale_mismatch",
+            "amax over the first 64 rows of each group only",
+            lambda: _truncated_groups,
+        ),
+        Mutant(
+            "flush_subnormals",
+            "rowwise_2d_scale_and_cast",
+            "flush_to_zero",
+            "fp8 subnormal results flushed to +0",
+            lambda: _flush_subnormals,
+        ),
     )
 }
 
