@@ -19,7 +19,7 @@ import torch
 
 import fp8moe  # noqa: F401  (imported before triton, as fp8moe requires)
 import fp8ref
-from fp8ref.engine.layouts import make_offs, to_memory_layout
+from fp8ref.layouts import make_offs, to_memory_layout
 from fp8ref.testing import same_bits
 
 E4 = torch.float8_e4m3fn

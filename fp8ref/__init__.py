@@ -5,7 +5,7 @@ Pure PyTorch; never imports Triton. Read the ``Semantics:`` block of each public
 
 from fp8ref import cases
 from fp8ref.encode import encode
-from fp8ref.engine import CATEGORIES, FailPolicy, Mismatch, Report, compare, compare_sequence
+from fp8ref.engine import CATEGORIES, FailPolicy, Mismatch, Report, compare, compare_sequence, fuzz
 from fp8ref.formats import FP8_DTYPES, Fp8Format, all_formats, fmt
 from fp8ref.metrics import code_distance, dequantize, sqnr
 from fp8ref.ops import (
@@ -71,6 +71,7 @@ __all__ = [
     "find_spec",
     "fmt",
     "fp32_edge_set",
+    "fuzz",
     "per_group_colwise_scales",
     "per_group_colwise_scales_dual",
     "per_group_rowwise_scales",
@@ -85,14 +86,3 @@ __all__ = [
     "to_fp8_saturated",
     "validate_offs",
 ]
-
-# hypothesis is a test extra: fuzz loads it on first use, so ``import fp8ref`` needs only torch.
-__all__ += ["fuzz"]
-
-
-def __getattr__(name: str):
-    if name == "fuzz":
-        from fp8ref.engine.fuzzer import fuzz
-
-        return fuzz
-    raise AttributeError(f"module 'fp8ref' has no attribute {name!r}")

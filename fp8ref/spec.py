@@ -17,8 +17,8 @@ from importlib.metadata import entry_points
 
 import torch
 
-from fp8ref.engine.contracts import CONTRACTS, OpContract, contract
-from fp8ref.engine.layouts import OFFS_LAYOUTS
+from fp8ref.contracts import CONTRACTS, OpContract, contract
+from fp8ref.layouts import OFFS_LAYOUTS
 
 __all__ = [
     "GRID_MODES",
@@ -82,7 +82,7 @@ class Param:
     """One point of a spec's test grid; ``id`` is the pytest id.
 
     Attributes:
-        offs: the named offs layout (fp8ref.engine.layouts.OFFS_LAYOUTS) for jagged ops, None otherwise.
+        offs: the named offs layout (fp8ref.layouts.OFFS_LAYOUTS) for jagged ops, None otherwise.
         values: the input value distribution, "normal" or "special" (fp8ref.engine.values.VALUE_KINDS).
         layout: the input memory layout.
     """
@@ -142,7 +142,7 @@ class KernelSpec:
         bench_shapes: production shapes for benchmarks.
         bench_groups: the group count of each bench shape (jagged ops; 1 elsewhere), same length as bench_shapes.
         group_counts: G values for jagged ops (ignored otherwise).
-        offs_layouts: named group layouts to sweep (fp8ref.engine.layouts.OFFS_LAYOUTS).
+        offs_layouts: named group layouts to sweep (fp8ref.layouts.OFFS_LAYOUTS).
         dtypes, fp8_dtypes: input and output dtypes to sweep.
         pow2: round_scales_to_power_of_2 values to sweep.
         values: input value distributions to sweep (fp8ref.engine.values.VALUE_KINDS); "special" puts NaN, +-inf,

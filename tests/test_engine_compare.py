@@ -12,11 +12,11 @@ import torch
 
 import fp8ref
 from fp8ref import ops
-from fp8ref.engine.contracts import CONTRACTS
+from fp8ref.contracts import CONTRACTS
 from fp8ref.engine.inputs import make_inputs
-from fp8ref.engine.layouts import OFFS_LAYOUTS, make_offs
 from fp8ref.engine.mutants import mutant
 from fp8ref.engine.values import VALUE_KINDS
+from fp8ref.layouts import OFFS_LAYOUTS, make_offs
 
 _SHAPES = {
     "rowwise_2d_scale_and_cast": (7, 100),

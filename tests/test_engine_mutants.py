@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
+from fp8ref.contracts import CONTRACTS
 from fp8ref.engine import compare_sequence, fuzz
-from fp8ref.engine.contracts import CONTRACTS
 from fp8ref.engine.mutants import MUTANTS, mutant
 from fp8ref.spec import find_spec, specs
 

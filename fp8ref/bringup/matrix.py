@@ -28,8 +28,6 @@ _GROUPS = 7
 
 
 def _specs() -> tuple:
-    # The engine package first: fp8ref.spec imports fp8ref.engine.contracts, whose package imports fp8ref.spec back.
-    import fp8ref.engine  # noqa: F401
     from fp8ref import spec
 
     return spec.specs()

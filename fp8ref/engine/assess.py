@@ -6,8 +6,8 @@ from collections import Counter
 
 import torch
 
+from fp8ref.contracts import ElementMap, OpContract
 from fp8ref.engine.categories import CATEGORIES, FailPolicy, classify_fp8, classify_scales, same_f32
-from fp8ref.engine.contracts import ElementMap, OpContract
 from fp8ref.engine.inputs import Inputs
 from fp8ref.engine.poison import unwritten_mask
 from fp8ref.engine.report import Call, Heatmap, Mismatch, Report

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from fp8ref.contracts import CONTRACTS, contract
 from fp8ref.engine.assess import assess
-from fp8ref.engine.contracts import CONTRACTS, contract
 from fp8ref.engine.inputs import Inputs, make_inputs
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations
 from fp8ref.engine.report import Call, Report
@@ -141,7 +141,7 @@ def compare(
             registered), a "module:attr" string, or any callable following an op contract.
         shape: the op's shape tuple: (M, K), (E, K, N), (M, Ktot), (Ktot, N) or (Ktot, N1, N2) for the dual op.
         like: the op contract a callable follows, when its name does not say.
-        offs: explicit end offsets or a layout name from fp8ref.engine.layouts.OFFS_LAYOUTS (default "uniform").
+        offs: explicit end offsets or a layout name from fp8ref.layouts.OFFS_LAYOUTS (default "uniform").
         groups: the group count for a named ``offs`` layout.
         values: a distribution from fp8ref.engine.values.VALUE_KINDS.
         layout: input memory layout, "row_major" or "col_major".

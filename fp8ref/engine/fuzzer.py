@@ -10,15 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
-from hypothesis import strategies as st
 
+from fp8ref.contracts import OpContract, contract
 from fp8ref.engine.comparator import compare, resolve_kernel
-from fp8ref.engine.contracts import OpContract, contract
-from fp8ref.engine.layouts import OFFS_LAYOUTS
 from fp8ref.engine.report import Report
 from fp8ref.engine.values import VALUE_KINDS
+from fp8ref.layouts import OFFS_LAYOUTS
 
 __all__ = ["DIM_CAPS", "fuzz"]
 
@@ -35,6 +32,8 @@ class _Failed(Exception):
 
 
 def _example(c: OpContract, layouts: Sequence[str], dtypes, fp8_dtypes, sequence: bool):
+    from hypothesis import strategies as st
+
     dims = c.dims
     caps = _CAPS_3D if dims[0] == "E" else DIM_CAPS
 
@@ -89,6 +88,10 @@ def fuzz(
         dtypes, fp8_dtypes, layouts: what to draw from (layouts default to the contract's).
         **compare_kwargs: passed to every ``compare`` call (e.g. device, strict_nan, method="atomic").
     """
+    # hypothesis is a test extra, imported here so that ``import fp8ref`` needs only torch.
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
+
     op = resolve_kernel(kernel, like).op
     c = contract(op)
     strategy = _example(c, layouts or c.input_layouts, dtypes, fp8_dtypes, sequence)

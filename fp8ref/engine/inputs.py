@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from fp8ref.engine.contracts import OpContract
-from fp8ref.engine.layouts import make_offs, to_memory_layout, validate_offs
+from fp8ref.contracts import OpContract
 from fp8ref.engine.values import make_values
+from fp8ref.layouts import make_offs, to_memory_layout, validate_offs
 
 __all__ = ["Inputs", "derive_seed", "make_inputs"]
 

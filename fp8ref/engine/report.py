@@ -66,7 +66,7 @@ class Mismatch:
     Attributes:
         kind: "fp8" or "scale".
         output: which (q, scales) pair (1 for the second tensor of the dual op).
-        group, row, col: coordinates in the input (see fp8ref.engine.contracts); None for the reduced dim of a scale.
+        group, row, col: coordinates in the input (see fp8ref.contracts); None for the reduced dim of a scale.
         input: the input value (fp8 mismatches).
         expected, actual: the raw code (fp8) or f32 bit pattern (scale), as unsigned ints.
         expected_value, actual_value: what they decode to.
