@@ -1,18 +1,18 @@
 """KernelSpec rows for the fp8moe kernels, published to fp8ref through the ``fp8ref.specs`` entry point.
 
-Kernels are named as "module:attr" strings and imported on first use, so ``fp8ref.specs()`` imports neither the
-kernels nor Triton. Test shapes stay small (the interpreter runs ~ms per program instance on the CPU) but include
-sizes that are not multiples of 16/32/64/128 and tensors smaller than one block; benchmark shapes are the
-production shapes of SPEC §7 (MOE_CONFIGS).
+One spec per row of fp8ref's op table (fp8ref.contracts): fp8moe implements every op under the same name, and
+takes the row's test shapes, bench shapes and case table. Kernels are named as "module:attr" strings and imported
+on first use, so ``fp8ref.specs()`` imports neither the kernels nor Triton.
 """
 
 from __future__ import annotations
 
 import torch
 
+from fp8ref.contracts import CONTRACTS, MOE_CONFIGS
 from fp8ref.spec import KernelSpec
 
-__all__ = ["SPECS"]
+__all__ = ["MOE_CONFIGS", "SPECS"]
 
 
 def _supports(device: torch.device, fp8_dtype: torch.dtype) -> str | None:
@@ -27,36 +27,13 @@ def _supports(device: torch.device, fp8_dtype: torch.dtype) -> str | None:
     return None
 
 
-#: The four MoE grouped-GEMM configurations of SPEC §7, (M tokens, K, N, E experts). Forward: A (M,K) rowwise,
-#: B_t (E,K,N) colwise-3D; backward: grad_out (M,N) rowwise, B transposed rowwise, and the per-group ops over M for
-#: grad_B (grad_out^T is (N,M) per-group rowwise; A and grad_out per-group colwise, also as the dual).
-MOE_CONFIGS = ((16384, 7168, 2048, 8), (16640, 2048, 1408, 64), (32768, 5120, 8192, 16), (65536, 4096, 14336, 8))
+#: Launch variants of fp8moe kernels (keyword arguments that choose an algorithm, never the result): every spec of
+#: an op runs each variant. Ops not listed have one.
+_VARIANTS: dict[str, tuple[dict[str, object], ...]] = {
+    "rowwise_3d_transpose_rhs": ({"method": "atomic"}, {"method": "reduction"}),
+}
 
-
-def _spec(name: str, test_shapes, bench, **kw) -> KernelSpec:
-    """A row; ``bench`` maps one MoE config (M, K, N, E) to this op's benchmark (shape, groups)."""
-    points = [bench(*cfg) for cfg in MOE_CONFIGS]
-    return KernelSpec(
-        name,
-        kernel=f"fp8moe.ops:{name}",
-        test_shapes=test_shapes,
-        bench_shapes=tuple(shape for shape, _ in points),
-        bench_groups=tuple(groups for _, groups in points),
-        supports=_supports,
-        **kw,
-    )
-
-
-SPECS: tuple[KernelSpec, ...] = (
-    _spec("rowwise_2d_scale_and_cast", ((1, 1), (7, 100), (33, 130)), lambda m, k, n, e: ((m, k), 1)),
-    _spec("colwise_3d_scale_and_cast", ((1, 1, 1), (2, 7, 100), (3, 33, 17)), lambda m, k, n, e: ((e, k, n), 1)),
-    _spec(
-        "rowwise_3d_transpose_rhs",
-        ((1, 1, 1), (2, 7, 100), (3, 33, 17)),
-        lambda m, k, n, e: ((e, k, n), 1),
-        kwargs_grid=({"method": "atomic"}, {"method": "reduction"}),
-    ),
-    _spec("per_group_rowwise_scales", ((1, 1), (7, 100), (16, 130)), lambda m, k, n, e: ((n, m), e)),
-    _spec("per_group_colwise_scales", ((1, 1), (100, 7), (130, 16)), lambda m, k, n, e: ((m, k), e)),
-    _spec("per_group_colwise_scales_dual", ((1, 1, 1), (100, 7, 3), (130, 16, 9)), lambda m, k, n, e: ((m, n, k), e)),
+SPECS: tuple[KernelSpec, ...] = tuple(
+    KernelSpec(name, kernel=f"fp8moe:{name}", supports=_supports, kwargs_grid=_VARIANTS.get(name, ({},)))
+    for name in CONTRACTS
 )

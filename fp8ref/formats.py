@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["FP8_DTYPES", "Fp8Format", "all_formats", "fmt"]
+__all__ = ["FP8_DTYPES", "Fp8Format", "all_formats", "dtype_id", "fmt"]
 
 
 @dataclass(frozen=True)
@@ -151,3 +151,26 @@ def fmt(fp8_dtype: torch.dtype | str | Fp8Format) -> Fp8Format:
 
 def all_formats() -> tuple[Fp8Format, ...]:
     return tuple(_BY_DTYPE.values())
+
+
+_DTYPE_IDS = {
+    torch.float64: "f64",
+    torch.float32: "f32",
+    torch.bfloat16: "bf16",
+    torch.float16: "f16",
+    **{f.dtype: f.name for f in _BY_DTYPE.values()},
+}
+
+
+def dtype_id(dtype: torch.dtype | str) -> str:
+    """The project's short name of a dtype: "bf16", "f16", "f32", "f64", or the fp8 format's name ("e4m3fn").
+
+    Accepts the dtype or its ``str()`` ("torch.bfloat16") / attribute name ("bfloat16"). Used in test ids, report
+    labels and benchmark rows, so every place spells a dtype the same way.
+    """
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.removeprefix("torch."))
+    try:
+        return _DTYPE_IDS[dtype]
+    except KeyError:
+        raise KeyError(f"no short name for {dtype}; known: {sorted(_DTYPE_IDS.values())}") from None

@@ -18,6 +18,7 @@ from importlib.metadata import entry_points
 import torch
 
 from fp8ref.contracts import CONTRACTS, OpContract, contract
+from fp8ref.formats import dtype_id
 from fp8ref.layouts import OFFS_LAYOUTS
 
 __all__ = [
@@ -33,8 +34,6 @@ __all__ = [
     "resolve",
     "specs",
 ]
-
-_DTYPE_IDS = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
 
 #: The modes of ``KernelSpec.params``, largest grid first.
 GRID_MODES: tuple[str, ...] = ("full", "covering", "quick")
@@ -104,7 +103,7 @@ class Param:
         parts = [self.spec.id, "x".join(map(str, self.shape))]
         if self.groups is not None:
             parts += [f"G{self.groups}", self.offs]
-        parts += [_DTYPE_IDS[self.dtype], str(self.fp8_dtype).removeprefix("torch.float8_")]
+        parts += [dtype_id(self.dtype), dtype_id(self.fp8_dtype)]
         if self.round_scales_to_power_of_2:
             parts.append("pow2")
         if self.values != "normal":
@@ -136,10 +135,11 @@ class KernelSpec:
     Attributes:
         name: the op name, identical in fp8ref.ops and the kernel package (SPEC §5).
         kernel: the kernel, or a "module:attr" path resolved on first use (keeps discovery free of imports).
-        reference: the reference, default "fp8ref.ops:<name>".
+        reference: the reference, default the op row's (fp8ref.contracts).
         variant: a label when several specs share an op (e.g. "atomic"); part of ``id``.
-        test_shapes: small shapes (the Triton interpreter runs ~ms per program instance on the CPU).
-        bench_shapes: production shapes for benchmarks.
+        test_shapes: small shapes (the Triton interpreter runs ~ms per program instance on the CPU); default the op
+            row's.
+        bench_shapes: production shapes for benchmarks; default the op row's (the MoE configurations of SPEC §7).
         bench_groups: the group count of each bench shape (jagged ops; 1 elsewhere), same length as bench_shapes.
         group_counts: G values for jagged ops (ignored otherwise).
         offs_layouts: named group layouts to sweep (fp8ref.layouts.OFFS_LAYOUTS).
@@ -178,6 +178,12 @@ class KernelSpec:
             raise ValueError(f"{self.id}: unknown offs layouts {sorted(unknown)}")
         if not self.layouts:
             object.__setattr__(self, "layouts", self.contract.input_layouts)
+        if not self.test_shapes:
+            object.__setattr__(self, "test_shapes", self.contract.test_shapes)
+        if not self.bench_shapes:
+            points = self.contract.bench_points
+            object.__setattr__(self, "bench_shapes", tuple(shape for shape, _ in points))
+            object.__setattr__(self, "bench_groups", self.bench_groups or tuple(groups for _, groups in points))
         if not self.bench_groups:
             object.__setattr__(self, "bench_groups", (1,) * len(self.bench_shapes))
         if len(self.bench_groups) != len(self.bench_shapes):
@@ -200,17 +206,14 @@ class KernelSpec:
         return resolve(self.kernel) if isinstance(self.kernel, str) else self.kernel
 
     def reference_fn(self) -> Callable:
-        ref = self.reference or f"fp8ref.ops:{self.name}"
+        """The reference this spec is compared with (the op row's unless overridden)."""
+        ref = self.reference or self.contract.reference
         return resolve(ref) if isinstance(ref, str) else ref
 
     @property
     def cases(self) -> tuple:
-        """The op's named case table (fp8ref.cases.CASES[name]); empty when none is defined."""
-        try:
-            from fp8ref.cases import CASES
-        except ImportError:
-            return ()
-        return tuple(CASES.get(self.name, ()))
+        """The op's named case table (the op row's); empty when none is defined."""
+        return self.contract.cases
 
     def bytes_moved(self, xs: tuple[torch.Tensor, ...], groups: int = 1) -> int:
         """Ideal bytes (SPEC §7): every input read once, one fp8 byte written per element, f32 scales written."""
@@ -300,23 +303,10 @@ def _pairwise(base: list[tuple[int, ...]], free_sizes: tuple[int, ...]) -> list[
     return picked
 
 
-_REFERENCE_TEST_SHAPES: dict[str, tuple[tuple[int, ...], ...]] = {
-    "rowwise_2d_scale_and_cast": ((1, 1), (7, 100), (64, 130)),
-    "colwise_3d_scale_and_cast": ((1, 1, 1), (2, 7, 100), (3, 32, 17)),
-    "rowwise_3d_transpose_rhs": ((1, 1, 1), (2, 7, 100), (3, 32, 17)),
-    "per_group_rowwise_scales": ((1, 1), (7, 100), (16, 130)),
-    "per_group_colwise_scales": ((1, 1), (100, 7), (130, 16)),
-    "per_group_colwise_scales_dual": ((1, 1, 1), (100, 7, 3), (130, 16, 9)),
-}
-
-
 @functools.cache
 def reference_specs() -> tuple[KernelSpec, ...]:
     """One spec per op whose kernel is the reference itself: the contract any callable can be compared under."""
-    return tuple(
-        KernelSpec(name, kernel=f"fp8ref.ops:{name}", variant="reference", test_shapes=shapes)
-        for name, shapes in _REFERENCE_TEST_SHAPES.items()
-    )
+    return tuple(KernelSpec(c.name, kernel=c.reference, variant="reference") for c in CONTRACTS.values())
 
 
 def reference_spec(name: str) -> KernelSpec:

@@ -53,9 +53,6 @@ EPS_SCALE_E4M3FNUZ_POW2 = 0x57000000  # 2^47: log2(240000004259840.0) = 47.77
 EPS_SCALE_E5M2 = 0x5B4BBA10  # 57343998154506240.0, e5m2 and e5m2fnuz (both max 57344 = 128 * 448)
 EPS_SCALE_E5M2_POW2 = 0x5B000000  # 2^55: log2(5.7344e16) = 55.67
 
-# Ops whose slices are jagged, and the dimension of q along which offs run (elements past offs[-1] are unspecified).
-_JAGGED_DIM = {"per_group_rowwise_scales": 1, "per_group_colwise_scales": 0, "per_group_colwise_scales_dual": 0}
-
 
 @dataclass(frozen=True)
 class Input:
@@ -128,15 +125,3 @@ class Case:
         if self.x2 is None:
             return ((self.q, self.scales),)
         return ((self.q, self.scales), (self.q2, self.scales2))
-
-    def specified(self, output: int = 0) -> torch.Tensor:
-        """Bool mask over q's logical flat order: False where the op leaves q unspecified (past offs[-1]).
-
-        Kernels may leave those bytes unwritten; the reference writes 0x00 there and the tables expect 0x00.
-        """
-        source = self.x if output == 0 else self.x2
-        mask = torch.ones(source.shape, dtype=torch.bool)
-        if self.op in _JAGGED_DIM:
-            end = self.offs[-1] if self.offs else 0
-            mask.narrow(_JAGGED_DIM[self.op], end, source.shape[_JAGGED_DIM[self.op]] - end).fill_(False)
-        return mask.flatten()

@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from fp8ref.engine.categories import CATEGORY_HELP, DERIVED
+from fp8ref.formats import dtype_id
 
 __all__ = ["Call", "Heatmap", "Mismatch", "Report", "jsonable"]
 
@@ -53,7 +54,7 @@ class Call:
         parts = [self.op, dims]
         if self.offs is not None:
             parts.append(f"G{len(self.offs)}")
-        parts += [_SHORT.get(self.dtype, self.dtype), self.fp8_dtype.removeprefix("float8_")]
+        parts += [dtype_id(self.dtype), dtype_id(self.fp8_dtype)]
         if self.round_scales_to_power_of_2:
             parts.append("pow2")
         return "-".join(parts)
@@ -99,9 +100,6 @@ class Mismatch:
             f"{self.kind:5s} {where}{x}: expected 0x{self.expected:0{width}X} ({self.expected_value:.9g}) "
             f"actual 0x{self.actual:0{width}X} ({self.actual_value:.9g}){dist} [{self.category}]{flag}"
         )
-
-
-_SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 
 
 def _dash(v: int | None) -> str:
