@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import sys
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
+
+from fp8ref.triton_env import interpreter_requested, use_interpreter_for_cpu
 
 __all__ = [
     "Backend",
@@ -66,26 +66,24 @@ class Backend:
             )
 
 
-def interpreter_requested() -> bool:
-    """True when Triton was told to interpret kernels on the CPU (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 def use_interpreter_if_no_gpu() -> bool:
     """Turn the Triton interpreter on when this process has no GPU; return whether it is on.
 
-    Must run before any @triton.jit function is defined (the decorator reads the setting). It changes where kernels
-    run, never what they compute. Called once by ``import fp8moe``; ``fp8moe.backend_for(device)`` reports the result.
+    The switch itself is fp8ref.triton_env.use_interpreter_for_cpu (one implementation for fp8ref's entry points
+    and fp8moe). Must run before any @triton.jit function is defined (the decorator reads the setting). Called once
+    by ``import fp8moe``; ``fp8moe.backend_for(device)`` reports the result.
+
+    Raises:
+        ImportError: there is no GPU and the interpreter cannot be turned on (triton was imported first, or
+            TRITON_INTERPRET=0 is set).
     """
-    if not interpreter_requested() and not torch.cuda.is_available():
-        if "triton" in sys.modules:
-            # triton.language's own @jit helpers (tl.max, ...) were built for compilation when triton was imported;
-            # the interpreter cannot run them afterwards ("Cannot call @triton.jit'd outside of the scope of a kernel").
-            raise ImportError(
-                "no GPU: fp8moe runs its kernels in the Triton interpreter, which must be on before triton is "
-                "imported. Import fp8moe before triton, or set TRITON_INTERPRET=1 in the environment."
-            )
-        os.environ["TRITON_INTERPRET"] = "1"
+    if not use_interpreter_for_cpu() and not torch.cuda.is_available():
+        # triton.language's own @jit helpers (tl.max, ...) were built for compilation when triton was imported;
+        # the interpreter cannot run them afterwards ("Cannot call @triton.jit'd outside of the scope of a kernel").
+        raise ImportError(
+            "no GPU: fp8moe runs its kernels in the Triton interpreter, which must be on before triton is imported. "
+            "Import fp8moe before triton, and leave TRITON_INTERPRET unset (or set it to 1)."
+        )
     return interpreter_requested()
 
 

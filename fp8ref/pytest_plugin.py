@@ -31,7 +31,7 @@ import pytest
 import torch
 
 from fp8ref.engine.inputs import derive_seed
-from fp8ref.engine.triton_env import use_interpreter_for_cpu
+from fp8ref.triton_env import use_interpreter_for_cpu
 from fp8ref.spec import GRID_MODES, Param, load_errors, reference_specs, specs
 
 __all__ = ["grid_mode", "needs_fnuz", "needs_gpu", "worker_device"]

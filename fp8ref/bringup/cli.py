@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from fp8ref.formats import all_formats, fmt
+from fp8ref.triton_env import interpreter_requested, use_interpreter_for_cpu
 
 __all__ = ["main"]
 
@@ -80,12 +81,9 @@ def _resolve_device(text: str) -> torch.device:
         return torch.device("cuda", device.index if device.index is not None else torch.cuda.current_device())
     if device.type != "cpu":
         raise SystemExit(f"fp8ref bringup: unsupported --device {text!r} (auto, cpu, cuda, cuda:N)")
-    if torch.cuda.is_available():
-        from fp8moe.backend import interpreter_requested
-
-        if not interpreter_requested():
-            # The interpreter must be chosen before any kernel is defined; the CLI does not flip it behind your back.
-            raise SystemExit("fp8ref bringup: --device cpu on a machine with a GPU needs TRITON_INTERPRET=1 set")
+    if torch.cuda.is_available() and not interpreter_requested():
+        # The interpreter must be chosen before any kernel is defined; the CLI does not flip it behind your back.
+        raise SystemExit("fp8ref bringup: --device cpu on a machine with a GPU needs TRITON_INTERPRET=1 set")
     return device
 
 
@@ -133,7 +131,7 @@ def _bringup(args: argparse.Namespace) -> int:
     if len(devices) == 1:
         device = torch.device("cuda", devices[0])  # one GPU named: run there, and say so in the certificate
     start = time.monotonic()
-    import fp8moe  # noqa: F401  (turns the interpreter on when there is no GPU, before any kernel is defined)
+    use_interpreter_for_cpu(cpu_requested=device.type == "cpu")  # before a kernel package imports triton
     from fp8ref.bringup import certificate
     from fp8ref.bringup.matrix import matrix_steps
     from fp8ref.bringup.steps import conformance_steps, fingerprint_steps

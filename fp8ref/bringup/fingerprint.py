@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from fp8ref.bringup.cast_paths import CastPath
+from fp8ref.backends import CastPath, kernel_backend
 from fp8ref.formats import fmt
 
 __all__ = ["cast_profiles", "environment"]
@@ -57,29 +57,19 @@ def _device_info(device: torch.device) -> dict:
 
 
 def environment(device: torch.device) -> dict:
-    """Versions, device and Triton backend of this process. Imports fp8moe (and so Triton)."""
-    import triton
-
-    import fp8moe
-
-    backend = fp8moe.backend_for(device)
+    """Versions, device and kernel backend of this process (the backend through fp8ref.backends)."""
+    backend = kernel_backend().describe(device)
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": torch.__version__,
-        "triton": triton.__version__,
+        **dict(backend.versions),
         "cuda": torch.version.cuda,
         "hip": torch.version.hip,
         "driver": _driver_version() if device.type == "cuda" else None,
         "device": _device_info(device),
-        "backend": {
-            "kind": backend.kind,
-            "arch": backend.arch,
-            "fp8_dtypes": [fmt(d).name for d in backend.fp8_dtypes],
-            "exact_encode": backend.exact_encode,
-            "autotune": backend.autotune,
-        },
-        "interpreter": backend.kind == "interpreter",
+        "backend": backend.as_json(),
+        "interpreter": backend.interpreter,
     }
 
 

@@ -16,6 +16,7 @@ import warnings
 
 import torch
 
+from fp8ref.backends import kernel_backend
 from fp8ref.bringup.progress import Progress
 from fp8ref.bringup.results import MAX_EXAMPLES, StepResult
 from fp8ref.bringup.shard import run_items
@@ -48,10 +49,8 @@ def matrix_items(
 
     Mode: "quick" with ``quick``; else "full" on a GPU and "covering" in the interpreter (KernelSpec.params).
     """
-    from fp8moe import backend_for
-
-    backend = backend_for(device)
-    mode = "quick" if quick else ("covering" if backend.kind == "interpreter" else "full")
+    backend = kernel_backend().describe(device)
+    mode = "quick" if quick else ("covering" if backend.interpreter else "full")
     items, skipped = [], []
     for index, spec in enumerate(_specs()):
         runnable = []

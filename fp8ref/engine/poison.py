@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import torch
 
-from fp8ref.engine.triton_env import use_interpreter_for_cpu
+from fp8ref.triton_env import use_interpreter_for_cpu
 
 __all__ = ["POISON_BYTES", "poisoned_allocations", "unwritten_mask"]
 
