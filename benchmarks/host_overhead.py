@@ -1,6 +1,6 @@
 """Host cost of one fp8moe call, layer by layer, on a problem small enough that the GPU is never the bottleneck.
 
-    python benchmarks/host_overhead.py > benchmarks/results/h200-host-overhead.txt
+    python benchmarks/host_overhead.py > benchmarks/results/h200-host-overhead-<label>.txt
 
 The benchmark (bench_kernels.py) shows calls whose eager time is several times their CUDA-graph time: the host
 path, not the kernel, sets their speed. This script splits that path. Per op, the mean wall time per call over many

@@ -1,6 +1,6 @@
 """Measure every CUDA launch-config candidate of every kernel at the MoE shapes of SPEC §7, one GPU, one run.
 
-    python benchmarks/tune_configs.py --out benchmarks/results/h200-configs.md
+    python benchmarks/tune_configs.py --out benchmarks/results/h200-configs-<run>.md
 
 fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
 problems take without tuning (the smallest tile). This script is the measurement behind those lists: for each

@@ -78,7 +78,7 @@ def _direct_call(*tensors: Tensor) -> bool:
     """Whether an eager call may run the op's implementation without the torch.library dispatcher.
 
     The dispatcher's Python path (autograd fallthrough, redispatch, the dynamo-disable wrapper) cost 57 us per call
-    on the H200 host, four times an empty Triton launch (benchmarks/results/h200-host-overhead.txt), and MoE-sized
+    on the H200 host, 4x an empty Triton launch (benchmarks/results/h200-host-overhead-before.txt), and MoE-sized
     calls were host-bound on it. The direct call runs the same implementation function, so the bytes are the same.
     The dispatcher stays wherever it does something: while torch.compile traces (the op must be one graph node),
     for tensor subclasses (FakeTensor, DTensor, functional tensors), under any dispatch or torch-function mode, and

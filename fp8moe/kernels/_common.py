@@ -73,7 +73,7 @@ def _pow2_log2_rule(scale):
     where K = floor(2^24 * (1 - 2^-h)) and h is half the f32 ulp just below E+1 (round-to-nearest-even ties go to
     the integer, whose last mantissa bit is 0). 2^24 * h is 2^j with j = floor(log2|E+1|) (2^(j-1) when E+1 is a
     positive power of two, whose lower neighbour lies in the smaller binade), and since 2^j*ln2 is never within 1e-4
-    of an integer for j <= 7, K = floor(2^j * ln 2) exactly. tests/test_pow2_rule.py checks this against
+    of an integer for j <= 7, K = floor(2^j * ln 2) exactly. tests/test_kernel_helpers.py checks this against
     fp8ref.scaling.round_scale_to_power_of_2 on every f32 within 256 ulps of each power of two.
     """
     bits = scale.to(tl.int32, bitcast=True)
