@@ -71,25 +71,16 @@ def test_case_names_are_unique_snake_case_and_explained(op):
 
 
 def _expected_lengths(case):
-    """(q numel, scales numel) per output, from the op's contract (SPEC §5)."""
-    shape = case.x.shape
-    if case.op == "rowwise_2d_scale_and_cast":
-        return [(math.prod(shape), shape[0])]
-    if case.op == "colwise_3d_scale_and_cast":
-        return [(math.prod(shape), shape[0] * shape[2])]
-    if case.op == "rowwise_3d_transpose_rhs":
-        return [(math.prod(shape), shape[0] * shape[1])]
-    groups = len(case.offs)
-    if case.op == "per_group_rowwise_scales":
-        return [(math.prod(shape), groups * shape[0])]
+    """(q numel, scales numel) per output, from the op's row (SPEC §5)."""
     inputs = [case.x] if case.x2 is None else [case.x, case.x2]
-    return [(math.prod(i.shape), groups * i.shape[1]) for i in inputs]
+    groups = len(case.offs) if case.offs is not None else 1
+    return [(math.prod(i.shape), contract(case.op).scale_count(i.shape, groups)) for i in inputs]
 
 
 @pytest.mark.parametrize("case", ALL, ids=[c.id for c in ALL])
 def test_case_row_is_well_formed(case):
     inputs = [case.x] if case.x2 is None else [case.x, case.x2]
-    assert (case.x2 is not None) == (case.op == "per_group_colwise_scales_dual")
+    assert (case.x2 is not None) == (contract(case.op).n_inputs == 2)
     assert (case.offs is not None) == (case.op in JAGGED)
     for inp in inputs:
         assert len(inp.values) == math.prod(inp.shape)

@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from fp8ref import ops
+from fp8ref.contracts import CONTRACTS, contract
 from fp8ref.formats import FP8_DTYPES, fmt
 from fp8ref.scaling import EPS, amax_to_scale, tensor_to_amax, to_fp8_saturated
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 FP8 = {fmt(d).name: d for d in FP8_DTYPES}
-JAGGED_OPS = ("per_group_rowwise_scales", "per_group_colwise_scales", "per_group_colwise_scales_dual")
+JAGGED_OPS = tuple(c.name for c in CONTRACTS.values() if c.jagged)
 # Group sizes along the jagged dim and that dim's length; sum(sizes) < length leaves a tail past offs[-1].
 LAYOUTS = {
     "uniform": ((4, 4, 4), 12),
@@ -116,16 +117,20 @@ def make_offs(sizes):
 
 
 def op_args(op, dims, dtype, seed, col_major=False, sizes=None):
-    """Positional arguments for ``op``: dims are (M, K), (E, K, N), or (non-jagged dim,) with ``sizes`` for jagged."""
-    if op in ("rowwise_2d_scale_and_cast", "colwise_3d_scale_and_cast", "rowwise_3d_transpose_rhs"):
+    """Positional arguments for ``op``: dims are (M, K), (E, K, N), or (non-jagged dim,) with ``sizes`` for jagged.
+
+    Jagged ops take (group sizes, jagged length) in ``sizes``; their other dims are dims[0], dims[0] + 3, ... (the
+    dual op's two inputs differ in width).
+    """
+    c = contract(op)
+    if not c.jagged:
         return (make_x(dims, dtype, seed, col_major),)
-    (other,), (_, total) = dims, sizes
-    offs = make_offs(sizes[0])
-    if op == "per_group_rowwise_scales":
-        return make_x((other, total), dtype, seed, col_major), offs
-    if op == "per_group_colwise_scales":
-        return make_x((total, other), dtype, seed, col_major), offs
-    return make_x((total, other), dtype, seed, col_major), make_x((total, other + 3), dtype, seed + 1), offs
+    (other,), (group_sizes, total) = dims, sizes
+    jagged_name = c.dims[c.jagged_dim]
+    widths = iter(range(other, other + 3 * len(c.dims), 3))
+    shape = tuple(total if name == jagged_name else next(widths) for name in c.dims)
+    xs = [make_x(s, dtype, seed + i, col_major and i == 0) for i, s in enumerate(c.input_shapes(shape))]
+    return (*xs, make_offs(group_sizes))
 
 
 def canonical_bytes(codes: torch.Tensor, fp8_dtype: torch.dtype) -> torch.Tensor:
@@ -346,12 +351,7 @@ def test_dual_operands_do_not_share_amax():
 
 
 def _jagged_args(op, device):
-    offs = make_offs((2, 0, 3)).to(device)
-    if op == "per_group_rowwise_scales":
-        return make_x((4, 6), torch.bfloat16, seed=1).to(device), offs
-    if op == "per_group_colwise_scales":
-        return make_x((6, 4), torch.bfloat16, seed=1).to(device), offs
-    return make_x((6, 4), torch.bfloat16, seed=1).to(device), make_x((6, 2), torch.bfloat16, seed=2).to(device), offs
+    return tuple(t.to(device) for t in op_args(op, (4,), torch.bfloat16, seed=1, sizes=((2, 0, 3), 6)))
 
 
 @pytest.mark.parametrize(
