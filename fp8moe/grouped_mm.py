@@ -1,0 +1,184 @@
+"""``grouped_mm``: the FP8 rowwise grouped GEMM of MoE training, an autograd op built on the fp8moe kernels.
+
+Forward, grad_A and grad_B_t are each one scaled grouped GEMM (``torch._scaled_grouped_mm``, use_fast_accum) of
+operands the Triton kernels quantize: the wiring, the layout rules and the argument checks are fp8ref.grouped_mm's
+(shared, not copied), so this path and the reference differ only in the quantizers (bitwise equal) and in the GEMM.
+On the CPU, where no scaled grouped GEMM exists, the same autograd Function runs fp8ref's exact GEMM
+(:func:`fp8ref.grouped_mm.scaled_grouped_mm`) on operands from the Triton kernels in the interpreter.
+
+No host syncs: offsets are read only on the device. What cannot be checked on the host without reading them is
+checked with ``torch._assert_async`` (no sync; on a GPU a failure is a device-side assert, on the CPU a
+RuntimeError at once).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from fp8moe import ops as _ops
+from fp8moe.backend import Backend, backend_for
+from fp8ref import grouped_mm as _ref
+from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, PathOperands
+
+__all__ = ["default_fp8_dtype", "grouped_mm", "quantize_operands", "scaled_grouped_mm"]
+
+#: Hopper's fast FP8 accumulation, as the issue and upstream MoE training use for all three GEMMs.
+_FAST_ACCUM = True
+
+
+def default_fp8_dtype(device: torch.device | str | Backend) -> torch.dtype:
+    """The e4m3 type the backend of ``device`` stores and its GEMM multiplies: float8_e4m3fnuz on MI300 (gfx942,
+    which has only fnuz types), float8_e4m3fn everywhere else (NVIDIA, MI350 gfx950, the CPU interpreter)."""
+    backend = device if isinstance(device, Backend) else backend_for(device)
+    return torch.float8_e4m3fn if torch.float8_e4m3fn in backend.fp8_dtypes else torch.float8_e4m3fnuz
+
+
+def scaled_grouped_mm(ops: GemmOperands, offs: torch.Tensor, out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """One scaled grouped GEMM: torch._scaled_grouped_mm with the reciprocal scales on a GPU, fp8ref's exact GEMM on
+    the CPU. Operands are checked against the GEMM's layout rules first (ValueError naming the problem)."""
+    mode = _ref.check_gemm_operands(ops, offs)
+    if ops.a.device.type == "cpu":
+        return _ref.scaled_grouped_mm(ops, offs, out_dtype)
+    contraction = ops.a.shape[1]
+    if contraction == 0:  # 2d-2d over zero rows: every block is an empty sum (the GEMM rejects a 0-length operand)
+        return ops.a.new_zeros((offs.shape[0], ops.a.shape[0], ops.b.shape[1]), dtype=out_dtype)
+    if mode == "2d3d" and ops.a.shape[0] == 0:
+        return ops.a.new_empty((0, ops.b.shape[2]), dtype=out_dtype)
+    return torch._scaled_grouped_mm(
+        ops.a,
+        ops.b,
+        torch.reciprocal(ops.a_scale),
+        torch.reciprocal(ops.b_scale),
+        offs=offs,
+        out_dtype=out_dtype,
+        use_fast_accum=_FAST_ACCUM,
+    )
+
+
+def quantize_operands(
+    A: torch.Tensor,
+    B_t: torch.Tensor,
+    offs: torch.Tensor,
+    grad_out: torch.Tensor | None = None,
+    *,
+    fp8_dtype: torch.dtype | None = None,
+) -> PathOperands:
+    """The operands :func:`grouped_mm` feeds its three GEMMs (unpadded), from the fp8moe kernels: the debug hook for
+    comparing them bitwise with :func:`fp8ref.grouped_mm.quantize_operands`. Same wiring code as the autograd op."""
+    fp8_dtype = default_fp8_dtype(A.device) if fp8_dtype is None else fp8_dtype
+    return _ref.quantize_operands(A, B_t, offs, grad_out, fp8_dtype=fp8_dtype, ops=_ops)
+
+
+class _Fp8GroupedMM(torch.autograd.Function):
+    """out = per-group A @ B_t[g] through FP8; saves A and B_t (high precision) for the two backward GEMMs."""
+
+    @staticmethod
+    def forward(ctx, A, B_t, offs, out_dtype, fp8_dtype):
+        # Detached: the kernels' direct eager call (no dispatcher, SPEC §7 host overhead) needs non-grad inputs.
+        A, B_t = A.detach(), B_t.detach()
+        out = scaled_grouped_mm(_ref.forward_operands(A, B_t, fp8_dtype, _ops), offs, out_dtype)
+        ctx.save_for_backward(A, B_t, offs)
+        ctx.fp8_dtype = fp8_dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        A, B_t, offs = ctx.saved_tensors
+        grad_A = grad_B_t = None
+        if ctx.needs_input_grad[0]:
+            dgrad = _ref.dgrad_operands(grad_out, B_t, ctx.fp8_dtype, _ops)
+            grad_A = scaled_grouped_mm(dgrad, offs).to(A.dtype)
+        if ctx.needs_input_grad[1]:
+            wgrad = _ref.wgrad_operands(grad_out, A, offs, ctx.fp8_dtype, _ops)
+            grad_B_t = scaled_grouped_mm(wgrad, offs).to(B_t.dtype)
+        return grad_A, grad_B_t, None, None, None
+
+
+def _assert_offs(offs: torch.Tensor, rows: int, aligned: bool) -> None:
+    """Device-side checks of the offset values (no sync): non-negative, non-decreasing, offs[-1] <= rows, and with
+    ``aligned`` every group size a multiple of 16."""
+    sizes = torch.diff(offs, prepend=offs.new_zeros(1))
+    valid = (sizes >= 0).all() & (offs[-1] <= rows)
+    torch._assert_async(valid, f"grouped_mm: offs must be non-negative, non-decreasing and at most M = {rows}")
+    if aligned:
+        torch._assert_async(
+            (sizes % GROUP_MULTIPLE == 0).all(),
+            f"grouped_mm: every group size must be a multiple of {GROUP_MULTIPLE} for the weight-gradient GEMM "
+            "(its contraction runs over each group's rows); pass pad_groups=True",
+        )
+
+
+def _pad_plan(offs: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Where each row goes when every group is padded to a multiple of 16 rows, computed on the device.
+
+    Returns (dest (rows,) int64, padded offs (G,) int32, padded row count). The padded count is static, a bound
+    (rows + 15 per group, rounded up to 16) so no size is read on the host; rows past offs[-1] go past the padded
+    offs[-1], into no group.
+    """
+    mult = GROUP_MULTIPLE
+    padded_rows = -(-(rows + (mult - 1) * offs.shape[0]) // mult) * mult
+    ends = offs.to(torch.int64)
+    sizes = torch.diff(ends, prepend=ends.new_zeros(1))
+    padded_sizes = (sizes + mult - 1) // mult * mult
+    padded_ends = torch.cumsum(padded_sizes, 0)
+    # shift[g] = padded start - start of group g; shift[G] moves the rows past offs[-1] past padded offs[-1].
+    shift = torch.cat([(padded_ends - padded_sizes) - (ends - sizes), (padded_ends - ends)[-1:]])
+    dest = torch.arange(rows, device=offs.device) + shift.index_select(0, _ref.group_ids(offs, rows))
+    return dest, padded_ends.to(torch.int32), padded_rows
+
+
+def grouped_mm(
+    A: torch.Tensor,
+    B_t: torch.Tensor,
+    offs: torch.Tensor,
+    *,
+    out_dtype: torch.dtype = torch.bfloat16,
+    fp8_dtype: torch.dtype | None = None,
+    pad_groups: bool = False,
+) -> torch.Tensor:
+    """FP8 rowwise grouped GEMM with autograd: ``out[rows of g] = A[rows of g] @ B_t[g]`` for each group g.
+
+    Forward quantizes A rowwise and B_t colwise-3D; backward quantizes grad_out rowwise and B_t transposed-rowwise
+    for grad_A, and grad_out and A per group and column (the dual kernel) for grad_B_t. Each product is one
+    ``torch._scaled_grouped_mm`` (reciprocal scales, use_fast_accum) on a GPU, fp8ref's exact GEMM on the CPU.
+    The reference is :func:`fp8ref.grouped_mm.grouped_mm`.
+
+    Args:
+        A: (M, K) bf16/f16/f32 tokens sorted by group, any strides.
+        B_t: (E, K, N) bf16/f16/f32 expert weights, any strides (column-major per expert reads fastest).
+        offs: (E,) int32 end offsets along M on A's device: group g is rows [offs[g-1], offs[g]), offs[-1] := 0.
+        out_dtype: torch.bfloat16, the only output of the scaled grouped GEMM.
+        fp8_dtype: the e4m3 type to quantize to; None picks the backend's, explicitly: float8_e4m3fnuz on AMD MI300
+            (gfx942), float8_e4m3fn on NVIDIA, MI350 (gfx950) and the CPU interpreter (:func:`default_fp8_dtype`).
+        pad_groups: pad every group to a multiple of 16 rows on the device (a static bound of M + 15 E rows, no host
+            sync), run the GEMMs on the padded rows and gather the result back. Needed for grad_B_t when group sizes
+            are not multiples of 16; costs a copy of A and grad_out in and of out and grad_A back.
+
+    Returns:
+        out (M, N) out_dtype. Rows past offs[-1] are unspecified (the GEMM does not write them), as are the same
+        rows of grad_A; gradients flow to A and B_t as their dtypes.
+
+    Raises:
+        TypeError: a non-tensor, a dtype other than bf16/f16/f32, offs not int32, out_dtype not bf16, fp8_dtype not
+            an e4m3 type the backend stores.
+        ValueError: wrong ranks, K mismatch, K or N not a multiple of 16, offs not 1-D / on another device /
+            non-contiguous / not one entry per expert, and without pad_groups when B_t needs a gradient: M not a
+            multiple of 16.
+        RuntimeError (on the device, no sync): offs negative, decreasing or past M; without pad_groups, when B_t
+            needs a gradient, a group size that is not a multiple of 16.
+    """
+    if not isinstance(pad_groups, bool):
+        raise TypeError(f"pad_groups must be a bool, got {type(pad_groups).__name__}")
+    if isinstance(A, torch.Tensor) and fp8_dtype is None:
+        fp8_dtype = default_fp8_dtype(A.device)
+    need_wgrad = isinstance(B_t, torch.Tensor) and B_t.requires_grad and torch.is_grad_enabled()
+    _ref.check_grouped_mm_args(A, B_t, offs, out_dtype, fp8_dtype, need_wgrad=need_wgrad and not pad_groups)
+    backend_for(A.device).check_fp8_dtype(fp8_dtype)
+    rows = A.shape[0]
+    _assert_offs(offs, rows, aligned=need_wgrad and not pad_groups)
+    if not pad_groups:
+        return _Fp8GroupedMM.apply(A, B_t, offs, out_dtype, fp8_dtype)
+    dest, padded_offs, padded_rows = _pad_plan(offs, rows)
+    A_padded = A.new_zeros((padded_rows, A.shape[1])).index_copy(0, dest, A)
+    out = _Fp8GroupedMM.apply(A_padded, B_t, padded_offs, out_dtype, fp8_dtype)
+    return out.index_select(0, dest)
