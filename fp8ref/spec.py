@@ -20,6 +20,7 @@ import torch
 from fp8ref.contracts import CONTRACTS, OpContract, contract
 from fp8ref.formats import dtype_id
 from fp8ref.layouts import OFFS_LAYOUTS
+from fp8ref.tolerances import Exact, Sqnr
 
 __all__ = [
     "GRID_MODES",
@@ -37,33 +38,6 @@ __all__ = [
 
 #: The modes of ``KernelSpec.params``, largest grid first.
 GRID_MODES: tuple[str, ...] = ("full", "covering", "quick")
-
-
-@dataclass(frozen=True)
-class Exact:
-    """Raw bytes must match: fp8 codes via ``view(torch.uint8)``, scales via ``view(torch.int32)``."""
-
-    def __str__(self) -> str:
-        return "exact bytes"
-
-
-@dataclass(frozen=True)
-class Sqnr:
-    """Every group's SQNR against float64 must be at least ``min_db``; ``why`` derives the number.
-
-    Only for outputs that legitimately differ in bytes (e.g. a GEMM with a different accumulation order); the
-    quantization ops of SPEC §5 are all Exact.
-    """
-
-    min_db: float
-    why: str
-
-    def __post_init__(self) -> None:
-        if not self.why.strip():
-            raise ValueError("Sqnr tolerance needs its derivation in `why`")
-
-    def __str__(self) -> str:
-        return f"SQNR >= {self.min_db} dB ({self.why})"
 
 
 @functools.cache
@@ -144,7 +118,7 @@ class KernelSpec:
         group_counts: G values for jagged ops (ignored otherwise).
         offs_layouts: named group layouts to sweep (fp8ref.layouts.OFFS_LAYOUTS).
         dtypes, fp8_dtypes: input and output dtypes to sweep.
-        pow2: round_scales_to_power_of_2 values to sweep.
+        round_scales_to_power_of_2: the values of the op's ``round_scales_to_power_of_2`` to sweep.
         values: input value distributions to sweep (fp8ref.engine.values.VALUE_KINDS); "special" puts NaN, +-inf,
             -0, subnormals, all-zero and near-pow2 slices in every input.
         kwargs_grid: extra kernel keyword arguments, one dict per variant of the launch (never semantic).
@@ -164,11 +138,11 @@ class KernelSpec:
     offs_layouts: tuple[str, ...] = ("uniform", "random", "empty_middle", "size1", "dominant", "tail_past_end")
     dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
     fp8_dtypes: tuple[torch.dtype, ...] = (torch.float8_e4m3fn, torch.float8_e5m2)
-    pow2: tuple[bool, ...] = (False, True)
+    round_scales_to_power_of_2: tuple[bool, ...] = (False, True)
     values: tuple[str, ...] = ("normal", "special")
     kwargs_grid: tuple[Mapping[str, object], ...] = field(default_factory=lambda: ({},))
     layouts: tuple[str, ...] = ()
-    tolerance: Exact | Sqnr = Exact()
+    tolerance: Exact | Sqnr = field(default_factory=Exact)
     supports: Callable[[torch.device, torch.dtype], str | None] | None = None
 
     def __post_init__(self) -> None:
@@ -253,7 +227,13 @@ class KernelSpec:
         jagged = self.contract.jagged
         points = list(itertools.product(self.test_shapes, self.group_counts if jagged else (None,)))
         covered = (points, self.offs_layouts if jagged else self.layouts, tuple(fp8_dtypes or self.fp8_dtypes))
-        free = (self.dtypes, self.pow2, self.values, self.layouts if jagged else (None,), self.kwargs_grid)
+        free = (
+            self.dtypes,
+            self.round_scales_to_power_of_2,
+            self.values,
+            self.layouts if jagged else (None,),
+            self.kwargs_grid,
+        )
         if mode == "full":
             rows = list(itertools.product(*(range(len(axis)) for axis in covered + free)))
         else:

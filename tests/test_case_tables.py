@@ -152,7 +152,7 @@ COVERAGE = {
     "subnormal_output": lambda c: any(b & 0x7F and not (b & 0x7F) >> fmt(c.fp8_dtype).man_bits for b in _codes(c)),
     "rne_tie_to_448": lambda c: c.fp8_dtype == torch.float8_e4m3fn and 432.0 in _values(c),
     "mid_range_tie": lambda c: c.fp8_dtype == torch.float8_e4m3fn and 17.0 in _values(c) and 0x58 in _codes(c),
-    "pow2": lambda c: c.pow2,
+    "pow2": lambda c: c.round_scales_to_power_of_2,
 }
 JAGGED_COVERAGE = {
     "empty_group": lambda c: any(a == b for a, b in zip((0, *c.offs), c.offs)),

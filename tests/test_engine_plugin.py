@@ -62,7 +62,7 @@ def test_full_grid_is_the_whole_product_of_the_spec_axes():
         s.offs_layouts,
         s.dtypes,
         s.fp8_dtypes,
-        s.pow2,
+        s.round_scales_to_power_of_2,
         s.values,
         s.layouts,
         s.kwargs_grid,

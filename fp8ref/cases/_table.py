@@ -82,7 +82,7 @@ class Case:
         op: the op name of SPEC §5 (``fp8ref.ops.<op>``).
         x, x2: the input(s); ``x2`` only for the dual op.
         offs: the int32 end offsets, for the jagged ops.
-        fp8_dtype, pow2: the op's ``fp8_dtype`` and ``round_scales_to_power_of_2``.
+        fp8_dtype, round_scales_to_power_of_2: the op's keyword arguments of the same names.
         q, q2: expected fp8 bytes in the output's logical index order (``q.flatten()`` of the returned tensor,
             whatever its strides). NaN is written as the canonical code (0x7F fn, 0x80 fnuz) and compared as a class.
         scales, scales2: expected f32 bit patterns of the scales in logical index order.
@@ -97,7 +97,7 @@ class Case:
     scales: tuple[int, ...]
     why: str
     offs: tuple[int, ...] | None = None
-    pow2: bool = False
+    round_scales_to_power_of_2: bool = False
     x2: Input | None = None
     q2: tuple[int, ...] | None = None
     scales2: tuple[int, ...] | None = None
@@ -118,7 +118,7 @@ class Case:
 
     def kwargs(self) -> dict[str, object]:
         """The op's keyword arguments."""
-        return {"fp8_dtype": self.fp8_dtype, "round_scales_to_power_of_2": self.pow2}
+        return {"fp8_dtype": self.fp8_dtype, "round_scales_to_power_of_2": self.round_scales_to_power_of_2}
 
     def expected(self) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
         """``((q, scales),)``, or ``((q, scales), (q2, scales2))`` for the dual op, matching the op's outputs."""

@@ -82,7 +82,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x7E,
@@ -137,7 +137,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FNUZ,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x7F,
@@ -344,7 +344,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x7C,
             0x70,

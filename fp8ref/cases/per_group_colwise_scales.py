@@ -355,7 +355,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(3, 6),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,
@@ -412,7 +412,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(3, 6),
         fp8_dtype=E4M3FNUZ,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,
@@ -642,7 +642,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(3,),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x7C,
             0x70,

@@ -191,7 +191,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(2, 4),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,
@@ -494,7 +494,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(2, 4),
         fp8_dtype=E4M3FNUZ,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,

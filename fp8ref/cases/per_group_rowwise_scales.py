@@ -354,7 +354,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(3, 6),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,
@@ -411,7 +411,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(3, 6),
         fp8_dtype=E4M3FNUZ,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,
@@ -641,7 +641,7 @@ CASES: tuple[Case, ...] = (
         ),
         offs=(3,),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x7C,
             0x70,

@@ -69,7 +69,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,
@@ -126,7 +126,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FNUZ,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x00,
@@ -427,7 +427,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x7C,
             0x70,
@@ -448,7 +448,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x7E,
             0x70,

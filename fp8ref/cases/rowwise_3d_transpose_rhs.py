@@ -109,7 +109,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x7E,
@@ -164,7 +164,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FNUZ,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x00,
             0x7F,
@@ -368,7 +368,7 @@ CASES: tuple[Case, ...] = (
             ),
         ),
         fp8_dtype=E4M3FN,
-        pow2=True,
+        round_scales_to_power_of_2=True,
         q=(
             0x7C,
             0x70,
