@@ -3,11 +3,10 @@
 Pure PyTorch; never imports Triton. Read the ``Semantics:`` block of each public function for its exact rule.
 """
 
-from fp8ref import cases
+from fp8ref import cases, grouped_mm  # grouped_mm: the module (reference of the FP8 grouped-GEMM path)
 from fp8ref.encode import encode
 from fp8ref.engine import CATEGORIES, FailPolicy, Mismatch, Report, compare, compare_sequence, fuzz
 from fp8ref.formats import FP8_DTYPES, Fp8Format, all_formats, fmt
-from fp8ref.grouped_mm import GroupedMMResult, grouped_mm, grouped_mm_bf16, per_group_sqnr
 from fp8ref.metrics import code_distance, dequantize, sqnr
 from fp8ref.ops import (
     colwise_3d_scale_and_cast,
@@ -50,7 +49,6 @@ __all__ = [
     "FailPolicy",
     "FormatPolicy",
     "Fp8Format",
-    "GroupedMMResult",
     "KernelSpec",
     "Mismatch",
     "ProfileMatch",
@@ -75,11 +73,9 @@ __all__ = [
     "fp32_edge_set",
     "fuzz",
     "grouped_mm",
-    "grouped_mm_bf16",
     "per_group_colwise_scales",
     "per_group_colwise_scales_dual",
     "per_group_rowwise_scales",
-    "per_group_sqnr",
     "probe_vector",
     "round_scale_to_power_of_2",
     "rowwise_2d_scale_and_cast",
