@@ -9,7 +9,14 @@ import textwrap
 import pytest
 import torch
 
-from fp8ref.engine.poison import _ALLOCATORS, POISON_BYTES, poisoned_allocations, unwritten_mask
+from fp8ref.engine.poison import (
+    _ALLOCATORS,
+    POISON_BYTES,
+    out_of_bounds_writes,
+    poisoned_allocations,
+    redzone_bytes,
+    unwritten_mask,
+)
 
 
 def _half_written(n: int) -> torch.Tensor:
@@ -68,13 +75,11 @@ def test_every_fp8moe_output_is_poisoned_when_its_kernel_writes_nothing(monkeypa
     """The engine can only call an element unwritten if the op's output allocation was poisoned."""
     fp8moe = pytest.importorskip("fp8moe")
     from fp8moe import configs
-    from fp8moe.kernels import _per_group
 
     def launch_nothing(*args, **kwargs):
         return None
 
-    monkeypatch.setattr(configs, "launch", launch_nothing)
-    monkeypatch.setattr(_per_group, "launch", launch_nothing)
+    monkeypatch.setattr(configs, "launch", launch_nothing)  # every kernel module launches through configs.launch
     x2, x3 = torch.randn(8, 16, device=device), torch.randn(2, 8, 16, device=device)
     offs = torch.tensor([5, 16], dtype=torch.int32, device=device)
     calls = {
@@ -91,3 +96,32 @@ def test_every_fp8moe_output_is_poisoned_when_its_kernel_writes_nothing(monkeypa
             outputs = getattr(fp8moe, name)(*args)
         for t in outputs:
             assert bool((t.contiguous().view(torch.uint8) == byte).all()), f"{name}: an output was not poisoned"
+
+
+def test_poisoned_outputs_keep_the_allocators_shape_strides_and_dtype_inside_a_redzoned_buffer():
+    x = torch.zeros(3, 4)
+    with poisoned_allocations(0x5A) as record:
+        q = torch.empty_strided((5, 7), (1, 5), dtype=torch.float8_e4m3fn)
+        s = x.new_empty((3,))
+    assert (q.shape, q.stride(), q.dtype) == ((5, 7), (1, 5), torch.float8_e4m3fn)
+    assert (s.shape, s.dtype) == ((3,), torch.float32)
+    assert [a.tensor.data_ptr() for a in record] == [q.data_ptr(), s.data_ptr()]
+    sizes = [a.buffer.numel() - 2 * a.redzone for a in record]
+    assert sizes == [35, 12]
+    assert [a.redzone for a in record] == [redzone_bytes(35), redzone_bytes(12)] == [4096, 4096]
+    assert out_of_bounds_writes(record, (q, s)) == []
+
+
+def test_writes_before_and_past_an_output_are_reported_with_their_byte_offsets():
+    with poisoned_allocations(POISON_BYTES[0]) as record:
+        q = torch.empty((4, 8), dtype=torch.uint8)  # 32 bytes
+        scratch = torch.empty(2)
+    # A store grid one row too tall, and one that starts two bytes early: both land in the redzones.
+    q.as_strided((5, 8), (8, 1), q.storage_offset()).fill_(1)
+    q.as_strided((2,), (1,), q.storage_offset() - 2).fill_(1)
+    scratch.as_strided((3,), (1,), scratch.storage_offset()).fill_(0.0)
+    found = {o.what: o for o in out_of_bounds_writes(record, (q,))}
+    assert set(found) == {"output 0", "temporary (2,) torch.float32"}
+    assert (found["output 0"].nbytes, found["output 0"].offsets, found["output 0"].size) == (10, (-2, -1, 32, 33), 32)
+    assert found["temporary (2,) torch.float32"].offsets == (8, 9, 10, 11)
+    assert "10 byte(s) written outside its 32 bytes, at byte offsets -2, -1, 32, 33, ..." in str(found["output 0"])

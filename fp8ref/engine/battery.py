@@ -1,0 +1,348 @@
+"""The default battery: the few calls ``compare(kernel, shape)`` makes when the caller pins nothing else.
+
+One call of a kernel on one input rarely finds a bug: of eleven realistic kernel bugs, a single default call caught
+one (issue #10). Most need a particular value (a NaN, a tie, an amax next to a power of two), pow2 scales, another
+fp8 format, a column-major input, an empty or size-1 group, offsets that end before the data, a second group count
+on the same shape, or a shape with tails. The battery is a small fixed list of members covering those axes:
+
+- the axes (frozen data below): input values, pow2, fp8 format (those the device stores), input memory layout, and
+  for jagged ops the offs layout and the group count; a KernelSpec's kwargs variants (e.g. ``method``);
+- which combinations: every (fp8 format, values) pair once, the other axes chosen by the spec grid's pairwise
+  picker (``fp8ref.spec._pairwise``), so each value of each axis appears and, member count permitting, every pair of
+  values of two axes meets (pow2 meets "special", an fnuz format meets "special", ...);
+- shapes: the caller's shape, plus edge shapes derived from it when it is too regular to reach a kernel's edge
+  paths (``edge_shapes``); members are spread over the shapes, not multiplied by them;
+- order: per shape, the smaller group count first, so a per-shape cache that ignores the group count is caught.
+
+An argument the caller passes pins its axis (``values="special"``: every member uses it). Everything here is data
+and pure functions; ``fp8ref.engine.comparator`` runs the members and ``merge_reports`` folds their Reports into
+one. The pytest plugin, the fuzzer and bring-up name members with the same ``member_label``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from fp8ref.contracts import OpContract
+from fp8ref.engine.report import Report
+from fp8ref.formats import dtype_id
+from fp8ref.spec import KernelSpec, _pairwise
+
+__all__ = [
+    "EXAMPLE_SHAPES",
+    "FORMATS",
+    "GROUPS",
+    "OFFS",
+    "POW2",
+    "VALUES",
+    "Member",
+    "battery_formats",
+    "build_battery",
+    "device_formats",
+    "edge_shapes",
+    "member_label",
+    "merge_reports",
+    "output_names",
+]
+
+#: Input values: "normal" (N(0,1) x 2^u per slice) and "special" (per slice one of NaN, +-inf, all-zero with mixed
+#: signs, -0 and input subnormals, an amax within 2 ulps of fp8_max * 2^k, exact ties; fp8ref.engine.values).
+VALUES: tuple[str, ...] = ("normal", "special")
+#: round_scales_to_power_of_2.
+POW2: tuple[bool, ...] = (False, True)
+#: Every fp8 format, in the order members take them (the OCP formats first: every GPU stores one of them).
+FORMATS: tuple[torch.dtype, ...] = (
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+    torch.float8_e4m3fnuz,
+    torch.float8_e5m2fnuz,
+)
+#: Offs layouts for jagged ops (fp8ref.layouts): an empty first / middle / last group, size-1 groups, one dominant
+#: group (longer than any tile, with near-empty neighbours), random cuts (sizes not multiples of 16), and ends short
+#: of the data ("tail_past_end": the contract leaves what follows offs[-1] unspecified, so a kernel must not let it
+#: into the last group's amax).
+OFFS: tuple[str, ...] = ("empty_first", "empty_middle", "empty_last", "size1", "dominant", "random", "tail_past_end")
+#: Group counts of jagged ops, run in this order on each shape: a cache keyed on the shape alone is filled by the
+#: smaller count and then misses the larger one's groups.
+GROUPS: tuple[int, ...] = (3, 7)
+#: The shapes the README's examples use, and one per other op of the same size class: the battery's time budget
+#: (under 5 s on the CPU interpreter, under 1 s on a GPU) and tests/test_engine_battery.py are measured at these.
+EXAMPLE_SHAPES: Mapping[str, tuple[int, ...]] = {
+    "rowwise_2d_scale_and_cast": (4096, 512),
+    "colwise_3d_scale_and_cast": (4, 256, 128),
+    "rowwise_3d_transpose_rhs": (4, 256, 128),
+    "per_group_rowwise_scales": (100, 1000),
+    "per_group_colwise_scales": (1000, 100),
+    "per_group_colwise_scales_dual": (1000, 100, 64),
+}
+
+#: A dim smaller than one block: 3 is below every tile size a kernel plausibly uses (the smallest here is 8).
+_SUB_BLOCK = 3
+#: Added to an even dim to make it odd, so that it is not a multiple of any power-of-two block (16, 32, ..., 1024);
+#: odd and above 8, so a multiple of 8 becomes one plus a tail of 5 (mod 8) or 13 (mod 16).
+_TAIL = 13
+#: Cap of a dim that is neither reduced nor sub-block in the second edge shape: above 128, so tiles of up to 128 run
+#: full blocks and a tail, while the shape stays cheap.
+_CAP = 131
+
+
+def output_names(c: OpContract) -> tuple[str, ...]:
+    """Names of the op's outputs in return order: ("q", "scales"), or ("q1", "s1", "q2", "s2") for the dual op."""
+    if c.n_inputs == 2:
+        return ("q1", "s1", "q2", "s2")
+    return ("q", "scales")
+
+
+def device_formats(device: torch.device | str) -> tuple[torch.dtype, ...]:
+    """The fp8 formats a plain callable is tried with on ``device``: all four on the CPU (torch stores them all) and
+    on ROCm, only the OCP formats on NVIDIA GPUs (fnuz types do not compile there: H200, triton 3.6)."""
+    device = torch.device(device)
+    if device.type == "cuda" and torch.version.hip is None:
+        return FORMATS[:2]
+    return FORMATS
+
+
+def battery_formats(spec: KernelSpec | None, device: torch.device | str) -> tuple[torch.dtype, ...]:
+    """The formats the battery tries: those the kernel's spec supports on ``device`` (its ``unsupported`` answers
+    None), or ``device_formats`` for a callable without a spec."""
+    if spec is None or spec.supports is None:
+        return device_formats(device)
+    return tuple(f for f in FORMATS if spec.unsupported(device, f) is None)
+
+
+def _blocked_dims(c: OpContract) -> tuple[int, ...]:
+    """Dims a kernel tiles: all but a 3-D op's expert dim E, which is a grid dim only."""
+    return tuple(i for i, d in enumerate(c.dims) if d != "E")
+
+
+def _odd(d: int) -> int:
+    return d if d % 2 or d == 0 else d + _TAIL
+
+
+def edge_shapes(c: OpContract, shape: Sequence[int]) -> tuple[tuple[tuple[int, ...], ...], str]:
+    """Shapes derived from ``shape`` that reach the edge paths it misses, and why they are needed ("" if none).
+
+    A shape reaches a kernel's edge paths when every tiled dim is odd (not a multiple of any power-of-two block, so
+    every loop ends in a masked tail) and one of them is smaller than a block (the whole dim is one partial tile);
+    for the dual op also when N1 != N2 in both orders (the two halves' grids differ). Otherwise two shapes are added:
+
+    - "narrow": the reduced dim made odd (d -> d + 13 when even; its length is kept, so groups and rows stay longer
+      than a tile), every other tiled dim 3;
+    - "short": the reduced dim 3, every other tiled dim made odd and capped at 131 (full tiles of up to 128 and a
+      tail).
+
+    For the dual op the first has N1 > N2 and the second N1 < N2. A 3-D op's E is capped at 3 (a grid dim).
+    """
+    shape = tuple(int(s) for s in shape)
+    tiled = _blocked_dims(c)
+    reasons = []
+    if any(shape[i] % 2 == 0 for i in tiled):
+        reasons.append("an even dim (no tail under power-of-two tiles)")
+    if not any(0 < shape[i] <= _SUB_BLOCK for i in tiled):
+        reasons.append(f"no dim below {_SUB_BLOCK + 1} (every dim at least one tile of the smallest size)")
+    if c.n_inputs == 2 and shape[1] == shape[2]:
+        reasons.append("N1 == N2")
+    if not reasons:
+        return (), ""
+    reduce = c.reduce_dim
+    narrow, short = list(shape), list(shape)
+    for i in tiled:
+        if i == reduce:
+            narrow[i], short[i] = _odd(shape[i]), _SUB_BLOCK
+        else:
+            narrow[i], short[i] = _SUB_BLOCK, _odd(min(shape[i], _CAP))
+    for i in set(range(len(shape))) - set(tiled):
+        narrow[i] = short[i] = min(shape[i], 3)
+    if c.n_inputs == 2:
+        # Both orders of N1 vs N2: the second half's grid must not be launched with the first half's width.
+        narrow[1], narrow[2] = max(_odd(shape[1]), 5), _SUB_BLOCK
+        short[1], short[2] = _SUB_BLOCK, max(_odd(min(shape[2], _CAP)), 5)
+    shapes = tuple(dict.fromkeys(s for s in (tuple(narrow), tuple(short)) if s != shape))
+    return shapes, "; ".join(reasons)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One call of the battery: every axis of ``compare`` fixed.
+
+    Attributes:
+        offs: a named layout (fp8ref.layouts.OFFS_LAYOUTS), explicit end offsets, or None (ops without offs).
+        groups: the group count of a named ``offs`` layout (None otherwise).
+        kernel_kwargs: a KernelSpec kwargs variant (e.g. {"method": "atomic"}).
+        edge: whether ``shape`` is an edge shape the battery derived (not the caller's).
+    """
+
+    shape: tuple[int, ...]
+    values: str
+    round_scales_to_power_of_2: bool
+    fp8_dtype: torch.dtype
+    layout: str
+    offs: str | tuple[int, ...] | None
+    groups: int | None
+    kernel_kwargs: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    edge: bool = False
+
+    @property
+    def label(self) -> str:
+        return member_label(
+            self.shape,
+            values=self.values,
+            pow2=self.round_scales_to_power_of_2,
+            fp8_dtype=self.fp8_dtype,
+            layout=self.layout,
+            offs=self.offs,
+            groups=self.groups,
+            kernel_kwargs=self.kernel_kwargs,
+        )
+
+
+def member_label(
+    shape: Sequence[int],
+    *,
+    values: str,
+    pow2: bool,
+    fp8_dtype: torch.dtype | str,
+    layout: str,
+    offs: str | Sequence[int] | None = None,
+    groups: int | None = None,
+    kernel_kwargs: Mapping[str, object] | None = None,
+) -> str:
+    """The one way members are named, e.g. ``1013x3,values=special,pow2,e5m2,col_major,offs=empty_first,G=7``.
+
+    Explicit offsets are written as ``offs=[3,3,9]``; pow2 appears only when on; kwargs as ``method=atomic``.
+    """
+    parts = ["x".join(str(int(s)) for s in shape), f"values={values}"]
+    if pow2:
+        parts.append("pow2")
+    parts += [dtype_id(fp8_dtype), layout]
+    if offs is not None:
+        name = offs if isinstance(offs, str) else "[" + ",".join(str(int(o)) for o in offs) + "]"
+        parts.append(f"offs={name}")
+        parts.append(f"G={groups if isinstance(offs, str) else len(offs)}")
+    parts += [f"{k}={v}" for k, v in (kernel_kwargs or {}).items()]
+    return ",".join(parts)
+
+
+def build_battery(
+    c: OpContract,
+    shape: Sequence[int],
+    *,
+    formats: Sequence[torch.dtype],
+    values: str | None = None,
+    round_scales_to_power_of_2: bool | None = None,
+    fp8_dtype: torch.dtype | None = None,
+    layout: str | None = None,
+    offs: str | Sequence[int] | None = None,
+    groups: int | None = None,
+    kwargs_grid: Sequence[Mapping[str, object]] = ({},),
+) -> tuple[tuple[Member, ...], tuple[str, ...]]:
+    """The members for ``shape``, with the given axes pinned (None: the battery's values), and notes for the Report.
+
+    Args:
+        formats: the fp8 formats to try when ``fp8_dtype`` is None (``battery_formats``).
+        kwargs_grid: kernel keyword variants to spread over the members (a KernelSpec's ``kwargs_grid``).
+
+    Raises:
+        ValueError: when ``formats`` is empty and no ``fp8_dtype`` is pinned.
+    """
+    shape = tuple(int(s) for s in shape)
+    notes: list[str] = []
+    explicit_offs = offs is not None and not isinstance(offs, str)
+    shapes = [shape]
+    if not explicit_offs:  # explicit offsets belong to the caller's jagged length
+        extra, why = edge_shapes(c, shape)
+        if extra:
+            shapes += extra
+            notes.append(f"edge shapes {', '.join(map(str, extra))} added: {shape} has {why}")
+    if fp8_dtype is None and not formats:
+        raise ValueError("no fp8 format to try: the kernel supports none on this device")
+    fmts = (fp8_dtype,) if fp8_dtype is not None else tuple(formats)
+    vals = (values,) if values is not None else VALUES
+    base = list(itertools.product(range(len(fmts)), range(len(vals))))
+    if c.jagged:
+        offs_axis = (tuple(int(o) for o in offs),) if explicit_offs else ((offs,) if offs is not None else OFFS)
+        groups_axis = (None,) if explicit_offs else ((groups,) if groups is not None else GROUPS)
+    else:
+        offs_axis, groups_axis = (None,), (None,)
+    free = (
+        tuple(range(len(shapes))),
+        (round_scales_to_power_of_2,) if round_scales_to_power_of_2 is not None else POW2,
+        (layout,) if layout is not None else c.input_layouts,
+        offs_axis,
+        groups_axis,
+        tuple(kwargs_grid) or ({},),
+    )
+    # Enough members that every value of every free axis appears (7 offs layouts with 8 (format, values) pairs).
+    n = max(len(base), *map(len, free))
+    base = [base[i % len(base)] for i in range(n)]
+    rows = [b + f for b, f in zip(base, _pairwise(base, tuple(map(len, free))))]
+    members = []
+    for fi, vi, si, pi, li, oi, gi, ki in rows:
+        s = shapes[free[0][si]]
+        members.append(
+            Member(
+                shape=s,
+                values=vals[vi],
+                round_scales_to_power_of_2=free[1][pi],
+                fp8_dtype=fmts[fi],
+                layout=free[2][li],
+                offs=free[3][oi],
+                groups=free[4][gi],
+                kernel_kwargs=dict(free[5][ki]),
+                edge=s != shape,
+            )
+        )
+    # Run order: shape by shape (the caller's first), the smaller group count first on each.
+    members.sort(key=lambda m: (shapes.index(m.shape), m.groups or 0))
+    return tuple(dict.fromkeys(members)), tuple(notes)
+
+
+def _labelled(label: str, texts: Sequence[str]) -> list[str]:
+    return [f"[{label}] {t}" for t in texts]
+
+
+def merge_reports(reports: Sequence[Report], notes: Sequence[str] = (), max_examples: int = 20) -> Report:
+    """One Report for a battery run: counts summed, failing categories and examples of every member, labelled.
+
+    The merged report's ``call`` (and so its ``repro()``) is that of the first failing member (the first member when
+    all pass); its SQNR and heatmaps are that member's. ``members`` keeps every member's own Report, in run order.
+    Examples are taken round-robin over the failing members, so each of them is shown.
+    """
+    failed = [r for r in reports if not r.ok]
+    lead = failed[0] if failed else reports[0]
+    counts: Counter[str] = Counter()
+    for r in reports:
+        counts.update(r.categories)
+    failing = sorted({k for r in reports for k in r.failing}, key=lambda k: (-counts[k], k))
+    # Failing examples first (round-robin over members), then tolerated ones.
+    queues = [[dataclasses.replace(m, member=r.call.member) for m in r.mismatches] for r in failed or reports]
+    mismatches = []
+    for rank in range(max(map(len, queues), default=0)):
+        mismatches += [q[rank] for q in queues if rank < len(q)]
+    mismatches.sort(key=lambda m: not m.fails)
+    errors = [r for r in reports if r.error]
+    first_error = errors[0] if errors else None
+    return dataclasses.replace(
+        lead,
+        ok=not failed,
+        error=None if first_error is None else f"[{first_error.call.member}] {first_error.error}",
+        traceback=None if first_error is None else first_error.traceback,
+        structure=tuple(dict.fromkeys(t for r in reports for t in _labelled(r.call.member, r.structure))),
+        problems=tuple(dict.fromkeys((cat, f"[{r.call.member}] {text}") for r in reports for cat, text in r.problems)),
+        explained=tuple(dict.fromkeys(t for r in reports for t in _labelled(r.call.member, r.explained))),
+        n_fp8=sum(r.n_fp8 for r in reports),
+        n_fp8_mismatches=sum(r.n_fp8_mismatches for r in reports),
+        n_scales=sum(r.n_scales for r in reports),
+        n_scale_mismatches=sum(r.n_scale_mismatches for r in reports),
+        categories=dict(counts),
+        failing=tuple(failing),
+        mismatches=tuple(mismatches[:max_examples]),
+        members=tuple(reports),
+        notes=tuple(notes),
+    )
