@@ -35,8 +35,15 @@ def code_distance(a: torch.Tensor, b: torch.Tensor, fp8_dtype: torch.dtype) -> t
 def sqnr(ref: torch.Tensor, actual: torch.Tensor) -> float:
     """Signal-to-quantization-noise ratio in dB: 20*log10(||ref|| / ||ref - actual||), computed in float64.
 
-    Elements where ``ref`` is not finite are excluded (they carry no signal to measure). Identical inputs give
-    +inf; a zero reference with nonzero error gives -inf; no finite elements gives NaN.
+    Total: it never raises, whatever ``actual`` holds (a wrong kernel's output is exactly when it is needed).
+    Elements where ``ref`` is not finite are excluded (they carry no signal to measure). The edge cases, in order:
+
+    - no finite reference element (or none at all): NaN, "nothing to measure";
+    - ``actual`` NaN or +-inf where ``ref`` is finite (the noise is not finite): -inf, "no signal survives";
+    - zero noise (identical on the finite reference elements, zero signal included): +inf;
+    - zero signal with nonzero noise: -inf.
+
+    Otherwise a finite number (the norms are taken in float64, where float32 data cannot overflow them).
     """
     ref64 = ref.detach().to(torch.float64).flatten()
     act64 = actual.detach().to(torch.float64).flatten()
@@ -46,10 +53,13 @@ def sqnr(ref: torch.Tensor, actual: torch.Tensor) -> float:
     ref64, act64 = ref64[keep], act64[keep]
     signal = torch.linalg.vector_norm(ref64).item()
     noise = torch.linalg.vector_norm(ref64 - act64).item()
-    if math.isnan(noise):
+    if not math.isfinite(noise):
         return -math.inf
     if noise == 0.0:
         return math.inf
     if signal == 0.0:
         return -math.inf
-    return 20.0 * math.log10(signal / noise)
+    ratio = signal / noise
+    if ratio == 0.0:  # noise so much larger than the signal that the quotient underflows
+        return -math.inf
+    return 20.0 * math.log10(ratio)

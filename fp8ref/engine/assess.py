@@ -7,37 +7,84 @@ from collections import Counter
 import torch
 
 from fp8ref.contracts import ElementMap, OpContract
-from fp8ref.engine.categories import CATEGORIES, FailPolicy, classify_fp8, classify_scales, same_f32
+from fp8ref.engine.categories import (
+    CATEGORIES,
+    STRUCTURAL,
+    FailPolicy,
+    classify_fp8,
+    classify_scales,
+    same_f32,
+)
+from fp8ref.engine.hypotheses import boundary_shift, division_explains
 from fp8ref.engine.inputs import Inputs
+from fp8ref.engine.kernel_call import Problem
 from fp8ref.engine.poison import unwritten_mask
 from fp8ref.engine.report import Call, Heatmap, Mismatch, Report
 from fp8ref.formats import fmt
 from fp8ref.metrics import code_distance, sqnr
 from fp8ref.spec import Exact, Sqnr
 
-__all__ = ["assess"]
+__all__ = ["assess", "call_failed"]
 
 _HEATMAP_BINS = 48
 #: Categories an Sqnr tolerance still fails: they are not rounding differences.
-_SQNR_FAILS = frozenset({"unwritten", "nondeterministic", "nan_vs_number", "overflow_saturation_policy"})
+_SQNR_FAILS = STRUCTURAL | {"unwritten", "nondeterministic", "nan_vs_number", "overflow_saturation_policy"}
+#: Byte and scale categories a whole-pair hypothesis may replace: what they say is true of the one element, and the
+#: hypothesis names the bug behind all of them. Tolerated and run-to-run categories are never replaced.
+_BOUNDARY_OPEN = frozenset(
+    {
+        "unwritten",
+        "overflow_saturation_policy",
+        "nan_vs_number",
+        "pow2_rounding_edge",
+        "wrong_group_boundary",
+        "scale_mismatch",
+        "explained_by_scale",
+        "rne_tie_flipped",
+        "flush_to_zero",
+        "layout_stride",
+        "genuine",
+    }
+)
+_DIVISION_OPEN = frozenset({"rne_tie_flipped", "flush_to_zero", "layout_stride", "genuine"})
 
 
-def _structure(expected: tuple[torch.Tensor, ...], actual: tuple[torch.Tensor, ...]) -> list[str]:
+def _structure(expected: tuple[torch.Tensor, ...], actual: tuple[torch.Tensor, ...]) -> list[Problem]:
     if len(expected) != len(actual):
-        return [f"kernel returned {len(actual)} tensors, the reference {len(expected)}"]
+        return [("wrong_return", f"kernel returned {len(actual)} tensors, the reference {len(expected)}")]
     diffs = []
     for i, (e, a) in enumerate(zip(expected, actual)):
         if e.dtype != a.dtype:
-            diffs.append(f"output {i}: dtype {a.dtype}, expected {e.dtype}")
+            diffs.append(("shape_stride_dtype", f"output {i}: dtype {a.dtype}, expected {e.dtype}"))
         if e.shape != a.shape:
-            diffs.append(f"output {i}: shape {tuple(a.shape)}, expected {tuple(e.shape)}")
+            diffs.append(("shape_stride_dtype", f"output {i}: shape {tuple(a.shape)}, expected {tuple(e.shape)}"))
         elif e.numel() > 0:
             # Strides of size-1 dims carry no meaning (torch picks them freely); compare the others.
             es = [s for s, n in zip(e.stride(), e.shape) if n > 1]
             as_ = [s for s, n in zip(a.stride(), a.shape) if n > 1]
             if es != as_:
-                diffs.append(f"output {i}: strides {a.stride()}, expected {e.stride()}")
+                diffs.append(("shape_stride_dtype", f"output {i}: strides {a.stride()}, expected {e.stride()}"))
     return diffs
+
+
+def _as_problem(p: str | Problem) -> Problem:
+    return p if isinstance(p, tuple) else ("shape_stride_dtype", p)
+
+
+def call_failed(call: Call, problems: list[Problem], traceback: str | None = None) -> Report:
+    """The Report of a call whose outputs cannot be compared at all (it raised, or returned no readable tensors)."""
+    counts = Counter(category for category, _ in problems)
+    raised = [text for category, text in problems if category == "kernel_raised"]
+    return Report(
+        call,
+        ok=False,
+        error=raised[0] if raised else None,
+        traceback=traceback,
+        structure=tuple(text for category, text in problems if category != "kernel_raised"),
+        problems=tuple(problems),
+        categories=dict(counts),
+        failing=tuple(sorted(counts, key=lambda k: -counts[k])),
+    )
 
 
 def _comparable(expected: torch.Tensor, actual: torch.Tensor) -> bool:
@@ -114,6 +161,48 @@ def _group_sqnr(em: ElementMap, q: torch.Tensor, scales: torch.Tensor, n_groups:
     return tuple(out)
 
 
+def _indices(names: frozenset[str]) -> torch.Tensor:
+    return torch.tensor(sorted(CATEGORIES.index(n) for n in names))
+
+
+def _whole_pair(
+    c: OpContract,
+    offs: tuple[int, ...] | None,
+    x: torch.Tensor,
+    actual_q: torch.Tensor,
+    actual_scales: torch.Tensor,
+    em: ElementMap,
+    unwritten: torch.Tensor,
+    s_cat: torch.Tensor,
+    q_cat: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    pow2: bool,
+) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """Replace per-element categories by a bug that explains the whole pair (fp8ref.engine.hypotheses), if one does.
+
+    Tried only when such categories are present, so a passing kernel pays nothing.
+    """
+    why = []
+    boundary_open = _indices(_BOUNDARY_OPEN)
+    s_open, q_open = torch.isin(s_cat, boundary_open), torch.isin(q_cat, boundary_open)
+    if c.jagged and offs is not None and bool(s_open.any() or q_open.any()):
+        shift = boundary_shift(
+            x, c.jagged_dim, list(offs), actual_q, actual_scales, unwritten, em.valid, fp8_dtype, pow2
+        )
+        if shift is not None:
+            boundary = CATEGORIES.index("wrong_group_boundary")
+            s_cat = torch.where(s_open, boundary, s_cat)
+            q_cat = torch.where(q_open, boundary, q_cat)
+            why.append(f"wrong_group_boundary: recomputing with {shift} reproduces every scale word and byte")
+    q_open = torch.isin(q_cat, _indices(_DIVISION_OPEN))
+    if bool(q_open.any()):
+        written = em.valid & ~unwritten
+        if division_explains(x, actual_q, actual_scales[em.scale_index], written, fp8_dtype):
+            q_cat = torch.where(q_open, CATEGORIES.index("scale_applied_by_division"), q_cat)
+            why.append("scale_applied_by_division: x / (1/scale) with the kernel's scales reproduces every byte")
+    return s_cat, q_cat, why
+
+
 def assess(
     c: OpContract,
     inputs: Inputs,
@@ -124,12 +213,12 @@ def assess(
     tolerance: Exact | Sqnr,
     check_determinism: bool,
     max_examples: int,
-    side_effects: list[str] = (),
+    side_effects: list[str | Problem] = (),
 ) -> Report:
     """Compare the kernel's first run with the reference, using the second run to find unwritten elements.
 
-    ``side_effects``: what the runs did wrong besides their values (outputs on another device, inputs written);
-    each fails the report like a shape/stride/dtype difference.
+    ``side_effects``: what the runs did wrong besides their values (outputs on another device, inputs written), as
+    (category, text) pairs (a bare text counts as shape_stride_dtype); each fails the report.
     """
     fp8_dtype = getattr(torch, call.fp8_dtype)
     f = fmt(fp8_dtype)
@@ -139,16 +228,16 @@ def assess(
         policy = FailPolicy(_SQNR_FAILS)
     first, second = runs
     # Both runs are checked: a kernel whose second call returns another shape would otherwise skip every comparison.
-    structure = _structure(expected, first)
-    structure += [f"second run: {d}" for d in _structure(expected, second) if d not in structure]
-    structure += list(side_effects)
-    counts: Counter[str] = Counter()
-    if structure:
-        counts["shape_stride_dtype"] = len(structure)
+    problems = _structure(expected, first)
+    problems += [(k, f"second run: {d}") for k, d in _structure(expected, second) if (k, d) not in problems]
+    problems += [_as_problem(p) for p in side_effects]
+    structure = [text for _, text in problems]
+    counts: Counter[str] = Counter(category for category, _ in problems)
+    explained: list[str] = []
     mismatches: list[Mismatch] = []
     totals = {"n_fp8": 0, "n_fp8_mismatches": 0, "n_scales": 0, "n_scale_mismatches": 0}
     sqnr_k, sqnr_r, heatmaps = [], [], []
-    n_pairs = len(expected) // 2 if len(expected) == len(first) else 0
+    n_pairs = len(expected) // 2 if len(expected) == len(first) == len(second) else 0
     n_groups_of = len(inputs.offs) if inputs.offs is not None else None
     for p in range(n_pairs):
         eq, es = expected[2 * p], expected[2 * p + 1]
@@ -193,6 +282,10 @@ def assess(
             layout_codes=_layout_candidates(e_b, coords, row_major) if coords.numel() else torch.empty(0, 6),
             fp8_dtype=fp8_dtype,
         )
+        s_cat, q_cat, why = _whole_pair(
+            c, inputs.offs, x, a_b, a_s, em, q_unwritten, s_cat, q_cat, fp8_dtype, call.round_scales_to_power_of_2
+        )
+        explained += [f"output {p}: {w}" for w in why]
         # Counted on tensors: a wholly wrong production-size output has ~1e8 mismatches, too many for Python ints.
         per_category = torch.bincount(torch.cat([s_cat, q_cat]), minlength=len(CATEGORIES))
         for k in per_category.nonzero().flatten().tolist():
@@ -257,6 +350,8 @@ def assess(
         call,
         ok=not failing and not structure and sqnr_ok,
         structure=tuple(structure),
+        problems=tuple(problems),
+        explained=tuple(explained),
         categories=dict(counts),
         failing=failing,
         mismatches=tuple(mismatches[:max_examples]),

@@ -19,6 +19,7 @@ __all__ = [
     "CATEGORIES",
     "CATEGORY_HELP",
     "DERIVED",
+    "STRUCTURAL",
     "FailPolicy",
     "cast_bytes",
     "classify_fp8",
@@ -28,17 +29,30 @@ __all__ = [
 ]
 
 CATEGORY_HELP: dict[str, str] = {
+    # What the call did wrong besides its values (one count per problem; the report's ``structure`` says which).
+    "kernel_raised": "the kernel raised an exception (report.traceback and the repro keep its traceback)",
+    "wrong_return": "the kernel returned something other than the op's tensors: a non-tensor, or the wrong count",
     "shape_stride_dtype": "an output's shape, strides or dtype differ from the reference's (counted per output)",
+    "wrong_device": "an output is on another device than the inputs (or on one its bytes cannot be read from)",
+    "output_aliases_input": "an output shares memory with an input: the op must return fresh tensors",
+    "input_written": "the kernel wrote into an input tensor or into offs (the ops are functional)",
+    "out_of_bounds_write": "the kernel wrote outside an output it allocated: into the poisoned redzone before or "
+    "after it (which output, how many bytes, the first byte offsets: see the problems)",
+    # Why a byte or scale word differs.
     "unwritten": "the output still holds the poison of its run: the kernel never wrote it",
     "nondeterministic": "two runs on the same inputs wrote different bytes",
     "nan_sign_or_payload": "both NaN, different codes (sign/payload); differs across stacks, so tolerated by default",
     "signed_zero": "-0 vs +0",
     "overflow_saturation_policy": "|x*scale| > fp8_max or inf: saturate vs NaN/inf policy differs",
-    "nan_vs_number": "one side NaN, the other a number (e.g. NaN dropped from amax by a NaN-ignoring max)",
+    "nan_vs_number": "one side NaN, the other a number: a NaN made where the reference has a number (inf*0, 0/0), "
+    "or a number where the reference has NaN (NaN dropped from amax by a NaN-ignoring max)",
     "pow2_rounding_edge": "power-of-two scale off by one binade (log2 vs exact floor rule, or a wrong rounding)",
-    "wrong_group_boundary": "the value is what a neighbouring group's scale gives: group bounds are off",
+    "wrong_group_boundary": "a group boundary is off by one (inclusive end, early or late start): recomputing with "
+    "the boundary moved explains the scale words and bytes, or the value is a neighbouring group's",
     "scale_mismatch": "scale word differs (the ulp distance says whether the division is approximate)",
     "explained_by_scale": "byte differs only because the kernel's scale does: recomputing with it reproduces the byte",
+    "scale_applied_by_division": "x / (1/scale) instead of x * scale: recomputing with that division reproduces "
+    "every such byte (the reciprocal's rounding moves products near a rounding boundary one code; SPEC §4)",
     "rne_tie_flipped": "x*scale is exactly halfway between two codes and the other neighbour was chosen (not RNE)",
     "flush_to_zero": "an fp8 subnormal was flushed to zero",
     "layout_stride": "the byte is the reference's byte of another element (transposed, shifted, other-layout stride)",
@@ -48,6 +62,18 @@ CATEGORY_HELP: dict[str, str] = {
 CATEGORIES: tuple[str, ...] = tuple(CATEGORY_HELP)
 #: Categories that are consequences of another mismatch, not root causes.
 DERIVED: frozenset[str] = frozenset({"explained_by_scale"})
+#: Categories of the call itself rather than of a byte: they fail under every policy.
+STRUCTURAL: frozenset[str] = frozenset(
+    {
+        "kernel_raised",
+        "wrong_return",
+        "shape_stride_dtype",
+        "wrong_device",
+        "output_aliases_input",
+        "input_written",
+        "out_of_bounds_write",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -134,9 +160,17 @@ def classify_fp8(
     # made it NaN or inf (a non-saturating cast). Judged from y alone: inf * 0 is NaN, not an overflow, and a kernel
     # that writes a number where the reference has NaN is nan_vs_number, never a policy question.
     beyond = torch.isinf(y) | (y.abs() > f.max)
-    _assign(cat, beyond & (e_val.abs() == f.max) & (a_nan | torch.isinf(a_val)), "overflow_saturation_policy")
+    a_overflowed = a_nan | torch.isinf(a_val)
+    _assign(cat, beyond & (e_val.abs() == f.max) & a_overflowed, "overflow_saturation_policy")
     scale_differs = ~same_f32(ref_scale, kernel_scale, strict_nan=True)
     with_kernel_scale = cast_bytes(x, kernel_scale, fp8_dtype)
+    # The same with the kernel's own scale: a scale too large (a wrong fp8_max, a wrong amax) applied without the clamp
+    # overflows where the reference's product does not. Saturating with that scale gives +-max; the kernel wrote NaN
+    # or inf, and the reference a number (where the reference has NaN, e.g. inf * 0, the policy is not the question).
+    y_kernel = x.to(torch.float32) * kernel_scale
+    beyond_kernel = torch.isinf(y_kernel) | (y_kernel.abs() > f.max)
+    saturated = f.values[with_kernel_scale.long()].abs() == f.max
+    _assign(cat, beyond_kernel & saturated & a_overflowed & ~e_nan, "overflow_saturation_policy")
     _assign(cat, scale_differs & same_fp8(with_kernel_scale, actual, fp8_dtype, strict_nan=False), "explained_by_scale")
     _assign(cat, e_nan ^ a_nan, "nan_vs_number")
     rank = f.code_rank

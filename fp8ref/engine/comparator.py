@@ -8,10 +8,12 @@ from dataclasses import dataclass
 import torch
 
 from fp8ref.contracts import CONTRACTS, contract
-from fp8ref.engine.assess import assess
+from fp8ref.engine.assess import assess, call_failed
 from fp8ref.engine.inputs import Inputs, make_inputs
+from fp8ref.engine.kernel_call import Problem, call_kernel, check_outputs, kernel_traceback
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations
 from fp8ref.engine.report import Call, Report
+from fp8ref.engine.source import is_installed, replay_recipe
 from fp8ref.spec import Exact, KernelSpec, find_spec, reference_spec, resolve
 
 __all__ = ["compare", "compare_sequence", "default_device", "resolve_kernel"]
@@ -34,32 +36,26 @@ class ResolvedKernel:
     spec: KernelSpec | None
 
 
-def _importable_path(fn: Callable) -> str | None:
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<" in qualname or module == "__main__":
-        return None
-    try:
-        return f"{module}:{qualname}" if resolve(f"{module}:{qualname}") is fn else None
-    except (ImportError, AttributeError):
-        return None
-
-
 def resolve_kernel(kernel: object, like: str | None = None) -> ResolvedKernel:
     """Turn ``kernel`` (KernelSpec, op name, "module:attr" string or callable) into a ResolvedKernel.
 
     Raises:
-        ValueError: when the op contract cannot be inferred and ``like`` is not given.
+        ValueError: ``like`` names no op, or the op contract cannot be inferred and ``like`` is not given.
     """
+    if like is not None and like not in CONTRACTS:
+        raise ValueError(f"like={like!r} is not an op; the ops are {sorted(CONTRACTS)}")
     if isinstance(kernel, KernelSpec):
-        expr = repr(kernel.kernel) if isinstance(kernel.kernel, str) else None
-        return ResolvedKernel(kernel.kernel_fn(), kernel.name, kernel.id, expr, "", kernel)
+        setup, expr = ("", repr(kernel.kernel)) if isinstance(kernel.kernel, str) else replay_recipe(kernel.kernel)
+        return ResolvedKernel(kernel.kernel_fn(), kernel.name, kernel.id, expr, setup, kernel)
     if isinstance(kernel, str) and ":" not in kernel:
         spec = find_spec(kernel)
         return ResolvedKernel(spec.kernel_fn(), spec.name, spec.id, repr(kernel), "", spec)
     if isinstance(kernel, str):
         fn = resolve(kernel)
         op = like or kernel.rsplit(":", 1)[1].rsplit(".", 1)[-1]
-        return ResolvedKernel(fn, contract(op).name, kernel, repr(kernel), "", None)
+        # A module found only through this process's sys.path (a file next to the script) imports nowhere else.
+        setup, expr = ("", repr(kernel)) if is_installed(kernel.split(":")[0]) else replay_recipe(fn)
+        return ResolvedKernel(fn, contract(op).name, kernel, expr, setup, None)
     if not callable(kernel):
         raise TypeError(f"kernel must be a KernelSpec, an op name, 'module:attr' or a callable, got {kernel!r}")
     op = like or getattr(kernel, "op", None) or getattr(kernel, "__name__", None)
@@ -69,8 +65,8 @@ def resolve_kernel(kernel: object, like: str | None = None) -> ResolvedKernel:
     recipe = getattr(kernel, "fp8ref_repro", None)  # (import statement, expression), e.g. set by mutants
     if recipe is not None:
         return ResolvedKernel(kernel, op, label, recipe[1], recipe[0], None)
-    path = _importable_path(kernel)
-    return ResolvedKernel(kernel, op, label, None if path is None else repr(path), "", None)
+    setup, expr = replay_recipe(kernel)
+    return ResolvedKernel(kernel, op, label, expr, setup, None)
 
 
 def _as_outputs(out: object) -> tuple[torch.Tensor, ...]:
@@ -79,33 +75,16 @@ def _as_outputs(out: object) -> tuple[torch.Tensor, ...]:
     return tuple(out)
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
-
-
 def _run(
     rk: ResolvedKernel, inputs: Inputs, device: torch.device, poison: int, kwargs: dict
-) -> tuple[tuple[torch.Tensor, ...], list[str]]:
-    """One poisoned call: its outputs copied to the CPU, and what it did wrong besides its values."""
+) -> tuple[tuple[torch.Tensor, ...] | None, list[Problem]]:
+    """One poisoned call: its outputs copied to the CPU (None when unreadable), and what it did wrong besides its
+    values, as (category, text) pairs. Only the kernel's own exceptions propagate."""
     xs = tuple(x.to(device, copy=True) for x in inputs.xs)  # a copy even on the CPU: in-place writes must show
     offs = inputs.offs_tensor(device)
     with poisoned_allocations(poison):
-        outputs = _as_outputs(contract(rk.op).call(rk.fn, xs, offs, **kwargs))
-    device = torch.device(device)
-    problems = [
-        f"output {i} is on {t.device}, the inputs on {device}"
-        for i, t in enumerate(outputs)
-        if t.device.type != device.type
-    ]
-    problems += [
-        f"the kernel wrote into input {i}"
-        for i, (x, orig) in enumerate(zip(xs, inputs.xs))
-        if not torch.equal(_bytes(x), _bytes(orig))
-    ]
-    if offs is not None and offs.cpu().tolist() != list(inputs.offs):
-        problems.append("the kernel wrote into offs")
-    # copy=True: a kernel returning a cached buffer must not let the second run overwrite the first.
-    return tuple(t.detach().to("cpu", copy=True) for t in outputs), problems
+        out = call_kernel(lambda: contract(rk.op).call(rk.fn, xs, offs, **kwargs))
+    return check_outputs(out, xs, inputs.xs, offs, inputs.offs, torch.device(device))
 
 
 def compare(
@@ -183,9 +162,11 @@ def compare(
     try:
         runs_and_problems = [_run(rk, inputs, device, byte, {**args, **kernel_kwargs}) for byte in POISON_BYTES]
     except Exception as exc:
-        return Report(call, ok=False, error=f"{type(exc).__name__}: {exc}")
+        return call_failed(call, [("kernel_raised", f"{type(exc).__name__}: {exc}")], kernel_traceback(exc))
     runs = [outputs for outputs, _ in runs_and_problems]
     side_effects = list(dict.fromkeys(p for _, problems in runs_and_problems for p in problems))
+    if any(outputs is None for outputs in runs):
+        return call_failed(call, side_effects)
     tolerance = spec.tolerance if rk.spec is not None else Exact()
     return assess(
         c,

@@ -21,11 +21,14 @@ class Call:
         op: the op contract the kernel follows.
         kernel: a readable label of the kernel.
         kernel_expr: a Python expression that evaluates to the kernel (an op name or "module:attr" string that
-            compare resolves, a mutant constructor), or None when the kernel is not importable.
-        kernel_import: the import statement ``kernel_expr`` needs ("" when none).
+            compare resolves, a mutant constructor, the name of an inlined function), or None when there is none.
+        kernel_import: the code ``kernel_expr`` needs ("" when none): import statements, or the kernel's own
+            source with its imports when it lives in ``__main__``, a notebook or a module not installed
+            (fp8ref.engine.source); when that source cannot be retrieved, it says so.
         dtype, fp8_dtype: torch attribute names ("bfloat16", "float8_e4m3fn").
         offs: the resolved end offsets (jagged ops), whatever layout produced them.
         prelude: end offsets of earlier calls on the same shape and kernel object (``compare_sequence``).
+        member: the battery member label of this call (fp8ref.engine.battery.member_label).
     """
 
     op: str
@@ -44,6 +47,7 @@ class Call:
     strict_nan: bool
     kernel_kwargs: dict = field(default_factory=dict)
     prelude: tuple[tuple[int, ...], ...] = ()
+    member: str = ""
 
     @property
     def groups(self) -> int | None:
@@ -89,6 +93,7 @@ class Mismatch:
     distance: int | None
     category: str
     fails: bool
+    member: str = ""
 
     def __str__(self) -> str:
         width = 2 if self.kind == "fp8" else 8
@@ -96,7 +101,7 @@ class Mismatch:
         x = "" if self.input is None else f" x={self.input:.9g}"
         dist = "" if self.distance is None else f" d={self.distance:+d}"
         flag = "" if self.fails else " (tolerated)"
-        return (
+        return ("" if not self.member else f"[{self.member}] ") + (
             f"{self.kind:5s} {where}{x}: expected 0x{self.expected:0{width}X} ({self.expected_value:.9g}) "
             f"actual 0x{self.actual:0{width}X} ({self.actual_value:.9g}){dist} [{self.category}]{flag}"
         )
@@ -132,8 +137,13 @@ class Report:
     Attributes:
         call: the replayable call.
         ok: no failing category occurred, no structural difference, no kernel error.
-        error: the kernel's exception text, if it raised.
-        structure: shape / stride / dtype / output-count differences, readable.
+        error: the kernel's exception text ("ZeroDivisionError: division by zero"), if it raised.
+        traceback: the kernel's traceback, if it raised (from the first frame outside the engine).
+        structure: what the call did wrong besides its values, readable: shapes, strides, dtypes, output count or
+            type, devices, outputs sharing memory with inputs, writes into inputs.
+        problems: the same as (category, text) pairs, the kernel's exception included.
+        explained: whole-output explanations that held (fp8ref.engine.hypotheses), e.g. a group boundary moved by
+            one that reproduces every byte.
         n_fp8, n_fp8_mismatches: compared fp8 bytes and how many differ (any category).
         n_scales, n_scale_mismatches: compared scale words and how many differ.
         categories: mismatch count per category (fp8 bytes and scale words together).
@@ -142,12 +152,19 @@ class Report:
         sqnr_kernel, sqnr_reference: per output, per group: SQNR in dB of the dequantized output against the input
             in float64 (NaN for empty groups).
         heatmaps: one per output.
+        members: when compare ran its battery (fp8ref.engine.battery): every member's own Report, in run order; the
+            fields above are then merged (counts summed, texts and examples prefixed with the member label) and
+            ``call`` is the first failing member's.
+        notes: what the battery added and why (e.g. edge shapes derived from a too regular shape).
     """
 
     call: Call
     ok: bool
     error: str | None = None
+    traceback: str | None = None
     structure: tuple[str, ...] = ()
+    problems: tuple[tuple[str, str], ...] = ()
+    explained: tuple[str, ...] = ()
     n_fp8: int = 0
     n_fp8_mismatches: int = 0
     n_scales: int = 0
@@ -158,6 +175,8 @@ class Report:
     sqnr_kernel: tuple[tuple[float, ...], ...] = ()
     sqnr_reference: tuple[tuple[float, ...], ...] = ()
     heatmaps: tuple[Heatmap, ...] = ()
+    members: tuple[Report, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return self.ok
@@ -167,13 +186,29 @@ class Report:
         roots = [c for c in self.failing if c not in DERIVED] or list(self.failing)
         return tuple(sorted(roots, key=lambda c: -self.categories[c])[:n])
 
+    def examples(self, category: str, n: int = 4) -> list[str]:
+        """Up to ``n`` readable examples of ``category``: the problem texts of a structural category, else the
+        listed mismatches of that category."""
+        texts = [text for cat, text in self.problems if cat == category]
+        texts += [str(m) for m in self.mismatches if m.category == category]
+        return texts[:n]
+
     def __repr__(self) -> str:
         c = self.call
         head = f"Report({'OK' if self.ok else 'FAIL'} {c.label()} kernel={c.kernel} seed={c.seed} device={c.device}"
         lines = [head + (f" offs={list(c.offs)}" if c.offs is not None else "") + ")"]
+        if self.members:
+            failed = [m.call.member for m in self.members if not m.ok]
+            replay = " (repro() replays the first)" if failed else ""
+            lines.append(f"  battery: {len(self.members)} calls, {len(failed)} failing{replay}")
+            lines += [f"    FAIL {label}" for label in failed]
+        lines += [f"  note: {n}" for n in self.notes]
         if self.error:
             lines.append(f"  kernel raised: {self.error}")
+            if self.traceback:
+                lines += [f"    {line}" for line in self.traceback.rstrip().splitlines()]
         lines += [f"  structure: {s}" for s in self.structure]
+        lines += [f"  explained: {e}" for e in self.explained]
         lines.append(
             f"  fp8 bytes: {self.n_fp8_mismatches}/{self.n_fp8} differ; scale words: "
             f"{self.n_scale_mismatches}/{self.n_scales} differ"
@@ -196,11 +231,23 @@ class Report:
         return json.dumps(self.to_dict(), indent=1)
 
     def repro(self) -> str:
-        """A self-contained Python snippet that replays this comparison and asserts it passes."""
+        """A self-contained Python snippet that replays this comparison in a fresh interpreter, in any directory.
+
+        It prints the new report, then raises AssertionError naming the failing categories unless the comparison
+        passes: run as a script, exit status 1 means "still failing", 0 "fixed". Its first lines record the verdict
+        seen here (and the kernel's traceback, when it raised). A kernel that is not importable from an installed
+        package has its source inlined (fp8ref.engine.source); what could not be rebuilt is said in the snippet.
+        """
         c = self.call
-        lines = ["import torch", "", "import fp8ref", *([c.kernel_import] if c.kernel_import else []), ""]
+        verdict = "OK" if self.ok else "FAIL: " + ", ".join(self.failing or ("kernel_raised",))
+        lines = [f"# fp8ref repro of {c.label()} (kernel {c.kernel}); recorded verdict: {verdict}"]
+        if self.traceback:
+            lines += ["# The kernel raised:", *(f"#   {line}" for line in self.traceback.rstrip().splitlines())]
+        lines += ["import torch", "", "import fp8ref", ""]
+        if c.kernel_import:
+            lines += [c.kernel_import, "", ""]
         if c.kernel_expr is None:
-            lines.append(f"kernel = ...  # {c.kernel}: not importable, define it here")
+            lines.append(f"kernel = None  # NOT REPRODUCED: {c.kernel} could not be named or inlined; define it here")
         else:
             lines.append(f"kernel = {c.kernel_expr}")
         kernel = "kernel"
@@ -220,7 +267,8 @@ class Report:
         lines += [
             f"report = fp8ref.compare({kernel}, {c.shape!r}, {offs}{common})",
             "print(report)",
-            "assert report.ok, report",
+            "if not report.ok:",
+            '    raise AssertionError("fp8ref.compare: FAIL: " + ", ".join(report.failing))',
             "",
         ]
         return "\n".join(lines)
@@ -236,7 +284,10 @@ class Report:
             f"{self.n_scale_mismatches}/{self.n_scales} differ</div>",
         ]
         if self.error:
-            parts.append(f"<pre>{html.escape(self.error)}</pre>")
+            parts.append(f"<pre>{html.escape(self.traceback or self.error)}</pre>")
+        if self.structure or self.explained:
+            items = [*self.structure, *self.explained]
+            parts.append("<ul>" + "".join(f"<li>{html.escape(t)}</li>" for t in items) + "</ul>")
         if self.categories:
             rows = "".join(
                 f"<tr><td>{'FAIL' if k in self.failing else 'ok'}</td><td>{k}</td><td>{v}</td>"
