@@ -56,6 +56,7 @@ __all__ = [
     "per_group_sqnr",
     "quantize_operands",
     "scaled_grouped_mm",
+    "skewed_offs",
     "wgrad_operands",
 ]
 
@@ -421,6 +422,24 @@ def grouped_mm_bf16(
     grad_A = _masked_grouped_matmul(g, b.transpose(1, 2), offs, "2d3d").to(torch.bfloat16).to(A.dtype)
     grad_B_t = _masked_grouped_matmul(a.t(), g, offs, "2d2d").to(torch.bfloat16).to(B_t.dtype)
     return GroupedMMResult(out, grad_A, grad_B_t, None)
+
+
+def skewed_offs(
+    rows: int, groups: int, *, seed: int = 0, multiple: int = GROUP_MULTIPLE, device: torch.device | str = "cpu"
+) -> torch.Tensor:
+    """End offsets of a routing-like layout over ``rows``: uneven group sizes (log-normal weights, the largest
+    group several times the mean), group 1 empty (when groups > 2), every size a multiple of ``multiple`` (1 for
+    unaligned), offs[-1] == rows. Built on the CPU from ``seed``, then moved: identical on every device."""
+    g = torch.Generator().manual_seed(seed)
+    units = rows // multiple
+    weights = torch.randn(groups, generator=g, dtype=torch.float64).mul(0.8).exp()
+    if groups > 2:
+        weights[1] = 0.0
+    sizes = torch.floor(weights / weights.sum() * units).to(torch.int64)
+    sizes[int(torch.argmax(weights))] += units - int(sizes.sum())
+    ends = torch.cumsum(sizes * multiple, 0)
+    ends[-1] = rows
+    return ends.to(torch.int32).to(device)
 
 
 # ----------------------------------------------------------------------------------------------------------------

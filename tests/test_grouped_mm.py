@@ -290,3 +290,26 @@ def test_per_group_sqnr_never_raises():
     assert got[3] != got[3]  # no finite reference element: NaN
     assert got[4] == float("-inf")  # zero signal, nonzero noise
     assert 10 < got[5] < 20
+
+
+def test_operands_pass_the_layout_checks_of_torch_scaled_grouped_mm():
+    """torch's own meta implementation of the GEMM (the checks its CUDA kernel makes, minus the device) accepts the
+    three GEMMs' operands as the path builds them, and gives the output shapes the path expects."""
+    A, B_t, grad_out = _inputs()
+    offs = _offs([16, 48, 48, 64])
+
+    def meta(t):
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+    expected = {"forward": (M, N), "dgrad": (M, K), "wgrad": (E, K, N)}
+    for gemm, ops in zip(ref.PathOperands._fields, ref.quantize_operands(A, B_t, offs, grad_out)):
+        a, a_scale, b, b_scale = (meta(t) for t in ops)
+        out = torch._scaled_grouped_mm(
+            a, b, a_scale, b_scale, offs=meta(offs), out_dtype=torch.bfloat16, use_fast_accum=True
+        )
+        assert tuple(out.shape) == expected[gemm], gemm
+    fwd = ref.forward_operands(A, B_t, E4)
+    with pytest.raises(RuntimeError, match="column major"):  # and the checks do bite
+        torch._scaled_grouped_mm(
+            meta(fwd.a), meta(fwd.b.contiguous()), meta(fwd.a_scale), meta(fwd.b_scale), offs=meta(offs)
+        )

@@ -1,0 +1,232 @@
+"""FP8 grouped-GEMM training step vs bf16, side by side in one run (issue #12 item 6).
+
+    python benchmarks/bench_grouped_mm.py --out benchmarks/results/h200-grouped-mm-bench.md
+
+Per MoE shape (M tokens, K, N, E experts; SPEC §7), with routing-like uneven groups (one empty, sizes multiples of
+16, fp8ref.grouped_mm.skewed_offs), the GPU time (CUDA-graph replay, median of triton.testing.do_bench_cudagraph)
+of:
+
+- ``bf16 step``: torch._grouped_mm forward + autograd backward (grad of A and B_t);
+- ``fp8 step``: fp8moe.grouped_mm forward + backward (five quantization kernels + three scaled grouped GEMMs);
+- ``bf16 GEMMs`` / ``fp8 GEMMs``: the three GEMMs alone (fwd, dgrad, wgrad), the fp8 ones on pre-quantized
+  operands: the ceiling a quantized step can reach;
+- ``quant``: the five fp8moe quantization calls alone, and their share of the fp8 GEMM time.
+
+The eager time (triton.testing.do_bench, host overhead included) is given next to the graph time of each step.
+Before timing, the fp8 step's SQNR against the bf16 step is printed, so a fast wrong path cannot post a number.
+``--triton-gemm`` also times Inductor's Triton template for the scaled grouped GEMM (max-autotune, Triton backend
+only) on the small-group shape: what a Triton FP8 grouped GEMM reaches where the vendor one loses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+
+import torch
+
+import fp8moe  # noqa: F401  (imported before triton, as fp8moe requires)
+from fp8moe import ops as qops
+from fp8moe.grouped_mm import grouped_mm, quantize_operands, scaled_grouped_mm
+from fp8ref import grouped_mm as ref
+
+SHAPES = [(16384, 7168, 2048, 8), (16640, 2048, 1408, 64), (32768, 5120, 8192, 16), (65536, 4096, 14336, 8)]
+E4 = torch.float8_e4m3fn
+
+
+DEVICE = "cuda"  # --device cpu: a smoke run of this script's logic (interpreter kernels, wall-clock times)
+
+
+def _wall_ms(fn) -> float:
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[1]
+
+
+def _graph_ms(fn) -> float:
+    if DEVICE == "cpu":
+        return _wall_ms(fn)
+    from triton.testing import do_bench_cudagraph
+
+    return do_bench_cudagraph(fn, rep=100, return_mode="median")
+
+
+def _eager_ms(fn) -> float:
+    if DEVICE == "cpu":
+        return _wall_ms(fn)
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def _inputs(shape, pad: bool):
+    m, k, n, e = shape
+    g = torch.Generator(device=DEVICE).manual_seed(0)
+    A = torch.randn(m, k, generator=g, device=DEVICE, dtype=torch.bfloat16).requires_grad_()
+    B_t = (torch.randn(e, k, n, generator=g, device=DEVICE, dtype=torch.bfloat16) * k**-0.5).requires_grad_()
+    grad_out = torch.randn(m, n, generator=g, device=DEVICE, dtype=torch.bfloat16)
+    offs = ref.skewed_offs(m, e, seed=1, multiple=1 if pad else 16, device=DEVICE)
+    return A, B_t, grad_out, offs
+
+
+def _steps(A, B_t, grad_out, offs, pad: bool):
+    def bf16_step():
+        out = torch._grouped_mm(A, B_t, offs=offs, out_dtype=torch.bfloat16)
+        return torch.autograd.grad(out, (A, B_t), grad_out)
+
+    def fp8_step():
+        out = grouped_mm(A, B_t, offs, pad_groups=pad)
+        return torch.autograd.grad(out, (A, B_t), grad_out)
+
+    return bf16_step, fp8_step
+
+
+def _gemms(A, B_t, grad_out, offs):
+    """The three GEMMs of a step alone, each as (name, bf16 fn, fp8 fn on pre-quantized operands)."""
+    a, b, g = A.detach(), B_t.detach(), grad_out
+    b_nk = b.transpose(1, 2)  # (E, N, K) view
+    q = quantize_operands(a, b, offs, g)
+    return [
+        ("fwd", lambda: torch._grouped_mm(a, b, offs=offs), lambda: scaled_grouped_mm(q.forward, offs)),
+        ("dgrad", lambda: torch._grouped_mm(g, b_nk, offs=offs), lambda: scaled_grouped_mm(q.dgrad, offs)),
+        ("wgrad", lambda: torch._grouped_mm(a.t(), g, offs=offs), lambda: scaled_grouped_mm(q.wgrad, offs)),
+    ]
+
+
+def _quant(A, B_t, grad_out, offs):
+    a, b = A.detach(), B_t.detach()
+
+    def run():
+        qops.rowwise_2d_scale_and_cast(a, E4)
+        qops.colwise_3d_scale_and_cast(b, E4)
+        qops.rowwise_2d_scale_and_cast(grad_out, E4)
+        qops.rowwise_3d_transpose_rhs(b, E4)
+        qops.per_group_colwise_scales_dual(grad_out, a, offs, E4)
+
+    return run
+
+
+def _triton_gemm(ops, offs) -> str:
+    """One scaled grouped GEMM through Inductor's Triton template (max-autotune, Triton backend only): graph time
+    and SQNR against the vendor GEMM on the same operands."""
+    import torch._inductor.config as inductor_config
+
+    args = (ops.a, ops.b, torch.reciprocal(ops.a_scale), torch.reciprocal(ops.b_scale), offs)
+
+    def gemm(a, b, ra, rb, offs):
+        return torch._scaled_grouped_mm(a, b, ra, rb, offs=offs, out_dtype=torch.bfloat16, use_fast_accum=True)
+
+    with inductor_config.patch(max_autotune_gemm_backends="TRITON", max_autotune=True):
+        compiled = torch.compile(gemm, fullgraph=True, dynamic=False)
+        out = compiled(*args)
+    db = ref.sqnr(scaled_grouped_mm(ops, offs), out)
+    return f"{_graph_ms(lambda: compiled(*args)) * 1e3:.0f} us ({db:.0f} dB vs vendor)"
+
+
+def _triton_gemm_cells(A, B_t, grad_out, offs) -> list[str]:
+    q = quantize_operands(A.detach(), B_t.detach(), offs, grad_out)
+    cells = []
+    for name, ops in zip(("fwd", "dgrad", "wgrad"), q):
+        try:
+            cells.append(f"{name} {_triton_gemm(ops, offs)}")
+        except Exception as exc:  # reported, never fatal: the template may not cover this layout on this torch
+            cells.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+    return cells
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None, help="also write the Markdown tables to this file (row by row)")
+    parser.add_argument("--triton-gemm", action="store_true", help="time Inductor's Triton template (E=64 shape)")
+    parser.add_argument("--device", default="cuda", help="cpu: smoke-run the logic (with --shapes small ones)")
+    parser.add_argument("--shapes", default=None, help="M,K,N,E;M,K,N,E... instead of the four MoE shapes")
+    args = parser.parse_args(argv)
+    global DEVICE
+    DEVICE = args.device
+    shapes = [tuple(map(int, s.split(","))) for s in args.shapes.split(";")] if args.shapes else SHAPES
+    device_name = torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+    lines: list[str] = []
+
+    def emit(line: str = "") -> None:
+        print(line, flush=True)
+        lines.append(line)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(lines) + "\n")
+
+    emit(f"# FP8 grouped GEMM fwd+bwd vs bf16 on {device_name}")
+    emit()
+    emit(
+        f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}. "
+        "GPU time of CUDA-graph replays (median, triton.testing.do_bench_cudagraph); `eager` is do_bench's median "
+        "with host overhead. Groups: fp8ref.grouped_mm.skewed_offs (uneven, one empty, multiples of 16). Speed-up = "
+        "bf16 time / fp8 time. quant = the five fp8moe quantization calls of a step; its share is of the fp8 GEMMs."
+    )
+    emit()
+    emit(
+        "| M, K, N, E | bf16 step ms | fp8 step ms | step speed-up | eager bf16 / fp8 ms | bf16 GEMMs ms | "
+        "fp8 GEMMs ms | GEMM speed-up | quant ms | quant / fp8 GEMMs | SQNR out/dA/dB dB |"
+    )
+    emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    details = []
+    for shape in shapes:
+        t0 = time.time()
+        A, B_t, grad_out, offs = _inputs(shape, pad=False)
+        bf16_step, fp8_step = _steps(A, B_t, grad_out, offs, pad=False)
+        fp8 = ref.GroupedMMResult(grouped_mm(A, B_t, offs).detach(), *fp8_step(), None)
+        bf16 = ref.GroupedMMResult(torch._grouped_mm(A, B_t, offs=offs).detach(), *bf16_step(), None)
+        sq = ref.path_sqnr(bf16, fp8, offs)
+        del fp8, bf16
+        t_bf16, t_fp8 = _graph_ms(bf16_step), _graph_ms(fp8_step)
+        e_bf16, e_fp8 = _eager_ms(bf16_step), _eager_ms(fp8_step)
+        per_gemm = [(name, _graph_ms(fb), _graph_ms(ff)) for name, fb, ff in _gemms(A, B_t, grad_out, offs)]
+        g_bf16, g_fp8 = sum(p[1] for p in per_gemm), sum(p[2] for p in per_gemm)
+        t_quant = _graph_ms(_quant(A, B_t, grad_out, offs))
+        emit(
+            f"| {', '.join(map(str, shape))} | {t_bf16:.3f} | {t_fp8:.3f} | **{t_bf16 / t_fp8:.2f}x** | "
+            f"{e_bf16:.3f} / {e_fp8:.3f} | {g_bf16:.3f} | {g_fp8:.3f} | {g_bf16 / g_fp8:.2f}x | {t_quant:.3f} | "
+            f"{100 * t_quant / g_fp8:.0f}% | {sq['out']:.1f} / {sq['grad_A']:.1f} / {sq['grad_B_t']:.1f} |"
+        )
+        details.append(
+            f"| {', '.join(map(str, shape))} | "
+            + " | ".join(f"{b * 1e3:.0f} / {f * 1e3:.0f} ({b / f:.2f}x)" for _, b, f in per_gemm)
+            + f" | {t_fp8 - g_fp8 - t_quant:.3f} | {time.time() - t0:.0f} s |"
+        )
+        del A, B_t, grad_out
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+    emit()
+    emit("Per GEMM, bf16 / fp8 us (speed-up), and what the fp8 step spends outside GEMMs and quantization:")
+    emit()
+    emit("| M, K, N, E | fwd | dgrad | wgrad | fp8 step - GEMMs - quant, ms | wall |")
+    emit("|---|---|---|---|---:|---:|")
+    for line in details:
+        emit(line)
+
+    # Unaligned groups need pad_groups=True: the copy in and out of the padded rows, at the many-small-groups shape.
+    shape = shapes[min(1, len(shapes) - 1)]
+    A, B_t, grad_out, offs = _inputs(shape, pad=True)
+    bf16_step, fp8_step = _steps(A, B_t, grad_out, offs, pad=True)
+    t_bf16, t_fp8 = _graph_ms(bf16_step), _graph_ms(fp8_step)
+    emit()
+    emit(
+        f"Unaligned groups (skewed_offs multiple=1), pad_groups=True, {shape}: bf16 step {t_bf16:.3f} ms, fp8 step "
+        f"{t_fp8:.3f} ms, speed-up {t_bf16 / t_fp8:.2f}x."
+    )
+    if args.triton_gemm:
+        A, B_t, grad_out, offs = _inputs(shape, pad=False)
+        emit()
+        emit(
+            f"Inductor Triton template for the scaled grouped GEMM at {shape}: "
+            + "; ".join(_triton_gemm_cells(A, B_t, grad_out, offs))
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
