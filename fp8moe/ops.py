@@ -28,8 +28,7 @@ from fp8moe.kernels import per_group_colwise_scales_dual as _per_group_colwise_d
 from fp8moe.kernels import per_group_rowwise_scales as _per_group_rowwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
-from fp8ref.formats import FP8_DTYPES
-from fp8ref.ops import check_input, check_offs
+from fp8ref.ops import check_args
 from fp8ref.ops import validate_offs as _validate_offs_values
 
 __all__ = [
@@ -50,18 +49,8 @@ _E4M3 = torch.float8_e4m3fn
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _check_options(fp8_dtype: object, round_scales_to_power_of_2: object) -> None:
-    if fp8_dtype not in FP8_DTYPES:
-        names = [str(d).removeprefix("torch.") for d in FP8_DTYPES]
-        raise TypeError(f"fp8_dtype must be one of {names}, got {fp8_dtype!r}")
-    if not isinstance(round_scales_to_power_of_2, bool):
-        # A tensor flag would be read with a hidden device sync; an int would silently mean True or False.
-        raise TypeError(f"round_scales_to_power_of_2 must be a bool, got {type(round_scales_to_power_of_2).__name__}")
-
-
-def _check_offs(offs: object, x: torch.Tensor, total: int, validate_offs: bool) -> None:
-    """fp8ref's metadata checks (no device sync), contiguity, and with ``validate_offs`` the values (a host read)."""
-    check_offs(offs, x)
+def _check_offs(offs: torch.Tensor, total: int, validate_offs: bool) -> None:
+    """After fp8ref.ops.check_args: contiguity, and with ``validate_offs`` the values (a host read)."""
     if offs.numel() > 1 and offs.stride(0) != 1:
         # The kernels read offs[g] at offs_ptr + g: a strided view would be read as other values.
         raise ValueError(f"offs must be contiguous (stride 1), got stride {offs.stride(0)}")
@@ -128,8 +117,7 @@ def rowwise_2d_scale_and_cast(
     Returns:
         q: (M, K) fp8_dtype, row-major. scales: (M, 1) f32.
     """
-    check_input("x", x, "MK")
-    _check_options(fp8_dtype, round_scales_to_power_of_2)
+    check_args("MK", x, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     run = _rowwise_2d_impl if _direct_call(x) else _rowwise_2d_op
     return run(x, fp8_dtype, round_scales_to_power_of_2)
 
@@ -162,8 +150,7 @@ def colwise_3d_scale_and_cast(
     Returns:
         q: (E, K, N) fp8_dtype with strides (K*N, 1, K). scales: (E, 1, N) f32.
     """
-    check_input("x", x, "EKN")
-    _check_options(fp8_dtype, round_scales_to_power_of_2)
+    check_args("EKN", x, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     run = _colwise_3d_impl if _direct_call(x) else _colwise_3d_op
     return run(x, fp8_dtype, round_scales_to_power_of_2)
 
@@ -204,8 +191,7 @@ def rowwise_3d_transpose_rhs(
     Returns:
         q: (E, N, K) fp8_dtype with strides (N*K, 1, N). scales: (E, K) f32.
     """
-    check_input("x", x, "EKN")
-    _check_options(fp8_dtype, round_scales_to_power_of_2)
+    check_args("EKN", x, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     if method not in _transpose_rhs.METHODS:
         raise ValueError(f"method must be one of {_transpose_rhs.METHODS}, got {method!r}")
     run = _transpose_rhs_impl if _direct_call(x) else _transpose_rhs_op
@@ -255,9 +241,8 @@ def per_group_rowwise_scales(
         q: (M, Ktot) fp8_dtype, row-major; columns past offs[-1] are left unwritten. scales: (G * M,) f32,
         ``scales[g * M + m]``.
     """
-    check_input("x", x, "MK")
-    _check_offs(offs, x, x.shape[1], validate_offs)
-    _check_options(fp8_dtype, round_scales_to_power_of_2)
+    check_args("MK", x, offs=offs, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
+    _check_offs(offs, x.shape[1], validate_offs)
     run = _per_group_rowwise_impl if _direct_call(x, offs) else _per_group_rowwise_op
     return run(x, offs, fp8_dtype, round_scales_to_power_of_2)
 
@@ -304,9 +289,8 @@ def per_group_colwise_scales(
         q: (Ktot, N) fp8_dtype, column-major (strides (1, Ktot)); rows past offs[-1] are left unwritten.
         scales: (G * N,) f32, ``scales[g * N + n]``.
     """
-    check_input("x", x, "KN")
-    _check_offs(offs, x, x.shape[0], validate_offs)
-    _check_options(fp8_dtype, round_scales_to_power_of_2)
+    check_args("KN", x, offs=offs, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
+    _check_offs(offs, x.shape[0], validate_offs)
     run = _per_group_colwise_impl if _direct_call(x, offs) else _per_group_colwise_op
     return run(x, offs, fp8_dtype, round_scales_to_power_of_2)
 
@@ -351,15 +335,7 @@ def per_group_colwise_scales_dual(
     Returns:
         (q1, s1, q2, s2) as :func:`per_group_colwise_scales` of each input.
     """
-    check_input("x1", x1, "KN")
-    check_input("x2", x2, "KN")
-    if x1.shape[0] != x2.shape[0]:
-        raise ValueError(f"x1 and x2 must share their rows (Ktot), got shapes {tuple(x1.shape)} and {tuple(x2.shape)}")
-    if x1.dtype != x2.dtype:
-        raise TypeError(f"x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
-    if x1.device != x2.device:
-        raise ValueError(f"x1 and x2 must be on the same device, got {x1.device} and {x2.device}")
-    _check_offs(offs, x1, x1.shape[0], validate_offs)
-    _check_options(fp8_dtype, round_scales_to_power_of_2)
+    check_args("KN", x1, x2, offs=offs, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
+    _check_offs(offs, x1.shape[0], validate_offs)
     run = _per_group_colwise_dual_impl if _direct_call(x1, x2, offs) else _per_group_colwise_dual_op
     return run(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2)

@@ -17,11 +17,12 @@ import itertools
 
 import torch
 
-from fp8ref.formats import fmt
+from fp8ref.formats import FP8_DTYPES
 from fp8ref.scaling import amax_to_scale, tensor_to_amax, to_fp8_saturated
 
 __all__ = [
     "INPUT_DTYPES",
+    "check_args",
     "check_input",
     "check_offs",
     "colwise_3d_scale_and_cast",
@@ -55,10 +56,55 @@ def check_input(name: str, x: object, dims: str) -> None:
         raise ValueError(f"{name} must be {len(dims)}-D ({', '.join(dims)}), got shape {tuple(x.shape)}")
 
 
-def _check_fp8_dtype(fp8_dtype: object) -> None:
-    if not isinstance(fp8_dtype, torch.dtype):
-        raise TypeError(f"fp8_dtype must be a torch.dtype, got {fp8_dtype!r}")
-    fmt(fp8_dtype)  # raises TypeError naming the four formats
+def _check_options(fp8_dtype: object, round_scales_to_power_of_2: object) -> None:
+    if not (isinstance(fp8_dtype, torch.dtype) and fp8_dtype in FP8_DTYPES):
+        names = [str(d).removeprefix("torch.") for d in FP8_DTYPES]
+        raise TypeError(f"fp8_dtype must be one of {names}, got {fp8_dtype!r}")
+    if not isinstance(round_scales_to_power_of_2, bool):
+        # A tensor flag would be read with a hidden device sync; an int would silently mean True or False.
+        raise TypeError(f"round_scales_to_power_of_2 must be a bool, got {type(round_scales_to_power_of_2).__name__}")
+
+
+def _check_pair(x1: torch.Tensor, x2: torch.Tensor) -> None:
+    if x1.shape[0] != x2.shape[0]:
+        raise ValueError(f"x1 and x2 must share their rows (Ktot), got shapes {tuple(x1.shape)} and {tuple(x2.shape)}")
+    if x1.dtype != x2.dtype:
+        raise TypeError(f"x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
+    if x1.device != x2.device:
+        raise ValueError(f"x1 and x2 must be on the same device, got {x1.device} and {x2.device}")
+
+
+#: ``check_args``' default for ``offs``: the op takes none (None is a bad offs, not "no offs").
+_NO_OFFS = object()
+
+
+def check_args(
+    dims: str,
+    *xs: object,
+    offs: object = _NO_OFFS,
+    fp8_dtype: object,
+    round_scales_to_power_of_2: object,
+) -> None:
+    """Every argument check an op shares with its kernel twin (fp8moe.ops), in one order, so that the same bad call
+    raises the same exception with the same message from both.
+
+    The order: each input (named "x", or "x1" and "x2" for the dual op: a tensor, an accepted dtype, one dimension
+    per letter of ``dims``), the dual op's pair (same rows, dtype and device), ``offs`` for the jagged ops (metadata
+    only: no device sync), then ``fp8_dtype`` (one of the four fp8 dtypes) and ``round_scales_to_power_of_2`` (a
+    bool: an int or a tensor is refused, a tensor flag would cost a hidden device sync). Kernel-only constraints
+    (contiguous offs, the backend's fp8 dtypes, a variant name) are the kernel wrapper's own, checked after these.
+
+    Raises:
+        TypeError: a wrong type or dtype. ValueError: a wrong shape, device or pair.
+    """
+    names = ("x",) if len(xs) == 1 else tuple(f"x{i + 1}" for i in range(len(xs)))
+    for name, x in zip(names, xs):
+        check_input(name, x, dims)
+    if len(xs) == 2:
+        _check_pair(*xs)
+    if offs is not _NO_OFFS:
+        check_offs(offs, xs[0])
+    _check_options(fp8_dtype, round_scales_to_power_of_2)
 
 
 def check_offs(offs: object, x: torch.Tensor) -> None:
@@ -193,8 +239,7 @@ def rowwise_2d_scale_and_cast(
            with an inf has scale 0, so its infs become NaN (inf * 0) and its finite values +-0 (sign kept: -x * 0 =
            -0, code 0x80 in fn formats, 0x00 in fnuz). -0 stays -0 in fn formats and becomes 0x00 in fnuz formats.
     """
-    check_input("x", x, "MK")
-    _check_fp8_dtype(fp8_dtype)
+    check_args("MK", x, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     m, k = x.shape
     scales = amax_to_scale(_slice_amax(x, dim=1), fp8_dtype, round_scales_to_power_of_2)  # (M, 1)
     q = _into(_scale_and_cast(x, scales, fp8_dtype), (m, k), (k, 1))
@@ -223,8 +268,7 @@ def colwise_3d_scale_and_cast(
         3. q[e, k, n] = to_fp8_saturated(f32(x[e, k, n]) * scales[e, 0, n]) (f32 RNE product, clamp, RNE cast).
            NaN, inf and -0 behave per column as in :func:`rowwise_2d_scale_and_cast` per row.
     """
-    check_input("x", x, "EKN")
-    _check_fp8_dtype(fp8_dtype)
+    check_args("EKN", x, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     e, k, n = x.shape
     scales = amax_to_scale(_slice_amax(x, dim=1), fp8_dtype, round_scales_to_power_of_2)  # (E, 1, N)
     q = _into(_scale_and_cast(x, scales, fp8_dtype), (e, k, n), (k * n, 1, k))
@@ -254,8 +298,7 @@ def rowwise_3d_transpose_rhs(
         3. q[e, n, k] = to_fp8_saturated(f32(x[e, k, n]) * scales[e, k]) (f32 RNE product, clamp, RNE cast).
            NaN, inf and -0 behave per row as in :func:`rowwise_2d_scale_and_cast`.
     """
-    check_input("x", x, "EKN")
-    _check_fp8_dtype(fp8_dtype)
+    check_args("EKN", x, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     e, k, n = x.shape
     scales = amax_to_scale(_slice_amax(x, dim=2), fp8_dtype, round_scales_to_power_of_2)  # (E, K, 1)
     q = _into(_scale_and_cast(x, scales, fp8_dtype).transpose(1, 2), (e, n, k), (n * k, 1, n))
@@ -299,9 +342,7 @@ def per_group_rowwise_scales(
         5. Columns j >= offs[G-1] are in no group: this reference writes +0 (0x00) there; kernels may leave them
            unspecified, and comparisons exclude them (SPEC §4).
     """
-    check_input("x", x, "MK")
-    check_offs(offs, x)
-    _check_fp8_dtype(fp8_dtype)
+    check_args("MK", x, offs=offs, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     m, k = x.shape
     q_t, scales = _jagged_rows_scale_and_cast(x.t(), offs, fp8_dtype, round_scales_to_power_of_2)
     return _into(q_t.t(), (m, k), (k, 1)), scales
@@ -337,9 +378,7 @@ def per_group_colwise_scales(
         5. Rows i >= offs[G-1] are in no group: this reference writes +0 (0x00) there; kernels may leave them
            unspecified, and comparisons exclude them (SPEC §4).
     """
-    check_input("x", x, "KN")
-    check_offs(offs, x)
-    _check_fp8_dtype(fp8_dtype)
+    check_args("KN", x, offs=offs, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     k, n = x.shape
     q, scales = _jagged_rows_scale_and_cast(x, offs, fp8_dtype, round_scales_to_power_of_2)
     return _into(q, (k, n), (1, k)), scales
@@ -369,14 +408,7 @@ def per_group_colwise_scales_dual(
         Exactly ``per_group_colwise_scales(x1, offs, ...) + per_group_colwise_scales(x2, offs, ...)``: the two
         tensors never influence each other's amax. See that function for every step.
     """
-    check_input("x1", x1, "KN")
-    check_input("x2", x2, "KN")
-    if x1.shape[0] != x2.shape[0]:
-        raise ValueError(f"x1 and x2 must share their rows (Ktot), got {tuple(x1.shape)} and {tuple(x2.shape)}")
-    if x1.dtype != x2.dtype:
-        raise TypeError(f"x1 and x2 must have the same dtype, got {x1.dtype} and {x2.dtype}")
-    if x1.device != x2.device:
-        raise ValueError(f"x1 and x2 must be on the same device, got {x1.device} and {x2.device}")
+    check_args("KN", x1, x2, offs=offs, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
     q1, s1 = per_group_colwise_scales(x1, offs, fp8_dtype, round_scales_to_power_of_2)
     q2, s2 = per_group_colwise_scales(x2, offs, fp8_dtype, round_scales_to_power_of_2)
     return q1, s1, q2, s2

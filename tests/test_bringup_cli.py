@@ -148,3 +148,31 @@ def test_a_structure_failure_is_counted_once_with_readable_examples(tmp_path, mo
         entry = step["categories"]["shape_stride_dtype"]
         assert step["mismatches"] == entry["count"] == 1  # q's strides, reported once (same in both runs)
         assert "stride" in str(entry["examples"][0])
+
+
+def test_version_prints_the_installed_distributions_version(capsys):
+    import importlib.metadata
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fp8ref {importlib.metadata.version('fp8ref')}"
+
+
+def _all_actions(parser):
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from ((f"{name} {a}", h) for a, h in _all_actions(sub))
+        elif not isinstance(action, argparse._HelpAction):
+            yield "/".join(action.option_strings) or action.dest, action.help
+
+
+def test_every_option_and_argument_has_help_text():
+    from fp8ref.bringup.cli import _parser
+
+    actions = list(_all_actions(_parser()))
+    assert len(actions) > 10
+    assert [name for name, text in actions if not text] == []

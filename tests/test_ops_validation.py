@@ -163,6 +163,64 @@ def test_invalid_argument_raises_error_naming_it(bad):
         bad.call()
 
 
+#: Bad calls both fp8ref.ops and fp8moe must refuse identically: (id, op, args, kwargs).
+_SHARED_BAD_CALLS = [
+    ("pow2-int", "rowwise_2d_scale_and_cast", lambda: (_x(2, 3),), {"round_scales_to_power_of_2": 1}),
+    (
+        "pow2-tensor",
+        "colwise_3d_scale_and_cast",
+        lambda: (_x(1, 2, 3),),
+        {"round_scales_to_power_of_2": torch.tensor(True)},
+    ),
+    ("fp8-dtype-str", "rowwise_3d_transpose_rhs", lambda: (_x(1, 2, 3),), {"fp8_dtype": "e4m3fn"}),
+    ("fp8-dtype-bf16", "rowwise_2d_scale_and_cast", lambda: (_x(2, 3),), {"fp8_dtype": torch.bfloat16}),
+    ("fp8-dtype-tensor", "rowwise_2d_scale_and_cast", lambda: (_x(2, 3),), {"fp8_dtype": torch.tensor(1)}),
+    ("x-list", "rowwise_2d_scale_and_cast", lambda: ([[1.0]],), {}),
+    ("x-int32", "colwise_3d_scale_and_cast", lambda: (torch.ones(1, 2, 3, dtype=torch.int32),), {}),
+    ("x-3d", "per_group_rowwise_scales", lambda: (_x(2, 3, 4), _offs(4)), {}),
+    ("offs-none", "per_group_rowwise_scales", lambda: (_x(2, 8), None), {}),
+    ("offs-int64", "per_group_colwise_scales", lambda: (_x(8, 2), torch.tensor([8])), {}),
+    ("offs-2d", "per_group_colwise_scales", lambda: (_x(8, 2), _offs(4, 8).view(1, 2)), {}),
+    ("offs-before-options", "per_group_colwise_scales", lambda: (_x(8, 2), [8]), {"fp8_dtype": "bad"}),
+    ("dual-rows", "per_group_colwise_scales_dual", lambda: (_x(8, 2), _x(9, 3), _offs(8)), {}),
+    (
+        "dual-dtypes",
+        "per_group_colwise_scales_dual",
+        lambda: (_x(8, 2), _x(8, 3, dtype=torch.float16), _offs(8)),
+        {},
+    ),
+    (
+        "dual-x2-int",
+        "per_group_colwise_scales_dual",
+        lambda: (_x(8, 2), torch.ones(8, 3, dtype=torch.int8), _offs(8)),
+        {},
+    ),
+    (
+        "dual-pow2-int",
+        "per_group_colwise_scales_dual",
+        lambda: (_x(8, 2), _x(8, 3), _offs(8)),
+        {"round_scales_to_power_of_2": 0},
+    ),
+]
+
+
+def _raised(fn: Callable[[], object]) -> tuple[type, str]:
+    with pytest.raises((TypeError, ValueError)) as info:
+        fn()
+    return type(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("op", "make_args", "kwargs"), [c[1:] for c in _SHARED_BAD_CALLS], ids=[c[0] for c in _SHARED_BAD_CALLS]
+)
+def test_reference_and_kernel_refuse_a_bad_call_with_the_same_exception_and_message(op, make_args, kwargs):
+    import fp8ref.ops
+
+    reference = _raised(lambda: getattr(fp8ref.ops, op)(*make_args(), **kwargs))
+    kernel = _raised(lambda: getattr(fp8moe, op)(*make_args(), **kwargs))
+    assert reference == kernel
+
+
 def test_tensor_off_the_backends_device_raises_value_error_naming_the_device():
     if not backend_module.interpreter_requested():
         pytest.skip("the interpreter is off in this process")

@@ -6,6 +6,7 @@ Exit status: 0 when nothing genuine failed (findings allowed), 1 when something 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import shlex
 import sys
 import time
@@ -28,9 +29,21 @@ def _formats(text: str) -> tuple[torch.dtype, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _version() -> str:
+    """The installed distribution's version (importlib.metadata), or a plain statement when it is not installed."""
+    try:
+        return importlib.metadata.version("fp8ref")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (fp8ref is not installed as a distribution)"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fp8ref", description="FP8 reference toolkit: bring-up certificate.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="fp8ref",
+        description="FP8 reference toolkit: the bring-up certificate of a stack, golden cast vectors, their check.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     b = sub.add_parser("bringup", help="fingerprint this stack, check its casts and kernels, write a certificate")
     b.add_argument(
@@ -59,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_bringup)
 
     g = sub.add_parser("export-golden", help="write golden cast vectors (.bin + manifest.jsonl) per profile/format")
-    g.add_argument("--out", type=Path, required=True)
+    g.add_argument("--out", type=Path, required=True, help="directory to write the .bin files and manifest.jsonl into")
     g.add_argument("--profiles", default=None, help="comma-separated profile names (default: all)")
     g.add_argument("--formats", default=None, help="comma-separated fp8 formats (default: all four)")
     g.set_defaults(func=_export_golden)
