@@ -176,3 +176,26 @@ def test_every_option_and_argument_has_help_text():
     actions = list(_all_actions(_parser()))
     assert len(actions) > 10
     assert [name for name, text in actions if not text] == []
+
+
+def test_markdown_states_a_shared_caveat_once_and_says_not_run(quick_run):
+    _, out, doc = quick_run
+    md = (out / "certificate.md").read_text()
+    assert "0 of 0 differ" not in md
+    skipped = [s for s in doc["steps"] if s["status"] == "skipped"]
+    assert skipped
+    assert all(f"`{s['name']}`: not run." in md for s in skipped)
+    caveat = "so a divergence here cannot reach"  # the interpreter's native cast, behind many findings
+    assert sum(caveat in s["note"] for s in doc["steps"]) > 1
+    assert md.count(caveat) == 1
+    assert "[note 1]" in md
+
+
+def test_shared_caveats_prefer_the_tail_most_notes_end_with():
+    notes = [
+        "against A; path is not load-bearing: the kernels never use this cast on this backend at all.",
+        "against B; path is not load-bearing: the kernels never use this cast on this backend at all.",
+        "nearest C. path: the kernels never use this cast on this backend at all.",
+        "a note of its own",
+    ]
+    assert certificate.shared_caveats(notes) == ["the kernels never use this cast on this backend at all."]

@@ -192,13 +192,64 @@ def _matrix_md(steps: list[dict]) -> list[str]:
     return lines
 
 
-def _details_md(steps: list[dict], status: str, title: str) -> list[str]:
+#: A caveat is stated once when at least this long: shorter repeated phrases read fine where they are.
+_MIN_CAVEAT = 30
+_BOUNDARIES = ("; ", ". ", ": ")
+
+
+def _suffixes(note: str) -> list[str]:
+    """The note and each tail of it that starts after a clause boundary ("; ", ". ", ": ")."""
+    tails = [note]
+    for i in range(len(note)):
+        for b in _BOUNDARIES:
+            if note.startswith(b, i):
+                tails.append(note[i + len(b) :])
+    return [t for t in tails if len(t) >= _MIN_CAVEAT]
+
+
+def shared_caveats(notes: list[str]) -> list[str]:
+    """Clause tails that end two or more of ``notes``, to be stated once: the one ending the most notes first
+    (the longest among equals), then again over the notes it did not cover."""
+    caveats: list[str] = []
+    open_notes = list(notes)
+    while True:
+        ends: dict[str, int] = {}
+        for note in open_notes:
+            for tail in set(_suffixes(note)):
+                ends[tail] = ends.get(tail, 0) + 1
+        best = max((t for t, n in ends.items() if n >= 2), key=lambda t: (ends[t], len(t)), default=None)
+        if best is None:
+            return caveats
+        caveats.append(best)
+        open_notes = [n for n in open_notes if not n.endswith(best)]
+
+
+def _with_references(note: str, caveats: list[str]) -> str:
+    for i, caveat in enumerate(caveats, 1):
+        if note.endswith(caveat):
+            return note[: len(note) - len(caveat)] + f"[note {i}]"
+    return note
+
+
+def _notes_md(caveats: list[str]) -> list[str]:
+    if not caveats:
+        return []
+    lines = ["## Notes (each shared by several steps below, stated once)", ""]
+    lines += [f"{i}. {caveat}" for i, caveat in enumerate(caveats, 1)]
+    return [*lines, ""]
+
+
+def _details_md(steps: list[dict], status: str, title: str, caveats: list[str]) -> list[str]:
     chosen = [s for s in steps if s["status"] == status]
     if not chosen:
         return []
     lines = [f"## {title}", ""]
     for s in chosen:
-        lines.append(f"- `{s['name']}`: {s['mismatches']} of {s['checked']} differ. {s['note']}")
+        note = _with_references(s["note"], caveats)
+        if s["status"] == "skipped" or s["checked"] == 0:
+            lines.append(f"- `{s['name']}`: not run. {note}".rstrip())
+        else:
+            lines.append(f"- `{s['name']}`: {s['mismatches']} of {s['checked']} differ. {note}".rstrip())
         for cat, entry in sorted(s["categories"].items(), key=lambda kv: -kv[1]["count"]):
             shown = _example_text(entry["examples"][0]) if entry["examples"] else ""
             lines.append(f"  - {cat}: {entry['count']}" + (f" (e.g. `{shown}`)" if shown else ""))
@@ -215,7 +266,10 @@ def _example_text(example: dict | str) -> str:
 
 
 def render_markdown(doc: dict) -> str:
+    """The certificate as Markdown: summary, environment, tables, then the steps that failed, found or were skipped
+    (a caveat several of them share is stated once, under Notes, and referenced)."""
     s = doc["summary"]
+    caveats = shared_caveats([st["note"] for st in doc["steps"] if st["status"] in ("fail", "finding", "skipped")])
     counts = ", ".join(f"{v} {k}" for k, v in s["counts"].items())
     lines = [
         "# FP8 bring-up certificate",
@@ -234,9 +288,10 @@ def render_markdown(doc: dict) -> str:
         "",
         *_fingerprint_md(doc["fingerprint"]),
         *_matrix_md(doc["steps"]),
-        *_details_md(doc["steps"], "fail", "Failures"),
-        *_details_md(doc["steps"], "finding", "Findings"),
-        *_details_md(doc["steps"], "skipped", "Skipped"),
+        *_notes_md(caveats),
+        *_details_md(doc["steps"], "fail", "Failures", caveats),
+        *_details_md(doc["steps"], "finding", "Findings", caveats),
+        *_details_md(doc["steps"], "skipped", "Skipped", caveats),
     ]
     return "\n".join(lines)
 
