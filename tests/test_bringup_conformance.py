@@ -87,7 +87,9 @@ def test_progress_writes_lines_not_carriage_returns_into_a_log():
             bar.advance()
     text = stream.getvalue()
     assert "\r" not in text
-    assert text.splitlines()[-1].startswith("sweep [" + "#" * 30 + "] 3/3")
+    assert text.splitlines()[0].startswith("sweep:   0%")
+    assert text.splitlines()[-1].startswith("sweep: 100%")
+    assert " 3/3 " in text.splitlines()[-1]
 
 
 def test_disabled_progress_writes_nothing():

@@ -1,69 +1,75 @@
-"""A small progress bar on stderr for the long bring-up steps (exhaustive sweeps, the kernel matrix)."""
+"""Progress of the long bring-up steps (exhaustive sweeps, the kernel matrix), drawn by tqdm's auto mode.
+
+tqdm.auto picks the front end: a widget in Jupyter (when ipywidgets is installed), a bar redrawn in place in a
+terminal. Into a file or a CI log, where "\\r" does not overwrite, each redraw becomes its own line, at most one every
+10 seconds, so a long log stays readable.
+"""
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
+
+from tqdm.auto import tqdm
 
 __all__ = ["Progress"]
 
 
-class Progress:
-    """Counts work units of one step and redraws ``label [#####.....] done/total  eta`` in place.
+class _LineStream:
+    """A file for tqdm that writes every redraw as a line of its own (for logs: no carriage returns)."""
 
-    Disabled, it draws nothing, so callers never branch on it. On a terminal it redraws in place at most 10 times a
-    second (the kernel matrix advances hundreds of times per second on a GPU); into a file or CI log, where "\r"
-    does not overwrite, it writes one line every 10 seconds instead.
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.encoding = getattr(stream, "encoding", None) or "utf-8"
+
+    def write(self, text: str) -> None:
+        line = text.replace("\r", "").rstrip()
+        if line:
+            self._stream.write(line + "\n")
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+class Progress:
+    """Counts the work units of one step on a tqdm bar.
+
+    Disabled, it draws nothing, so callers never branch on it.
 
     Args:
-        label: step name shown before the bar.
+        label: the step's name, shown before the bar.
         total: number of units the step will report.
         enabled: draw at all (``--no-progress`` turns it off).
         stream: where to draw (stderr, so stdout stays clean for the summary).
     """
 
-    _WIDTH = 30
-
     def __init__(self, label: str, total: int, *, enabled: bool = True, stream: TextIO | None = None):
-        self.label = label
-        self.total = max(int(total), 1)
-        self.done = 0
-        self.enabled = enabled
-        self._stream = stream if stream is not None else sys.stderr
-        self._tty = self._stream.isatty()
-        self._interval_s = 0.1 if self._tty else 10.0
-        self._start = time.monotonic()
-        self._last_draw = self._start
+        stream = stream if stream is not None else sys.stderr
+        tty = stream.isatty()
+        # A terminal redraws in place up to 10 times a second (the kernel matrix advances hundreds of times a second
+        # on a GPU); a log gets a line every 10 s.
+        self._bar = tqdm(
+            total=max(int(total), 1),
+            desc=label,
+            disable=not enabled,
+            file=stream if tty else _LineStream(stream),
+            mininterval=0.1 if tty else 10.0,
+            dynamic_ncols=tty,
+            leave=True,
+        )
+
+    @property
+    def done(self) -> int:
+        return int(self._bar.n)
 
     def advance(self, units: int = 1) -> None:
-        self.done = min(self.done + units, self.total)
-        now = time.monotonic()
-        if now - self._last_draw >= self._interval_s:
-            self._last_draw = now
-            self._draw(now)
+        self._bar.update(units)
 
     def close(self) -> None:
-        if self.enabled:
-            self._draw(time.monotonic())
-            if self._tty:
-                self._stream.write("\n")
-                self._stream.flush()
+        self._bar.close()
 
     def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def _draw(self, now: float) -> None:
-        if not self.enabled:
-            return
-        frac = self.done / self.total
-        filled = int(frac * self._WIDTH)
-        elapsed = now - self._start
-        eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
-        bar = "#" * filled + "." * (self._WIDTH - filled)
-        line = f"{self.label} [{bar}] {self.done}/{self.total}  {elapsed:6.1f}s  eta {eta:6.1f}s"
-        self._stream.write(f"\r{line}" if self._tty else f"{line}\n")
-        self._stream.flush()
