@@ -199,3 +199,23 @@ def test_shared_caveats_prefer_the_tail_most_notes_end_with():
         "a note of its own",
     ]
     assert certificate.shared_caveats(notes) == ["the kernels never use this cast on this backend at all."]
+
+
+def _raising_rowwise(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
+    raise RuntimeError("launch failed: out of resources")
+
+
+def test_a_kernel_that_raises_is_one_kernel_raised_finding_per_case_with_its_traceback(tmp_path, monkeypatch):
+    broken = fp8ref.spec.KernelSpec(
+        "rowwise_2d_scale_and_cast", kernel=_raising_rowwise, variant="raises", test_shapes=((7, 100),)
+    )
+    monkeypatch.setattr(fp8ref.spec, "specs", lambda: (broken,))
+    assert main(["bringup", "--quick", "--formats", "e4m3fn", "--out", str(tmp_path), "--no-progress"]) == 1
+    doc = json.loads((tmp_path / "certificate.json").read_text())
+    failed = [s for s in doc["steps"] if s["status"] == "fail"]
+    assert failed
+    for step in failed:
+        assert set(step["categories"]) == {"kernel_raised"}, step["categories"]
+        (example,) = step["categories"]["kernel_raised"]["examples"]
+        assert "RuntimeError: launch failed: out of resources" in example["traceback"]
+    assert "launch failed" in (tmp_path / "certificate.md").read_text()

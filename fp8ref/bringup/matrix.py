@@ -117,19 +117,14 @@ def matrix_item(item: dict, device: torch.device) -> dict:
             **kwargs,
             **item["kwargs"],
         )
+    # Every problem and mismatch is counted once, under its own category (kernel_raised, shape_stride_dtype, ...),
+    # with readable examples; a kernel's exception keeps its traceback in the JSON.
     categories = {}
     for cat, count in report.categories.items():
-        examples = [str(m) for m in report.mismatches if m.category == cat][:MAX_EXAMPLES]
+        examples: list = report.examples(cat, MAX_EXAMPLES)
+        if cat == "kernel_raised" and report.traceback:
+            examples = [{"exception": report.error, "traceback": report.traceback}]
         categories[cat] = {"count": count, "examples": examples}
-    if report.error:
-        categories["kernel_error"] = {"count": 1, "examples": [report.error]}
-    if report.structure:
-        # The report already counts these under shape_stride_dtype (one per problem); give that entry the readable
-        # problems as examples instead of counting them a second time.
-        categories["shape_stride_dtype"] = {
-            "count": len(report.structure),
-            "examples": list(report.structure[:MAX_EXAMPLES]),
-        }
     note = "" if report.ok else "failing: " + ", ".join(report.failing or tuple(categories))
     return StepResult(
         step="kernel_matrix",
