@@ -86,22 +86,32 @@ def test_an_exception_is_kernel_raised_with_its_traceback():
     assert "scale = x.shape[0] / 0" in repr(report)
 
 
+def _zero_input(x, q, s):
+    x.zero_()
+    return q, s
+
+
+#: kind -> what a kernel returns, from its input x and the reference's (q, scales).
+_RETURNS = {
+    "none": lambda x, q, s: None,
+    "float_scale": lambda x, q, s: (q, 1.0),
+    "numpy": lambda x, q, s: (q, np.ones((x.shape[0], 1), dtype=np.float32)),
+    "sparse": lambda x, q, s: (q, s.to_sparse()),
+    "one_output": lambda x, q, s: (q,),
+    "three_outputs": lambda x, q, s: (q, s, s),
+    "shape": lambda x, q, s: (q[:, :-1], s),
+    "dtype_q": lambda x, q, s: (q.view(torch.uint8), s),
+    "dtype_scale": lambda x, q, s: (q, s.double()),
+    "meta_device": lambda x, q, s: (q.to("meta"), s),
+    "alias_input": lambda x, q, s: (q, x[:, :1]),  # the f32 input's first column as the (M, 1) scales: a view
+    "writes_input": _zero_input,
+}
+
+
 def _bad_return(kind):
     def kernel(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
         q, s = _ref(x, fp8_dtype, round_scales_to_power_of_2)
-        return {
-            "none": None,
-            "float_scale": (q, 1.0),
-            "numpy": (q, np.ones((x.shape[0], 1), dtype=np.float32)),
-            "one_output": (q,),
-            "three_outputs": (q, s, s),
-            "shape": (q[:, :-1], s),
-            "dtype_q": (q.view(torch.uint8), s),
-            "dtype_scale": (q, s.double()),
-            "meta_device": (q.to("meta"), s),
-            "alias_input": (q, x[:, :1]),  # the input's first column as the (M, 1) f32 scales: a view, no copy
-            "writes_input": (q, s) if x.zero_() is not None else None,  # zeroes its input in place
-        }[kind]
+        return _RETURNS[kind](x, q, s)
 
     kernel.__name__ = f"returns_{kind}"
     return kernel
@@ -113,6 +123,7 @@ def _bad_return(kind):
         ("none", "wrong_return"),
         ("float_scale", "wrong_return"),
         ("numpy", "wrong_return"),
+        ("sparse", "wrong_return"),
         ("one_output", "wrong_return"),
         ("three_outputs", "wrong_return"),
         ("shape", "shape_stride_dtype"),

@@ -38,11 +38,12 @@ def quiet_kernel_warnings() -> Iterator[None]:
 
 
 def kernel_traceback(exc: BaseException) -> str:
-    """The traceback of an exception a kernel raised, starting at the first frame outside the engine."""
+    """The traceback of an exception a kernel raised, starting at the first frame outside the engine (the whole
+    traceback when every frame is the engine's: then the engine raised, and that is what to see)."""
     tb = exc.__traceback__
     while tb is not None and _is_engine_frame(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    return "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
 
 
 def _is_engine_frame(filename: str) -> bool:
@@ -106,6 +107,9 @@ def check_outputs(
     bad = [(i, type(t).__name__) for i, t in enumerate(outputs) if not isinstance(t, torch.Tensor)]
     if bad:
         return None, [("wrong_return", f"output {i} is a {name}, not a tensor") for i, name in bad]
+    sparse = [(i, t.layout) for i, t in enumerate(outputs) if t.layout != torch.strided]
+    if sparse:  # no strides, no bytes in place: nothing the op's contract describes
+        return None, [("wrong_return", f"output {i} has layout {layout}, not a dense tensor") for i, layout in sparse]
     inputs = [*xs, *([offs] if offs is not None else [])]
     for i, t in enumerate(outputs):
         if not _same_device(t.device, device):
