@@ -114,7 +114,7 @@ def test_repro_says_plainly_when_the_source_cannot_be_retrieved():
     result: dict = {}
     with pytest.raises(AssertionError, match="kernel_raised"):
         exec(compile(snippet, "repro.py", "exec"), result)
-    assert "could not retrieve the source of hidden" in result["report"].error
+    assert "could not rebuild the kernel hidden from source" in result["report"].error
 
 
 def test_repro_of_a_kernel_that_raised_keeps_its_traceback():

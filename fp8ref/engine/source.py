@@ -211,7 +211,7 @@ def replay_recipe(kernel: Callable) -> tuple[str, str]:
         inliner.bind(name, kernel)
         if name in inliner.defs:
             return inliner.code(), name
-    elif isinstance(type(kernel), type) and not isinstance(kernel, types.BuiltinFunctionType):
+    elif not isinstance(kernel, types.BuiltinFunctionType | types.MethodType | functools.partial):
         cls = type(kernel)
         inliner.bind(cls.__name__, cls)
         if cls.__name__ in inliner.defs:
@@ -220,7 +220,9 @@ def replay_recipe(kernel: Callable) -> tuple[str, str]:
                 "arguments are not reproduced)"
             )
             return inliner.code(), f"{cls.__name__}()"
-    reason = f"fp8ref could not retrieve the source of {getattr(kernel, '__qualname__', repr(kernel))}"
+    label = getattr(kernel, "__qualname__", None) or type(kernel).__name__
+    reason = f"fp8ref could not rebuild the kernel {label} from source"
+    inliner.notes.append(f"kernel: {reason}; the stand-in below raises until you paste its definition")
     stub = f"def kernel(*args, **kwargs):\n    raise NotImplementedError({reason + ': paste its definition here'!r})"
     inliner.defs["kernel"] = stub
     return inliner.code(), "kernel"
