@@ -130,13 +130,37 @@ def test_forward_and_backward_make_no_device_sync(pad_groups, device):
         torch.cuda.set_sync_debug_mode("default")
 
 
-def test_compiled_moe_layer_fullgraph_equals_eager_without_syncs(device):
+def test_compiled_grouped_mm_fullgraph_equals_eager(device):
+    """grouped_mm alone under torch.compile(fullgraph=True): the quantizers are opaque custom ops and the GEMM an ATen
+    call, so the compiled step reproduces eager to within the rounding of the scale reciprocals (which Inductor may
+    compute in its own kernel): bitwise, or far above the FP8 noise."""
+    shape = (4096, 1024, 512, 8)
+    A, B_t, grad_out = _inputs(shape, device, seed=8)
+    offs = ref.skewed_offs(shape[0], shape[3], seed=9, device=device)
+    eager = _fwd_bwd(grouped_mm, A, B_t, offs, grad_out)
+    compiled = _fwd_bwd(torch.compile(grouped_mm, fullgraph=True), A, B_t, offs, grad_out)
+    report = []
+    for name, a, b in zip(("out", "grad_A", "grad_B_t"), compiled[:3], eager[:3]):
+        same, db = bool(torch.equal(a, b)), sqnr(b, a)
+        report.append(f"{name} bitwise={same} sqnr={db:.1f} dB")
+        assert same or db >= 60.0, (name, db)
+    print("\n[compile-vs-eager grouped_mm] " + "; ".join(report))
+
+
+def test_compiled_moe_layer_fullgraph_without_syncs_stays_within_fp8_noise(device):
     """A small MoE layer on the FP8 path under torch.compile(fullgraph=True): fullgraph raises on any graph break;
-    the compiled forward and backward run under set_sync_debug_mode("error") and match eager."""
-    from fp8moe.moe import MoE, convert_to_fp8_moe
+    the compiled forward and backward run under set_sync_debug_mode("error").
+
+    Compiled and eager are not bitwise equal here (run 1, H200: grad_x 32.2 dB apart): Inductor fuses the router
+    softmax, SiLU and the weighted sum and rounds some bf16 values an ulp differently; an ulp on a row's largest
+    element changes that row's FP8 scale and so re-rounds the whole row. So both are held to the FP8 floor against
+    the bf16 layer (two FP8 GEMMs in series: 28.5 - 10*log10(2) ~ 25.5 dB expected, floor 23 dB as issue #12), and
+    to each other at that floor too.
+    """
+    from fp8moe.moe import MoE, bf16_grouped_mm, convert_to_fp8_moe
 
     torch.manual_seed(0)
-    layer = convert_to_fp8_moe(MoE(dim=512, hidden=1024, num_experts=8, top_k=2).to(device))
+    layer = MoE(dim=512, hidden=1024, num_experts=8, top_k=2).to(device)
     x = torch.randn(4096, 512, device=device, dtype=torch.bfloat16)
     grad = torch.randn_like(x)
 
@@ -146,6 +170,8 @@ def test_compiled_moe_layer_fullgraph_equals_eager_without_syncs(device):
         grads = torch.autograd.grad(out, (xs, layer.w_up, layer.w_down), grad)
         return out.detach(), *grads
 
+    bf16 = step(layer)
+    convert_to_fp8_moe(layer)
     eager = step(layer)
     compiled_layer = torch.compile(layer, fullgraph=True)
     step(compiled_layer)  # compiles forward and backward (and autotunes: may sync)
@@ -155,13 +181,13 @@ def test_compiled_moe_layer_fullgraph_equals_eager_without_syncs(device):
         compiled = step(compiled_layer)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    names = ["out", "grad_x", "grad_w_up", "grad_w_down"]
+    assert layer.expert_mm is not bf16_grouped_mm
     report = []
-    for name, a, b in zip(names, compiled, eager):
-        same = bool(torch.equal(a, b))
-        db = sqnr(b, a)
-        report.append(f"{name} bitwise={same} sqnr={db:.1f} dB")
-        # Bitwise when inductor keeps eager's kernels; its own fusions (softmax, silu, the weighted sum) may round
-        # differently by an ulp, which stays far above the FP8 error (~28 dB).
-        assert same or db >= 40.0, (name, db)
-    print("\n[compile-vs-eager] " + "; ".join(report))
+    for name, c, e, b in zip(["out", "grad_x", "grad_w_up", "grad_w_down"], compiled, eager, bf16):
+        dbs = (sqnr(e, c), sqnr(b, e), sqnr(b, c))
+        report.append(
+            f"{name} bitwise={bool(torch.equal(c, e))} compiled-vs-eager {dbs[0]:.1f}, eager-vs-bf16 "
+            f"{dbs[1]:.1f}, compiled-vs-bf16 {dbs[2]:.1f} dB"
+        )
+        assert min(dbs) >= 23.0, (name, dbs)
+    print("\n[compile-vs-eager MoE] " + "; ".join(report))
