@@ -11,10 +11,11 @@ two input dims; ``group`` is the jagged group (per-group ops), the expert ``e`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from fp8ref import grouped_mm as grouped_mm_path
 from fp8ref import ops
 from fp8ref.cases import colwise_3d_scale_and_cast as cases_colwise_3d
 from fp8ref.cases import per_group_colwise_scales as cases_per_group_colwise
@@ -23,8 +24,20 @@ from fp8ref.cases import per_group_rowwise_scales as cases_per_group_rowwise
 from fp8ref.cases import rowwise_2d_scale_and_cast as cases_rowwise_2d
 from fp8ref.cases import rowwise_3d_transpose_rhs as cases_transpose_rhs
 from fp8ref.cases._table import Case
+from fp8ref.formats import FP8_DTYPES
+from fp8ref.tolerances import Exact, Sqnr
 
-__all__ = ["CONTRACTS", "MOE_CONFIGS", "OP_NAMES", "ElementMap", "OpContract", "all_cases", "contract", "group_ids"]
+__all__ = [
+    "CONTRACTS",
+    "MOE_CONFIGS",
+    "OP_NAMES",
+    "QUANTIZE_OPS",
+    "ElementMap",
+    "OpContract",
+    "all_cases",
+    "contract",
+    "group_ids",
+]
 
 
 @dataclass(frozen=True)
@@ -97,20 +110,36 @@ class OpContract:
         jagged_dim: the input dim split by ``offs`` (None for ops without offs).
         n_inputs: 1, or 2 for the dual op.
         input_layouts: layouts the op accepts, first the one it is usually fed.
+        kind: how the engine compares it: "quantize" (every fp8 byte and scale word through the element maps) or
+            "grouped_gemm" (results by SQNR, operands bitwise: fp8ref.engine.gemm).
+        tolerance: Exact() for quantization ops; Sqnr(min_db, why) for results that may differ in bytes.
+        fp8_dtypes: the fp8 formats the op takes (all four unless restricted, e.g. e4m3 only for the GEMM).
+        jagged_unit: group sizes of generated offs are multiples of this (16 for the GEMM's alignment).
+        value_kinds: input distributions that make sense (fp8ref.engine.values.VALUE_KINDS).
+        round_scales_options: the values of ``round_scales_to_power_of_2`` the op takes.
+        group_dim: the ``shape`` entry that fixes the group count (the GEMM's E: one group per expert), or None
+            when any group count goes (the per-group quantization ops).
     """
 
     name: str
     dims: tuple[str, ...]
     reference: Callable
-    reduce_dim: int
-    scale_count: Callable[[Shape, int], int]
-    element_map: Callable[[torch.Tensor, torch.Tensor, Sequence[int] | None], ElementMap]
     test_shapes: tuple[Shape, ...]
     bench: Callable[[int, int, int, int], tuple[Shape, int]]
+    reduce_dim: int | None = None
+    scale_count: Callable[[Shape, int], int] | None = None
+    element_map: Callable[[torch.Tensor, torch.Tensor, Sequence[int] | None], ElementMap] | None = None
     cases: tuple[Case, ...] = ()
     jagged_dim: int | None = None
     n_inputs: int = 1
     input_layouts: tuple[str, ...] = ("row_major", "col_major")
+    kind: str = "quantize"
+    tolerance: Exact | Sqnr = field(default_factory=Exact)
+    fp8_dtypes: tuple[torch.dtype, ...] = FP8_DTYPES
+    jagged_unit: int = 1
+    value_kinds: tuple[str, ...] = ("normal", "special")
+    round_scales_options: tuple[bool, ...] = (False, True)
+    group_dim: int | None = None
 
     @property
     def jagged(self) -> bool:
@@ -278,11 +307,32 @@ CONTRACTS: dict[str, OpContract] = {
             jagged_dim=0,
             n_inputs=2,
         ),
+        OpContract(
+            "grouped_mm",
+            ("M", "K", "N", "E"),
+            grouped_mm_path.grouped_mm,
+            # K and N multiples of 16 (the GEMM's alignment); E experts, one token group each.
+            test_shapes=((64, 32, 48, 4), (48, 16, 16, 3)),
+            bench=lambda m, k, n, e: ((m, k, n, e), e),
+            kind="grouped_gemm",
+            jagged_dim=0,
+            input_layouts=("col_major", "row_major"),  # of B_t: col-major per expert is how weights arrive
+            tolerance=grouped_mm_path.SQNR_VS_REFERENCE,
+            fp8_dtypes=grouped_mm_path.GEMM_DTYPES,
+            jagged_unit=grouped_mm_path.GROUP_MULTIPLE,
+            value_kinds=("normal",),
+            round_scales_options=(False,),
+            group_dim=3,
+        ),
     )
 }
 
 #: Op names in table order.
 OP_NAMES: tuple[str, ...] = tuple(CONTRACTS)
+
+#: The quantization ops (kind "quantize"): compared byte for byte through their element maps; their reference follows
+#: the kernels' calling convention, so it can be compared with itself.
+QUANTIZE_OPS: tuple[str, ...] = tuple(name for name, c in CONTRACTS.items() if c.kind == "quantize")
 
 
 def all_cases() -> tuple[Case, ...]:

@@ -31,8 +31,8 @@ import pytest
 import torch
 
 from fp8ref.engine.inputs import derive_seed
-from fp8ref.triton_env import use_interpreter_for_cpu
 from fp8ref.spec import GRID_MODES, Param, load_errors, reference_specs, specs
+from fp8ref.triton_env import use_interpreter_for_cpu
 
 __all__ = ["grid_mode", "needs_fnuz", "needs_gpu", "worker_device"]
 

@@ -17,7 +17,7 @@ from importlib.metadata import entry_points
 
 import torch
 
-from fp8ref.contracts import CONTRACTS, OpContract, contract
+from fp8ref.contracts import CONTRACTS, QUANTIZE_OPS, OpContract, contract
 from fp8ref.formats import dtype_id
 from fp8ref.layouts import OFFS_LAYOUTS
 from fp8ref.tolerances import Exact, Sqnr
@@ -123,7 +123,7 @@ class KernelSpec:
             -0, subnormals, all-zero and near-pow2 slices in every input.
         kwargs_grid: extra kernel keyword arguments, one dict per variant of the launch (never semantic).
         layouts: input memory layouts the kernel accepts (default: the op contract's).
-        tolerance: Exact() for every quantization op.
+        tolerance: how outputs are judged; default the op row's (Exact() for every quantization op).
         supports: (device, fp8_dtype) -> None, or the reason the combination cannot run there (a skip reason).
     """
 
@@ -142,7 +142,7 @@ class KernelSpec:
     values: tuple[str, ...] = ("normal", "special")
     kwargs_grid: tuple[Mapping[str, object], ...] = field(default_factory=lambda: ({},))
     layouts: tuple[str, ...] = ()
-    tolerance: Exact | Sqnr = field(default_factory=Exact)
+    tolerance: Exact | Sqnr | None = None
     supports: Callable[[torch.device, torch.dtype], str | None] | None = None
 
     def __post_init__(self) -> None:
@@ -150,8 +150,19 @@ class KernelSpec:
         unknown = set(self.offs_layouts) - set(OFFS_LAYOUTS)
         if unknown:
             raise ValueError(f"{self.id}: unknown offs layouts {sorted(unknown)}")
+        row = self.contract
         if not self.layouts:
-            object.__setattr__(self, "layouts", self.contract.input_layouts)
+            object.__setattr__(self, "layouts", row.input_layouts)
+        if self.tolerance is None:
+            object.__setattr__(self, "tolerance", row.tolerance)
+        # Axes the op does not take are dropped (e.g. the GEMM: e4m3 only, normal values, no pow2 knob).
+        for axis, allowed in (
+            ("fp8_dtypes", row.fp8_dtypes),
+            ("values", row.value_kinds),
+            ("round_scales_to_power_of_2", row.round_scales_options),
+        ):
+            kept = tuple(v for v in getattr(self, axis) if v in allowed)
+            object.__setattr__(self, axis, kept or allowed[:1])
         if not self.test_shapes:
             object.__setattr__(self, "test_shapes", self.contract.test_shapes)
         if not self.bench_shapes:
@@ -225,8 +236,13 @@ class KernelSpec:
         if mode not in GRID_MODES:
             raise ValueError(f"unknown grid mode {mode!r}; expected one of {GRID_MODES}")
         jagged = self.contract.jagged
-        points = list(itertools.product(self.test_shapes, self.group_counts if jagged else (None,)))
-        covered = (points, self.offs_layouts if jagged else self.layouts, tuple(fp8_dtypes or self.fp8_dtypes))
+        group_dim = self.contract.group_dim
+        if group_dim is not None:
+            points = [(shape, shape[group_dim]) for shape in self.test_shapes]
+        else:
+            points = list(itertools.product(self.test_shapes, self.group_counts if jagged else (None,)))
+        formats = tuple(d for d in fp8_dtypes if d in self.contract.fp8_dtypes) if fp8_dtypes else self.fp8_dtypes
+        covered = (points, self.offs_layouts if jagged else self.layouts, formats)
         free = (
             self.dtypes,
             self.round_scales_to_power_of_2,
@@ -285,8 +301,9 @@ def _pairwise(base: list[tuple[int, ...]], free_sizes: tuple[int, ...]) -> list[
 
 @functools.cache
 def reference_specs() -> tuple[KernelSpec, ...]:
-    """One spec per op whose kernel is the reference itself: the contract any callable can be compared under."""
-    return tuple(KernelSpec(c.name, kernel=c.reference, variant="reference") for c in CONTRACTS.values())
+    """One spec per quantization op whose kernel is the reference itself: the contract any callable can be compared
+    under (a grouped-GEMM reference returns more than its kernel, so it has none)."""
+    return tuple(KernelSpec(name, kernel=contract(name).reference, variant="reference") for name in QUANTIZE_OPS)
 
 
 def reference_spec(name: str) -> KernelSpec:

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from fp8ref import ops
-from fp8ref.contracts import CONTRACTS, contract
+from fp8ref.contracts import QUANTIZE_OPS, contract
 from fp8ref.formats import FP8_DTYPES, fmt
 from fp8ref.scaling import EPS, amax_to_scale, tensor_to_amax, to_fp8_saturated
 
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 FP8 = {fmt(d).name: d for d in FP8_DTYPES}
-JAGGED_OPS = tuple(c.name for c in CONTRACTS.values() if c.jagged)
+JAGGED_OPS = tuple(op for op in QUANTIZE_OPS if contract(op).jagged)
 # Group sizes along the jagged dim and that dim's length; sum(sizes) < length leaves a tail past offs[-1].
 LAYOUTS = {
     "uniform": ((4, 4, 4), 12),

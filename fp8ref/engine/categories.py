@@ -57,6 +57,10 @@ CATEGORY_HELP: dict[str, str] = {
     "flush_to_zero": "an fp8 subnormal was flushed to zero",
     "layout_stride": "the byte is the reference's byte of another element (transposed, shifted, other-layout stride)",
     "genuine": "none of the above explains it",
+    "sqnr_below_floor": "a GEMM result's SQNR against the reference path is under the op's floor in some group "
+    "(ops judged by SQNR, e.g. grouped_mm; the report's SQNR table lists every group)",
+    "operand_mismatch": "a quantized GEMM operand differs from the reference path's bytes or layout: compare the "
+    "quantization op that made it for the diagnosis",
 }
 #: Every category, in the order they are tried.
 CATEGORIES: tuple[str, ...] = tuple(CATEGORY_HELP)

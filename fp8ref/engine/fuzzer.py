@@ -94,6 +94,8 @@ def fuzz(
 
     op = resolve_kernel(kernel, like).op
     c = contract(op)
+    if c.kind != "quantize":
+        raise ValueError(f"fuzz searches the quantization ops; {op} is judged by SQNR: use compare(kernel, shape)")
     strategy = _example(c, layouts or c.input_layouts, dtypes, fp8_dtypes, sequence)
 
     @hypothesis_seed(seed)

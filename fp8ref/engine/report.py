@@ -156,6 +156,7 @@ class Report:
             fields above are then merged (counts summed, texts and examples prefixed with the member label) and
             ``call`` is the first failing member's.
         notes: what the battery added and why (e.g. edge shapes derived from a too regular shape).
+        sqnr_table: ops judged by SQNR (fp8ref.engine.gemm): (output, against what, per-group SQNR in dB) rows.
     """
 
     call: Call
@@ -177,6 +178,7 @@ class Report:
     heatmaps: tuple[Heatmap, ...] = ()
     members: tuple[Report, ...] = ()
     notes: tuple[str, ...] = ()
+    sqnr_table: tuple[tuple[str, str, tuple[float, ...]], ...] = ()
 
     def __bool__(self) -> bool:
         return self.ok
@@ -219,6 +221,8 @@ class Report:
         lines += [f"  {m}" for m in self.mismatches]
         for i, (k, r) in enumerate(zip(self.sqnr_kernel, self.sqnr_reference)):
             lines.append(f"  out{i} SQNR dB per group, kernel: {_fmt_db(k)}; reference: {_fmt_db(r)}")
+        for output, versus, per_group in self.sqnr_table:
+            lines.append(f"  {output} SQNR dB per group, {versus}: {_fmt_db(per_group)}")
         return "\n".join(lines)
 
     __str__ = __repr__
@@ -295,6 +299,12 @@ class Report:
                 for k, v in sorted(self.categories.items(), key=lambda kv: -kv[1])
             )
             parts.append(f"<table>{rows}</table>")
+        if self.sqnr_table:
+            rows = "".join(
+                f"<tr><td>{html.escape(o)}</td><td>{html.escape(v)}</td><td>{html.escape(_fmt_db(g))}</td></tr>"
+                for o, v, g in self.sqnr_table
+            )
+            parts.append(f"<table><tr><th>output</th><th>SQNR</th><th>dB per group</th></tr>{rows}</table>")
         parts += [_heatmap_html(i, h) for i, h in enumerate(self.heatmaps)]
         if self.mismatches:
             parts.append("<pre>" + html.escape("\n".join(str(m) for m in self.mismatches)) + "</pre>")
