@@ -34,6 +34,7 @@ from fp8ref import grouped_mm as ref
 
 SHAPES = [(16384, 7168, 2048, 8), (16640, 2048, 1408, 64), (32768, 5120, 8192, 16), (65536, 4096, 14336, 8)]
 E4 = torch.float8_e4m3fn
+QUANT_CALLS = ("rowwise A", "colwise-3D B_t", "rowwise grad_out", "transpose-rowwise B_t", "dual grad_out, A")
 
 
 DEVICE = "cuda"  # --device cpu: a smoke run of this script's logic (interpreter kernels, wall-clock times)
@@ -116,6 +117,51 @@ def _quant(A, B_t, grad_out, offs):
     return run
 
 
+def _quant_calls(A, B_t, grad_out, offs):
+    """The five quantization calls of a step, one by one: (name, fn), names as QUANT_CALLS."""
+    a, b = A.detach(), B_t.detach()
+    fns = [
+        lambda: qops.rowwise_2d_scale_and_cast(a, E4),
+        lambda: qops.colwise_3d_scale_and_cast(b, E4),
+        lambda: qops.rowwise_2d_scale_and_cast(grad_out, E4),
+        lambda: qops.rowwise_3d_transpose_rhs(b, E4),
+        lambda: qops.per_group_colwise_scales_dual(grad_out, a, offs, E4),
+    ]
+    return list(zip(QUANT_CALLS, fns))
+
+
+def _copy_gbs() -> float:
+    """Device-to-device copy bandwidth (read + write bytes) of a 2 GiB buffer: the quantization roofline."""
+    src = torch.empty(2**30 if DEVICE == "cuda" else 2**20, dtype=torch.bfloat16, device=DEVICE).normal_()
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * src.element_size() / _graph_ms(lambda: dst.copy_(src)) / 1e6
+
+
+def quant_layouts(shapes, emit) -> None:
+    """Each quantization call's graph time with B_t row-major (E, K, N) contiguous vs column-major per expert
+    (strides (K*N, 1, K)), and the copy-roofline time of all five (bf16 read once + fp8 written once)."""
+    copy_gbs = _copy_gbs()
+    emit(f"Quantization calls, GPU time in us with B_t row-major / column-major. Copy bandwidth {copy_gbs:.0f} GB/s.")
+    emit()
+    emit("| M, K, N, E | " + " | ".join(QUANT_CALLS) + " | total | all five at copy roofline |")
+    emit("|---|" + "---:|" * 7)
+    for shape in shapes:
+        A, B_t, grad_out, offs = _inputs(shape, pad=False)
+        B_col = B_t.detach().transpose(1, 2).contiguous().transpose(1, 2)
+        row = [_graph_ms(fn) for _, fn in _quant_calls(A, B_t, grad_out, offs)]
+        col = [_graph_ms(fn) for _, fn in _quant_calls(A, B_col, grad_out, offs)]
+        m, k, n, e = shape
+        ideal_bytes = 3 * (m * k + 2 * e * k * n + m * n) + 3 * (m * n + m * k)  # A, B twice, G; then the dual
+        emit(
+            f"| {', '.join(map(str, shape))} | "
+            + " | ".join(f"{r * 1e3:.0f} / {c * 1e3:.0f}" for r, c in zip(row, col))
+            + f" | {sum(row) * 1e3:.0f} / {sum(col) * 1e3:.0f} | {ideal_bytes / copy_gbs / 1e3:.0f} |"
+        )
+        del A, B_t, B_col, grad_out
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+
+
 def _triton_gemm(ops, offs) -> str:
     """One scaled grouped GEMM through Inductor's Triton template (max-autotune, Triton backend only): graph time
     and SQNR against the vendor GEMM on the same operands."""
@@ -154,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--device", default="cuda", help="cpu: smoke-run the logic (with --shapes small ones)")
     parser.add_argument("--shapes", default=None, help="M,K,N,E;M,K,N,E... instead of the four MoE shapes")
+    parser.add_argument(
+        "--quant-layouts", action="store_true", help="only: quantization time per call, both B_t layouts"
+    )
     args = parser.parse_args(argv)
     global DEVICE
     DEVICE = args.device
@@ -167,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:
             with open(args.out, "w") as f:
                 f.write("\n".join(lines) + "\n")
+
+    if args.quant_layouts:
+        quant_layouts(shapes, emit)
+        return 0
 
     emit(f"# FP8 grouped GEMM fwd+bwd vs bf16 on {device_name}")
     emit()
