@@ -43,7 +43,7 @@ def resolve_kernel(kernel: object, like: str | None = None) -> ResolvedKernel:
         ValueError: ``like`` names no op, or the op contract cannot be inferred and ``like`` is not given.
     """
     if like is not None and like not in CONTRACTS:
-        raise ValueError(f"like={like!r} is not an op; the ops are {sorted(CONTRACTS)}")
+        raise ValueError(f"unknown op like={like!r}; the ops are {sorted(CONTRACTS)}")
     if isinstance(kernel, KernelSpec):
         setup, expr = ("", repr(kernel.kernel)) if isinstance(kernel.kernel, str) else replay_recipe(kernel.kernel)
         return ResolvedKernel(kernel.kernel_fn(), kernel.name, kernel.id, expr, setup, kernel)
