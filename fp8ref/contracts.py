@@ -63,6 +63,7 @@ class ElementMap:
 
     @property
     def valid(self) -> torch.Tensor:
+        """Bool, ``x``'s shape: True where the element belongs to a group (is compared)."""
         return self.group >= 0
 
 

@@ -46,6 +46,7 @@ class Fp8Format:
 
     @property
     def fnuz(self) -> bool:
+        """Whether the format is a "finite, no negative zero" one (e4m3fnuz, e5m2fnuz: NaN is 0x80 alone)."""
         return not self.has_neg_zero
 
     @property
@@ -150,6 +151,7 @@ def fmt(fp8_dtype: torch.dtype | str | Fp8Format) -> Fp8Format:
 
 
 def all_formats() -> tuple[Fp8Format, ...]:
+    """The four formats: e4m3fn, e4m3fnuz, e5m2, e5m2fnuz."""
     return tuple(_BY_DTYPE.values())
 
 

@@ -64,6 +64,7 @@ class CastProfile:
     e5m2fnuz: FormatPolicy
 
     def policy(self, fp8_dtype: torch.dtype) -> FormatPolicy:
+        """The profile's policy for one format."""
         return getattr(self, fmt(fp8_dtype).name)
 
 
@@ -162,7 +163,8 @@ def code_differences(
 
     Args:
         x: the inputs (any float dtype); ``bits`` reports its unsigned bit pattern.
-        expected, actual: uint8 codes of x's shape (fp8 tensors are viewed as uint8).
+        expected: the reference's uint8 codes, x's shape (fp8 tensors are viewed as uint8).
+        actual: the codes under test, same shape.
         fp8_dtype: the format, for ``nan_as_class``.
         nan_as_class: treat any two NaN codes of the format as equal (sign and payload differ across stacks).
     """
@@ -211,6 +213,7 @@ class ProfileMatch:
 
     @property
     def matches(self) -> bool:
+        """Whether the cast matched a named profile."""
         return self.name is not None
 
     def __str__(self) -> str:

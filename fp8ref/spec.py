@@ -176,10 +176,12 @@ class KernelSpec:
 
     @property
     def id(self) -> str:
+        """The op name, with the variant in brackets when there is one (``rowwise_3d_transpose_rhs[atomic]``)."""
         return f"{self.name}[{self.variant}]" if self.variant else self.name
 
     @property
     def contract(self) -> OpContract:
+        """The op's row of the op table (fp8ref.contracts)."""
         return contract(self.name)
 
     @property
@@ -188,6 +190,7 @@ class KernelSpec:
         return self.contract.jagged_dim
 
     def kernel_fn(self) -> Callable:
+        """The kernel (a "module:attr" path is imported on first use)."""
         return resolve(self.kernel) if isinstance(self.kernel, str) else self.kernel
 
     def reference_fn(self) -> Callable:

@@ -65,7 +65,10 @@ def classify_encode(
     neighbouring codes and the other one was chosen), adjacent_code (off by one code, not a tie), wrong_code.
 
     Args:
-        x: inputs (float32/bfloat16/float16), any device; got, want: uint8 codes of the same shape and device.
+        x: inputs (float32/bfloat16/float16), any device.
+        got: the path's uint8 codes, x's shape and device.
+        want: the reference's uint8 codes, same shape and device.
+        fp8_dtype: the format the codes belong to.
     """
     f = fmt(fp8_dtype)
     idx = (got != want).flatten().nonzero().flatten()

@@ -44,6 +44,7 @@ class StepResult:
     params: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The step as the certificate's JSON stores it."""
         return {
             "step": self.step,
             "name": self.name,
