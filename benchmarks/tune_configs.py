@@ -4,12 +4,13 @@
 
 fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
 problems take without tuning (the smallest tile). This script is the measurement behind those lists: for each
-benchmark point of each spec it forces each candidate in turn (every kernel of the op launched with that candidate;
+benchmark point (fp8moe.bench: the issue #11 shapes, or SPEC §7's) it forces each candidate in turn (every
+kernel of the op launched with that candidate;
 the two kernels of the atomic transpose share their candidate list and move together) and times the op. Per point
 it reports the time of every candidate, the best, and how far the worst and the untuned small-problem choice are
 from the best. A candidate that is never best and never within 5% of best is dead weight in the autotuner (each one
-costs a compile and a measurement per new key). Every forced run is first checked bitwise against fp8ref: configs
-must change speed, never bytes.
+costs a compile and a measurement per new key). Times are CUDA-graph replays (GPU time, no host). Every forced run
+is first checked bitwise against fp8ref: configs must change speed, never bytes.
 """
 
 from __future__ import annotations
@@ -20,27 +21,25 @@ import platform
 import sys
 
 import torch
-from bench_kernels import bench_inputs, outputs_identical, point_label  # benchmarks/ is the script's directory
 
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.configs as configs_module
-import fp8ref
-from fp8moe.configs import ROWWISE, TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE, KernelConfigs
-from fp8moe.kernels._per_group import PER_GROUP
-from fp8moe.kernels.per_group_colwise_scales_dual import PER_GROUP_DUAL
+from fp8moe.bench import ISSUE11_POINTS, Point, copy_bandwidth_gbps, make_inputs, moe_points, same_outputs
+from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL, ROWWISE, TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE, KernelConfigs
+from fp8ref.contracts import contract
 
 E4 = torch.float8_e4m3fn
 #: Within this fraction of the best time, a candidate counts as "as good as best" at a point.
 NEAR_BEST = 0.05
 
 
-def kernel_configs_of(spec_id: str, kwargs: dict) -> tuple[KernelConfigs, ...]:
+def kernel_configs_of(op: str, kwargs: dict) -> tuple[KernelConfigs, ...]:
     """The KernelConfigs every kernel of one op launches with (they share one candidate list)."""
-    if spec_id == "per_group_colwise_scales_dual":
+    if op == "per_group_colwise_scales_dual":
         return (PER_GROUP_DUAL,)
-    if spec_id.startswith("per_group"):
+    if op.startswith("per_group"):
         return (PER_GROUP,)
-    if spec_id == "rowwise_3d_transpose_rhs" and kwargs.get("method") == "atomic":
+    if op == "rowwise_3d_transpose_rhs" and kwargs.get("method") == "atomic":
         return (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE)
     return (ROWWISE,)
 
@@ -50,8 +49,8 @@ def forced(names: set[str], index: int):
     """Launch the kernels named ``names`` with their candidate ``index``, without autotuning, inside the block."""
     original_fixed, original_min = KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS
 
-    def fixed(self, backend):
-        return self.cuda[index] if self.name in names else original_fixed(self, backend)
+    def fixed(self, backend, args):
+        return self.cuda[index] if self.name in names else original_fixed(self, backend, args)
 
     KernelConfigs.fixed = fixed
     configs_module.AUTOTUNE_MIN_ELEMENTS = float("inf")
@@ -66,32 +65,40 @@ def _describe(config) -> str:
     return f"{tile}/w{config.num_warps}"
 
 
-def tune_point(spec, shape, groups, kwargs, layout, do_bench) -> list[str]:
+def point_label(point: Point) -> str:
+    return "x".join(map(str, point.shape)) + (f" G={point.groups}" if point.offs else "")
+
+
+def tune_point(point: Point, do_bench, device: str = "cuda") -> list[str]:
     """Markdown rows for one point: one per candidate, the best marked."""
-    c = spec.contract
-    xs, offs = bench_inputs(spec, shape, groups, layout)
+    c = contract(point.op)
+    xs, offs = make_inputs(c, point, device)
     fixed_args = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
-    expected = c.call(spec.reference_fn(), xs, offs, **fixed_args)
-    kernel = spec.kernel_fn()
-    owners = kernel_configs_of(spec.id, kwargs)
+    expected = c.call(c.reference, xs, offs, **fixed_args)
+    kernel = getattr(fp8moe, point.op)
+    owners = kernel_configs_of(point.op, point.kwargs)
     candidates = owners[0].cuda
-    untuned = candidates.index(owners[0].fixed(fp8moe.backend_for(torch.device("cuda"))))
+    untuned = candidates.index(owners[0].smallest_cuda)
     times, exact = [], []
     for i in range(len(candidates)):
         with forced({k.name for k in owners}, i):
-            out = c.call(kernel, xs, offs, **fixed_args, **kwargs)
-            exact.append(outputs_identical(out, expected))
-            times.append(do_bench(lambda: c.call(kernel, xs, offs, **fixed_args, **kwargs), warmup=5, rep=25))
+            out = c.call(kernel, xs, offs, **fixed_args, **point.kwargs)
+            exact.append(same_outputs(out, expected))
+            del out
+            times.append(do_bench(lambda: c.call(kernel, xs, offs, **fixed_args, **point.kwargs), rep=20))
     best = min(times)
-    point = point_label(spec, shape, groups)
-    variant = ",".join([f"{k}={v}" for k, v in kwargs.items()] + ([layout] if layout != spec.layouts[0] else []))
+    variant = ",".join(
+        [f"{k}={v}" for k, v in point.kwargs.items()]
+        + ([f"offs={point.offs}"] if point.offs and point.offs != "aligned16" else [])
+        + ([point.layout] if point.layout != "row_major" else [])
+    )
     variant = variant or "-"
     rows = []
     for i, (config, ms) in enumerate(zip(candidates, times)):
         marks = [m for m, on in (("best", ms == best), ("untuned-small", i == untuned)) if on]
         rows.append(
-            f"| {spec.id} | {point} | {variant} | {_describe(config)} | {ms * 1e3:.0f} | {ms / best:.2f} | "
-            f"{' '.join(marks) or '-'} | {'yes' if exact[i] else 'NO'} |"
+            f"| {point.op} | {point_label(point)} | {variant} | {_describe(config)} | {ms * 1e3:.1f} | "
+            f"{ms / best:.2f} | {' '.join(marks) or '-'} | {'yes' if exact[i] else 'NO'} |"
         )
     return rows
 
@@ -137,45 +144,43 @@ def main(argv: list[str] | None = None) -> int:
         help="no GPU: summarize tables this script wrote, per candidate list and candidate",
     )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
-    parser.add_argument("--only", default=None, help="substring filter on the spec id")
-    parser.add_argument(
-        "--other-layouts",
-        action="store_true",
-        help="also measure each spec's non-canonical input layouts at the first MoE shape",
-    )
-    parser.add_argument("--max-shapes", type=int, default=None, help="only the first N MoE shapes of each spec")
+    parser.add_argument("--only", default=None, help="substring filter on the op name")
+    parser.add_argument("--select", default=None, help="substring filter on '<op> <variant> <layout>' of a point")
+    parser.add_argument("--points", choices=("issue11", "moe"), default="issue11", help="issue #11 shapes or SPEC §7's")
     args = parser.parse_args(argv)
     if args.summarize:
         print("\n".join(summarize(args.summarize)))
         return 0
-    from triton.testing import do_bench
+    from triton.testing import do_bench_cudagraph
 
     header = [
         f"# fp8moe launch-config candidates on {torch.cuda.get_device_name()}",
         "",
         f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}. "
-        "bf16 in, e4m3fn out, each candidate forced in turn (no autotuning), median of triton.testing.do_bench. "
-        "Tile = the config's block sizes in fp8moe.configs order, wN = num_warps. x best = time / best time at the "
-        "point. `untuned-small` = what problems under AUTOTUNE_MIN_ELEMENTS run with. Variant names a non-canonical "
-        "input layout when one is measured.",
+        "bf16 in, e4m3fn out, each candidate forced in turn (no autotuning), median CUDA-graph replay time "
+        "(triton.testing.do_bench_cudagraph). Tile = the config's block sizes in fp8moe.configs order, wN = "
+        "num_warps. x best = time / best time at the point. `untuned-small` = what problems under "
+        "AUTOTUNE_MIN_ELEMENTS run with. Variant names a non-default offs or input layout. Device copy bandwidth "
+        f"(read + write, CUDA graph), same run: {copy_bandwidth_gbps():.0f} GB/s.",
         "",
         "| op | shape | variant | config | us | x best | | bitwise |",
         "|---|---|---|---|---:|---:|---|---|",
     ]
     print("\n".join(header), flush=True)
     lines, all_exact = list(header), True
-    chosen = [s for s in fp8ref.specs() if not args.only or args.only in s.id]
-    for i in range(min(max(len(s.bench_shapes) for s in chosen), args.max_shapes or 2**31)):
-        for spec in chosen:
-            if i >= len(spec.bench_shapes):
-                continue
-            layouts = spec.layouts if args.other_layouts and i == 0 else spec.layouts[:1]
-            for kwargs, layout in ((k, lay) for k in spec.kwargs_grid for lay in layouts):
-                rows = tune_point(spec, spec.bench_shapes[i], spec.bench_groups[i], dict(kwargs), layout, do_bench)
-                all_exact &= all(r.endswith("| yes |") for r in rows)
-                lines.extend(rows)
-                print("\n".join(rows), flush=True)
-                torch.cuda.empty_cache()
+    points = ISSUE11_POINTS if args.points == "issue11" else moe_points()
+    points = [p for p in points if not args.only or args.only in p.op]
+    points = [p for p in points if not args.select or args.select in f"{p.op} {p.variant} {p.layout}"]
+    for point in points:
+        try:
+            rows = tune_point(point, do_bench_cudagraph)
+        except Exception as exc:  # one failing point must not lose the others
+            print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            continue
+        all_exact &= all(r.endswith("| yes |") for r in rows)
+        lines.extend(rows)
+        print("\n".join(rows), flush=True)
+        torch.cuda.empty_cache()
     if args.out:
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")

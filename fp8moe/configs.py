@@ -11,13 +11,18 @@ matches). The policy per backend:
   every tiny shape, the H200 kernel tests got through 31% in 185 s, benchmarks/results/README.md).
 - ROCm: one fixed config per kernel. Autotuning there costs a device sync per new key, hundreds per MoE training
   step (SPEC §7).
-- Interpreter: one fixed config with small blocks (16 x 32), so that multi-block loops and ragged tails run in tests
-  on shapes of a few dozen rows. Every program instance costs ~ms of Python there, so tests keep shapes small.
+- Interpreter: blocks sized from the problem (:class:`InterpreterTiles`): each block is the power of two at or above
+  half its dim, at most INTERPRETER_MAX_BLOCK. Every program instance and every loop iteration costs Python time
+  there while the work inside a block is one numpy call, so few large programs are fast; and every dim of more than
+  one element still spans two blocks with a ragged tail whenever its size is not a power of two, so the small test
+  shapes run the multi-block loops and tail masks (a fixed 16 x 32 tile made one 1000 x 100 per-group call take
+  31 s on 2 cores, benchmarks/results/README.md).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -29,12 +34,19 @@ from fp8moe.backend import Backend, launch_device
 __all__ = [
     "AUTOTUNE_MIN_ELEMENTS",
     "INT32_MAX",
+    "INTERPRETER_MAX_BLOCK",
+    "INTERPRETER_MAX_TILE",
+    "INTERPRETER_ONE_PASS_UP_TO",
+    "PER_GROUP",
+    "PER_GROUP_DUAL",
     "RESULT_ARGS",
     "ROWWISE",
     "TRANSPOSE_AMAX",
     "TRANSPOSE_QUANTIZE",
+    "InterpreterTiles",
     "KernelConfigs",
     "autotuned",
+    "interpreter_block",
     "launch",
     "needs_int64_index",
 ]
@@ -43,15 +55,68 @@ __all__ = [
 #: 2^20 bf16 elements is 2 MiB: about 1 us of traffic at 4 TB/s, under the ~5 us a launch costs anyway.
 AUTOTUNE_MIN_ELEMENTS = 1 << 20
 
+#: Largest interpreter block along one dim, and largest tile (the product of a config's blocks; the largest block is
+#: halved until the tile fits). A tile is one numpy array per temporary (2^20 f32 = 4 MiB), while each tile costs
+#: Python time per interpreted op: a 65,536-element row took 0.175 s of CPU per launch in 4096-element tiles and
+#: 0.051 s in 16384-element ones (this machine, triton 3.9).
+INTERPRETER_MAX_BLOCK = 16384
+INTERPRETER_MAX_TILE = 1 << 20
+
 #: Largest offset int32 index arithmetic can hold.
 INT32_MAX = 2**31 - 1
 
 #: Launch arguments that change the result. Every autotune key contains those its kernel takes: a cached choice
 #: must never be reused for a call that computes something else (SPEC §6: anything cached per shape must key on
 #: everything that changes the result).
-RESULT_ARGS: tuple[str, ...] = ("FP8_DTYPE", "POW2")
+RESULT_ARGS: tuple[str, ...] = ("FP8_DTYPE", "ROUND_POW2")
 
 Grid = Callable[[Mapping[str, object]], tuple[int, ...]]
+
+
+def interpreter_block(extent: int, whole_up_to: int = 1) -> int:
+    """The interpreter's block along a dim of ``extent`` elements.
+
+    A dim of at most ``whole_up_to`` elements is one block (the power of two at or above it: one-pass paths run).
+    A longer one gets the power of two at or above half of it, at most INTERPRETER_MAX_BLOCK: it spans at least two
+    blocks, the last one partial unless the extent is a power of two (multi-block loops and tail masks run).
+    """
+    if extent <= whole_up_to:
+        return 1 << max(extent - 1, 0).bit_length()
+    half = -(-extent // 2)
+    return min(1 << (half - 1).bit_length(), INTERPRETER_MAX_BLOCK)
+
+
+#: Reduced dims of at most this many elements are one interpreter block, so the one-pass path of the row kernels
+#: runs in the CPU tests (shapes with a reduced dim of 24) beside the two-pass loop (40 = 32 + 8).
+INTERPRETER_ONE_PASS_UP_TO = 32
+
+
+@dataclass(frozen=True)
+class InterpreterTiles:
+    """The interpreter's launch config of one kernel, sized from each launch (see :func:`interpreter_block`).
+
+    Attributes:
+        extents: block constexpr name -> the launch arguments whose largest value is that block's dim.
+        reduced: the block constexpr along the reduced dim (one block up to INTERPRETER_ONE_PASS_UP_TO elements).
+        num_warps: recorded in the config; the interpreter runs a program as one numpy computation either way.
+    """
+
+    extents: Mapping[str, tuple[str, ...]]
+    reduced: str
+    num_warps: int = 4
+
+    def config(self, args: Mapping[str, object]) -> triton.Config:
+        """The config for one launch's arguments."""
+        blocks = {
+            name: interpreter_block(
+                max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO if name == self.reduced else 1
+            )
+            for name, dims in self.extents.items()
+        }
+        while math.prod(blocks.values()) > INTERPRETER_MAX_TILE:
+            largest = max(blocks, key=blocks.get)
+            blocks[largest] //= 2
+        return triton.Config(blocks, num_warps=self.num_warps)
 
 
 @dataclass(frozen=True)
@@ -62,7 +127,7 @@ class KernelConfigs:
         name: the kernel's name (identifies its autotuner).
         cuda: candidates ``triton.autotune`` measures on CUDA.
         rocm: the fixed ROCm config.
-        interpreter: the fixed interpreter config (small blocks).
+        interpreter: the interpreter's blocks, sized from each launch.
         key: names of the launch arguments the CUDA autotune cache keys on: shape dims, strides, and every one of
             RESULT_ARGS the kernel takes (tests/test_configs.py checks this against each kernel's signature).
     """
@@ -70,16 +135,17 @@ class KernelConfigs:
     name: str
     cuda: tuple[triton.Config, ...]
     rocm: triton.Config
-    interpreter: triton.Config
+    interpreter: InterpreterTiles
     key: tuple[str, ...]
 
-    def fixed(self, backend: Backend) -> triton.Config:
-        """The single config used without autotuning: ROCm, the interpreter, and small problems on CUDA (the CUDA
-        candidate with the smallest tile, which gives a small problem the most programs)."""
+    def fixed(self, backend: Backend, args: Mapping[str, object]) -> triton.Config:
+        """The single config used without autotuning: ROCm's, the interpreter's for these launch ``args``, and on
+        CUDA for small problems the candidate with the smallest tile (which gives a small problem the most
+        programs)."""
         if backend.kind == "rocm":
             return self.rocm
         if backend.kind == "interpreter":
-            return self.interpreter
+            return self.interpreter.config(args)
         return self.smallest_cuda
 
     @functools.cached_property
@@ -107,6 +173,12 @@ def autotuned(kernel: triton.runtime.JITFunction, configs: KernelConfigs) -> tri
     return tuner
 
 
+#: (kernel name, autotune key values, tensor dtypes) -> the config the autotuner chose for that key. Later launches
+#: with the key go straight to the kernel: the autotuner's own call path cost 16 us per launch on the H200 host
+#: (benchmarks/results/h200-host-overhead-<date>.txt: rowwise launch autotuned 75.7 us vs fixed config 59.8 us).
+_CHOSEN: dict[tuple, triton.Config] = {}
+
+
 def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args) -> None:
     """Launch ``kernel`` with ``args`` under the backend's config policy.
 
@@ -121,10 +193,20 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
     device = tensors[0].device if tensors else None
     largest = max((t.numel() for t in tensors), default=0)
     with launch_device(device):
+        config = None
         if backend.autotune and largest >= AUTOTUNE_MIN_ELEMENTS:
-            autotuned(kernel, configs)[grid](**args)
-            return
-        config = configs.fixed(backend)
+            # The same key triton.autotune uses: the key arguments plus every tensor argument's dtype.
+            key = (configs.name, *(args.get(k) for k in configs.key), *(t.dtype for t in tensors))
+            config = _CHOSEN.get(key)
+            if config is None:
+                tuner = autotuned(kernel, configs)
+                tuner[grid](**args)
+                chosen = getattr(tuner, "best_config", None)
+                if isinstance(chosen, triton.Config):
+                    _CHOSEN[key] = chosen
+                return
+        else:
+            config = configs.fixed(backend, args)
         meta = {**args, **config.kwargs}
         kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
 
@@ -147,31 +229,35 @@ def needs_int64_index(*tensors: torch.Tensor) -> bool:
 # The configs of the dense kernels (fp8moe/kernels/rowwise_2d_scale_and_cast.py, rowwise_3d_transpose_rhs.py)
 # ----------------------------------------------------------------------------------------------------------------
 
-#: Batched row kernel, tile (BLOCK_S rows, BLOCK_L reduced elements). Chosen by measurement on the H200
-#: (benchmarks/tune_configs.py; tables and summary in benchmarks/results/h200-configs-*.md, README there): each
-#: candidate is best or within 5% of best at one or more of 15 points (the MoE shapes of SPEC §7, the 2D rowwise,
-#: 3D colwise and transpose-reduction ops, canonical and strided inputs). Wide single-row tiles win on long
-#: canonical rows; 4x2048 on mid-length rows; tall narrow tiles (16x512, 32x256) on short rows and on strided inputs,
-#: where coalescing runs along S. Dropped after that measurement, never within 5% of best: 2x4096/w8 (best ratio
-#: 1.20), 8x1024/w4 (1.18), 64x64/w4 (1.22).
+#: Batched row kernel, tile (BLOCK_S rows, BLOCK_L reduced elements). Chosen by measurement on the H200: the
+#: candidates best or within 5% of best at one or more points of benchmarks/results/h200-configs-run1.md (SPEC §7 MoE
+#: shapes, both layouts: 1x8192, 1x4096, 4x2048 on long canonical rows) and of h200-configs-2026-12-01.md (issue #11
+#: shapes with the aligned span loop: 2x2048/w4 best on 16640x2048 and 16640x5120 rows, by 5-12%; 16x256/w4 best on
+#: every row-major colwise-3D input, 16x512/w4 and 64x128/w8 within 5% there). Dropped there, never within 5%:
+#: 8x2048/w8, 8x256/w4, 32x512/w8, 64x64/w4 (and earlier 2x4096, 8x1024).
 ROWWISE = KernelConfigs(
     name="rowwise_scale_and_cast",
     cuda=(
         triton.Config({"BLOCK_S": 1, "BLOCK_L": 8192}, num_warps=8),
         triton.Config({"BLOCK_S": 1, "BLOCK_L": 4096}, num_warps=8),
+        triton.Config({"BLOCK_S": 2, "BLOCK_L": 2048}, num_warps=4),
         triton.Config({"BLOCK_S": 4, "BLOCK_L": 2048}, num_warps=8),
+        triton.Config({"BLOCK_S": 16, "BLOCK_L": 256}, num_warps=4),
         triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4),
         triton.Config({"BLOCK_S": 32, "BLOCK_L": 256}, num_warps=4),
+        triton.Config({"BLOCK_S": 64, "BLOCK_L": 128}, num_warps=8),
     ),
     rocm=triton.Config({"BLOCK_S": 4, "BLOCK_L": 2048}, num_warps=8),
-    interpreter=triton.Config({"BLOCK_S": 16, "BLOCK_L": 32}, num_warps=4),
-    key=("B", "S", "L", "stride_xb", "stride_xs", "stride_xl", "FP8_DTYPE", "POW2"),
+    interpreter=InterpreterTiles({"BLOCK_S": ("S",), "BLOCK_L": ("L",)}, reduced="BLOCK_L"),
+    key=("B", "S", "L", "stride_xb", "stride_xs", "stride_xl", "FP8_DTYPE", "ROUND_POW2"),
 )
 
 #: Atomic transpose method, both kernels: tile (BLOCK_K rows, BLOCK_N reduced elements) of one expert. Measured on
-#: the H200 like ROWWISE (5 points): every candidate is within 5% of best somewhere; 64x256/w8 is 4.8x off at the
-#: smallest MoE shape but best on strided inputs, which is what autotuning is for.
+#: the H200 (h200-configs-run1.md, 5 points: every candidate within 5% of best somewhere; h200-configs-2026-12-01.md,
+#: issue #11 shapes: 8x512/w4 best at 1x8192x5120 and 64x2048x1408, and every tile within 5% at 16x8192x5120, where
+#: the method is bound by its two reads of x). 8x1024, 16x1024 and 32x256 were never best anywhere and are not kept.
 _TRANSPOSE_TILES_CUDA = (
+    triton.Config({"BLOCK_K": 8, "BLOCK_N": 512}, num_warps=4),
     triton.Config({"BLOCK_K": 16, "BLOCK_N": 512}, num_warps=4),
     triton.Config({"BLOCK_K": 32, "BLOCK_N": 128}, num_warps=4),
     triton.Config({"BLOCK_K": 64, "BLOCK_N": 128}, num_warps=4),
@@ -185,7 +271,7 @@ TRANSPOSE_AMAX = KernelConfigs(
     name="rowwise_3d_transpose_rhs_amax",
     cuda=_TRANSPOSE_TILES_CUDA,
     rocm=triton.Config({"BLOCK_K": 64, "BLOCK_N": 128}, num_warps=8),
-    interpreter=triton.Config({"BLOCK_K": 16, "BLOCK_N": 32}, num_warps=4),
+    interpreter=InterpreterTiles({"BLOCK_K": ("K",), "BLOCK_N": ("N",)}, reduced="BLOCK_N"),
     key=_TRANSPOSE_KEY,
 )
 
@@ -193,6 +279,48 @@ TRANSPOSE_QUANTIZE = KernelConfigs(
     name="rowwise_3d_transpose_rhs_quantize",
     cuda=_TRANSPOSE_TILES_CUDA,
     rocm=triton.Config({"BLOCK_K": 64, "BLOCK_N": 128}, num_warps=8),
-    interpreter=triton.Config({"BLOCK_K": 16, "BLOCK_N": 32}, num_warps=4),
-    key=(*_TRANSPOSE_KEY, "FP8_DTYPE", "POW2"),
+    interpreter=InterpreterTiles({"BLOCK_K": ("K",), "BLOCK_N": ("N",)}, reduced="BLOCK_N"),
+    key=(*_TRANSPOSE_KEY, "FP8_DTYPE", "ROUND_POW2"),
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The configs of the per-group kernels (fp8moe/kernels/_per_group.py, per_group_colwise_scales_dual.py)
+# ----------------------------------------------------------------------------------------------------------------
+
+#: Tile (BLOCK_R rows, BLOCK_K jagged columns) of the per-group kernel. The rowwise op reads along K (wide-K tiles
+#: coalesce), the colwise ops read along R (x.t() of a row-major input: tall-R tiles coalesce) and store along K.
+#: Chosen by measurement on the H200 at the 11 single-op points of issue #11 (benchmarks/results/
+#: h200-configs-2026-12-01.md, 14 candidates): kept are those best or within 5% of best somewhere: 4x512/w4 (best
+#: at G=16 rowwise; 4x1024/w8 and 8x512/w8 within 5% there), 32x128/w8 (best at G=64 rowwise), 64x64/w4 (best at
+#: G=128 rowwise and 5 of 7 colwise points), 128x32/w4 and 128x64/w8 (colwise, G=16 and G=128). Large one-pass
+#: tiles (64x256/w8, 1x4096/w8, ...) lose up to 10x: their 175-186 registers per thread leave one program per SM.
+PER_GROUP = KernelConfigs(
+    name="per_group_scales",
+    cuda=(
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 512}, num_warps=4),
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024}, num_warps=8),
+        triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=8),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
+    ),
+    rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
+    interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
+    key=("R", "K", "G", "stride_xr", "stride_xk", "FP8_DTYPE", "ROUND_POW2"),
+)
+
+#: The dual op's tiles: its own autotuner, keyed on both tensors. At the 3 dual points of issue #11
+#: (h200-configs-2026-12-01.md) 64x64/w4 was best everywhere and 128x32/w4 within 5% at G=128; 128x32 also wins the
+#: single colwise op at G=16 (long groups), so both stay.
+PER_GROUP_DUAL = KernelConfigs(
+    name="per_group_colwise_scales_dual",
+    cuda=(
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
+    ),
+    rocm=PER_GROUP.rocm,
+    interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
+    key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "ROUND_POW2"),
 )

@@ -1,4 +1,4 @@
-"""The benchmark scripts' table logic, which runs only on a GPU otherwise: row formatting and the config summary.
+"""The benchmark's pure parts (fp8moe.bench: points, bytes model, rows, table, arguments, plot) and the config summary.
 
 benchmarks/ is not a package; the scripts are imported from their directory. Importing them imports fp8moe first
 (they require it), so the interpreter switch on a CPU machine still happens before triton.
@@ -14,34 +14,118 @@ import pytest
 import fp8moe  # noqa: F401  (before the scripts import triton)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-bench_kernels = pytest.importorskip("bench_kernels")
 tune_configs = pytest.importorskip("tune_configs")
 
-
-def _row(**overrides) -> dict:
-    row = {
-        "op": "rowwise_2d_scale_and_cast",
-        "shape": "4x8",
-        "variant": "",
-        "us": 200.0,
-        "graph_us": 100.0,
-        "gbs": 1000.0,
-        "exact": True,
-        "compile_us": None,
-    }
-    return {**row, **overrides}
+from fp8moe import bench  # noqa: E402
+from fp8ref.contracts import contract  # noqa: E402
 
 
-def test_bench_row_reports_graph_bandwidth_from_graph_time():
-    # eager 200 us at 1000 GB/s -> the same bytes in the 100 us graph replay are 2000 GB/s = 50% of 4000.
-    assert bench_kernels.format_row(_row(), 4000.0) == (
-        "| rowwise_2d_scale_and_cast | 4x8 | - | 200 | 100 | 1000 | 25% | 50% | - | - | yes |"
+def _point(**overrides) -> bench.Point:
+    return bench.Point(
+        **{"op": "per_group_rowwise_scales", "shape": (8, 64), "groups": 2, "offs": "random", **overrides}
     )
 
 
-def test_bench_row_without_graph_time_and_with_compile_baseline():
-    line = bench_kernels.format_row(_row(graph_us=None, compile_us=300.0, exact=False), 4000.0)
-    assert line.endswith("| 200 | - | 1000 | 25% | - | 300 | 1.50x | NO |")
+def test_bench_row_derives_bandwidth_and_speedup_from_graph_time():
+    # 4e6 bytes in 1000 us = 4 GB/s = 50% of 8; compile's 3000 us graph time over 1000 us = 3x.
+    row = bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True, 250.0)
+    assert row == {
+        "op": "per_group_rowwise_scales",
+        "impl": "fp8moe",
+        "shape": [8, 64],
+        "groups": 2,
+        "variant": "offs=random",
+        "layout": "row_major",
+        "us": 1000.0,
+        "eager_us": 1500.0,
+        "gbps": 4.0,
+        "pct_of_copy_bw": 50.0,
+        "speedup_vs_compile": 3.0,
+        "bitwise_ok": True,
+        "first_call_ms": 250.0,
+    }
+
+
+def test_bench_row_without_graph_time_has_no_bandwidth():
+    row = bench.make_row(_point(), "torch.compile", None, 20.0, 100, 8.0, None, False)
+    assert (row["gbps"], row["pct_of_copy_bw"], row["speedup_vs_compile"]) == (None, None, None)
+
+
+def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missing_values():
+    rows = [
+        bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True),
+        bench.make_row(
+            _point(op="rowwise_2d_scale_and_cast", groups=1, offs=None), "mine", None, 20.0, 1, 8.0, None, False
+        ),
+    ]
+    lines = bench.markdown_table(rows)
+    assert len(lines) == 4
+    assert lines[2] == (
+        "| per_group_rowwise_scales | fp8moe | 8x64 | 2 | offs=random | row_major | 1000.0 | 1500.0 | 4 | 50% | 3.00x "
+        "| yes | - |"
+    )
+    assert lines[3] == "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | NO | - |"
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "groups", "expected"),
+    [
+        # 2 bytes in + 1 byte out per element, 4 bytes per scale
+        ("rowwise_2d_scale_and_cast", (16640, 2048), 1, 16640 * 2048 * 3 + 4 * 16640),
+        ("colwise_3d_scale_and_cast", (16, 8192, 5120), 1, 16 * 8192 * 5120 * 3 + 4 * 16 * 5120),
+        ("per_group_rowwise_scales", (2048, 16640), 128, 2048 * 16640 * 3 + 4 * 128 * 2048),
+        ("per_group_colwise_scales", (16640, 2048), 64, 16640 * 2048 * 3 + 4 * 64 * 2048),
+        ("per_group_colwise_scales_dual", (16640, 2048, 1408), 64, 16640 * 3456 * 3 + 4 * 64 * 3456),
+    ],
+)
+def test_ideal_bytes_reads_each_input_once_and_writes_fp8_and_scales_once(op, shape, groups, expected):
+    assert bench.ideal_bytes(contract(op), shape, groups) == expected
+
+
+def test_reduced_shape_halves_the_largest_dim_but_keeps_16_per_group():
+    assert bench.reduced_shape((16640, 2048), 64, max_elements=1 << 20) == (1040, 1024)
+    assert bench.reduced_shape((2048, 16640), 128, max_elements=1 << 20) == (2048, 2080)  # floor 16 * 128
+    assert bench.reduced_shape((7, 100), 1) == (7, 100)
+
+
+def test_issue11_points_cover_every_op_and_the_issues_group_counts():
+    ops = {p.op for p in bench.ISSUE11_POINTS}
+    assert ops == {
+        "per_group_rowwise_scales",
+        "per_group_colwise_scales",
+        "per_group_colwise_scales_dual",
+        "colwise_3d_scale_and_cast",
+        "rowwise_2d_scale_and_cast",
+        "rowwise_3d_transpose_rhs",
+    }
+    assert {p.groups for p in bench.ISSUE11_POINTS if p.offs} == {16, 64, 128}
+    assert {p.offs for p in bench.ISSUE11_POINTS if p.offs} >= {"aligned16", "random", "empty_middle"}
+    for p in bench.ISSUE11_POINTS:
+        contract(p.op).input_shapes(p.shape)  # raises on a malformed shape
+
+
+def test_arguments_foreign_kernel_and_defaults():
+    args = bench.parse_args(["--kernel", "mypkg.mod:fn", "--like", "per_group_colwise_scales", "--no-compile"])
+    assert (args.kernel, args.like, args.no_compile, args.points, args.out) == (
+        "mypkg.mod:fn",
+        "per_group_colwise_scales",
+        True,
+        "issue11",
+        "fp8moe-bench",
+    )
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--like", "per_group_colwise_scales"])  # --like without --kernel
+
+
+def test_plot_writes_a_png_or_says_why_not(tmp_path):
+    rows = [bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, None, True)]
+    message = bench.plot(rows, str(tmp_path / "p.png"))
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert message.startswith("matplotlib is not importable")
+    else:
+        assert (tmp_path / "p.png").stat().st_size > 0
 
 
 def test_config_summary_counts_best_and_near_best_per_candidate_list(tmp_path):
@@ -66,7 +150,7 @@ def test_bench_bitwise_check_needs_same_count_strides_and_bits():
     import torch
 
     q = torch.zeros(2, 3, dtype=torch.float32)
-    assert bench_kernels.outputs_identical((q,), (q.clone(),))
-    assert not bench_kernels.outputs_identical((q,), (q, q))  # an output missing
-    assert not bench_kernels.outputs_identical((q.t().contiguous().t(),), (q,))  # same values, other strides
-    assert not bench_kernels.outputs_identical((q + 1,), (q,))
+    assert bench.same_outputs((q,), (q.clone(),))
+    assert not bench.same_outputs((q,), (q, q))  # an output missing
+    assert not bench.same_outputs((q.t().contiguous().t(),), (q,))  # same values, other strides
+    assert not bench.same_outputs((q + 1,), (q,))

@@ -22,6 +22,7 @@ from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels import (
     _per_group,
+    _rows,
     per_group_colwise_scales_dual,
     rowwise_2d_scale_and_cast,
     rowwise_3d_transpose_rhs,
@@ -35,14 +36,11 @@ INTERPRETER = Backend("interpreter", "cpu", FN + FNUZ, exact_encode=True, autotu
 
 #: Every kernel with its configs.
 KERNELS = {
-    "rowwise": (rowwise_2d_scale_and_cast._rowwise_scale_and_cast_kernel, configs.ROWWISE),
+    "rowwise": (_rows._rowwise_scale_and_cast_kernel, configs.ROWWISE),
     "transpose_amax": (rowwise_3d_transpose_rhs._transpose_rhs_amax_kernel, configs.TRANSPOSE_AMAX),
     "transpose_quantize": (rowwise_3d_transpose_rhs._transpose_rhs_quantize_kernel, configs.TRANSPOSE_QUANTIZE),
-    "per_group": (_per_group._per_group_rows_kernel, _per_group.PER_GROUP),
-    "per_group_dual": (
-        per_group_colwise_scales_dual._per_group_colwise_scales_dual_kernel,
-        per_group_colwise_scales_dual.PER_GROUP_DUAL,
-    ),
+    "per_group": (_per_group._per_group_rows_kernel, configs.PER_GROUP),
+    "per_group_dual": (per_group_colwise_scales_dual._per_group_colwise_scales_dual_kernel, configs.PER_GROUP_DUAL),
 }
 
 
@@ -73,20 +71,69 @@ def test_cuda_autotune_key_names_every_shape_input_stride_and_result_arg(name):
     assert not unknown, f"{kernel_configs.name}: key names {unknown}, which the kernel does not take"
 
 
+def _sample_args(kernel_configs) -> dict:
+    """Launch arguments naming every extent the interpreter's tiles read (values 7, 100, ...)."""
+    return {a: 7 + 31 * i for i, dims in enumerate(kernel_configs.interpreter.extents.values()) for a in dims}
+
+
 @pytest.mark.parametrize("name", KERNELS)
 def test_every_config_sets_exactly_the_kernels_block_constexprs(name):
     kernel, kernel_configs = KERNELS[name]
     params = inspect.signature(_python_fn(kernel)).parameters
     blocks = {p for p in params if p.startswith("BLOCK_")}
-    for config in (*kernel_configs.cuda, kernel_configs.rocm, kernel_configs.interpreter):
+    interpreter = kernel_configs.interpreter.config(_sample_args(kernel_configs))
+    for config in (*kernel_configs.cuda, kernel_configs.rocm, interpreter):
         assert set(config.kwargs) == blocks, f"{kernel_configs.name}: {config}"
         assert all(v & (v - 1) == 0 for v in config.kwargs.values()), f"block sizes must be powers of two: {config}"
+    assert kernel_configs.interpreter.reduced in blocks
+    assert all(a in params for dims in kernel_configs.interpreter.extents.values() for a in dims)
+
+
+@pytest.mark.parametrize(
+    ("extent", "whole_up_to", "block"),
+    [
+        (1, 1, 1),
+        (7, 1, 4),  # 4 + 3: two blocks, a tail
+        (12, 1, 8),  # 8 + 4
+        (16, 1, 8),  # 8 + 8: a power of two splits evenly
+        (100, 1, 64),  # 64 + 36
+        (130, 1, 128),  # 128 + 2
+        (24, 32, 32),  # one block (the one-pass path), 8 masked lanes
+        (32, 32, 32),
+        (33, 32, 32),  # 32 + 1: two-pass with a 1-element tail
+        (1000, 32, 512),
+        (65536, 32, configs.INTERPRETER_MAX_BLOCK),  # 4 blocks of 16384
+    ],
+)
+def test_interpreter_block_rule(extent, whole_up_to, block):
+    assert configs.interpreter_block(extent, whole_up_to) == block
+
+
+@pytest.mark.parametrize("extent", range(2, 300))
+def test_interpreter_blocks_split_every_dim_into_two_or_more_blocks_with_a_tail_unless_a_power_of_two(extent):
+    """The rule the CPU tests rely on to reach multi-block loops and tail masks with small shapes."""
+    block = configs.interpreter_block(extent)
+    assert block < extent <= 2 * block
+    assert (extent % block != 0) == (extent & (extent - 1) != 0)
+
+
+def test_interpreter_tile_is_capped_by_halving_its_largest_block():
+    tiles = configs.PER_GROUP.interpreter
+    config = tiles.config({"R": 10_000, "K": 100_000})
+    assert config.kwargs == {"BLOCK_R": 1024, "BLOCK_K": 1024}  # 8192 x 16384 halved, largest first
+    assert config.kwargs["BLOCK_R"] * config.kwargs["BLOCK_K"] <= configs.INTERPRETER_MAX_TILE
 
 
 @pytest.mark.parametrize("name", KERNELS)
-def test_interpreter_blocks_are_small_so_tests_cover_multi_block_paths(name):
+def test_interpreter_reduced_dim_is_one_block_only_up_to_the_one_pass_limit(name):
     _, kernel_configs = KERNELS[name]
-    assert max(kernel_configs.interpreter.kwargs.values()) <= 64
+    tiles = kernel_configs.interpreter
+    for extent, one_block in (
+        (configs.INTERPRETER_ONE_PASS_UP_TO, True),
+        (configs.INTERPRETER_ONE_PASS_UP_TO + 1, False),
+    ):
+        args = {a: extent for dims in tiles.extents.values() for a in dims}
+        assert (tiles.config(args).kwargs[tiles.reduced] >= extent) is one_block
 
 
 class _RecordingKernel:
@@ -105,11 +152,12 @@ def test_rocm_and_interpreter_launch_one_fixed_config_and_never_autotune(name, b
     _, kernel_configs = KERNELS[name]
     monkeypatch.setattr(triton, "autotune", _forbidden_autotune)
     kernel = _RecordingKernel()
-    configs.launch(kernel, kernel_configs, backend, lambda meta: (7,), ARG=1)
-    expected = kernel_configs.rocm if backend.kind == "rocm" else kernel_configs.interpreter
+    args = {"ARG": 1, **_sample_args(kernel_configs)}
+    configs.launch(kernel, kernel_configs, backend, lambda meta: (7,), **args)
+    expected = kernel_configs.rocm if backend.kind == "rocm" else kernel_configs.interpreter.config(args)
     [(grid, kwargs)] = kernel.launches
     assert grid == (7,)
-    assert kwargs == {"ARG": 1, **expected.kwargs, "num_warps": expected.num_warps, "num_stages": expected.num_stages}
+    assert kwargs == {**args, **expected.kwargs, "num_warps": expected.num_warps, "num_stages": expected.num_stages}
 
 
 def _forbidden_autotune(*args, **kwargs):
@@ -132,6 +180,50 @@ def test_cuda_launch_of_a_large_problem_autotunes_with_the_configs_key_and_candi
     assert built == {"configs": list(configs.ROWWISE.cuda), "key": list(configs.ROWWISE.key)}
     # The autotuner gets the grid function and no block sizes: it picks the config per key.
     assert kernel.launches == [(grid, {"x_ptr": x, "S": 3})]
+
+
+class _FakeTuner:
+    """Stands in for triton.autotune's wrapper: records launches, then reports a chosen config."""
+
+    def __init__(self, choice):
+        self.choice, self.calls = choice, []
+
+    def __getitem__(self, grid):
+        def run(**kwargs):
+            self.calls.append(kwargs)
+            self.best_config = self.choice
+
+        return run
+
+
+def test_cuda_launch_reuses_the_autotuners_choice_per_key_and_dtype_without_calling_it_again(monkeypatch):
+    choice = configs.ROWWISE.cuda[2]
+    tuner = _FakeTuner(choice)
+    monkeypatch.setattr(configs, "autotuned", lambda kernel, kernel_configs: tuner)
+    monkeypatch.setattr(configs, "_CHOSEN", {})
+    kernel = _RecordingKernel()
+    x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS, device="meta", dtype=torch.bfloat16)
+    key_args = {**{k: 1 for k in configs.ROWWISE.key}, "ROUND_POW2": False}
+
+    def launch(x, **overrides):
+        configs.launch(kernel, configs.ROWWISE, CUDA, lambda meta: (3,), x_ptr=x, **{**key_args, **overrides})
+
+    launch(x)
+    launch(x)  # same key: the cached choice, straight to the kernel
+    assert len(tuner.calls) == 1
+    [(grid, kwargs)] = kernel.launches
+    assert grid == (3,)
+    assert kwargs == {
+        "x_ptr": x,
+        **key_args,
+        **choice.kwargs,
+        "num_warps": choice.num_warps,
+        "num_stages": choice.num_stages,
+    }
+    launch(x, S=2)  # another value of a key argument: tuned again
+    launch(x.to(torch.float16))  # another input dtype: tuned again
+    launch(x, ROUND_POW2=True)  # a result argument: tuned again
+    assert len(tuner.calls) == 4
 
 
 @pytest.mark.parametrize("name", KERNELS)
@@ -262,6 +354,6 @@ def test_launch_makes_the_tensors_device_current(monkeypatch):
     tensor = torch.empty(0, device="meta")
     monkeypatch.setattr(tensor.__class__, "device", property(lambda self: torch.device("cuda", 1)), raising=True)
     kernel = _RecordingKernel()
-    configs.launch(kernel, configs.ROWWISE, INTERPRETER, lambda meta: (1,), x_ptr=tensor, ARG=1)
+    configs.launch(kernel, configs.ROWWISE, INTERPRETER, lambda meta: (1,), x_ptr=tensor, S=3, L=40)
     assert entered == [torch.device("cuda", 1)]
     assert len(kernel.launches) == 1

@@ -41,7 +41,7 @@ def _quantize_kernel(
     MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
-    POW2: tl.constexpr,
+    ROUND_POW2: tl.constexpr,
     EXACT_ENCODE: tl.constexpr,
 ):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -51,10 +51,10 @@ def _quantize_kernel(
 
 
 @triton.jit
-def _scale_kernel(amax_ptr, scale_ptr, n, BLOCK: tl.constexpr, FP8_MAX: tl.constexpr, POW2: tl.constexpr):
+def _scale_kernel(amax_ptr, scale_ptr, n, BLOCK: tl.constexpr, FP8_MAX: tl.constexpr, ROUND_POW2: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(scale_ptr + offs, scale_from_amax(tl.load(amax_ptr + offs, mask=mask), FP8_MAX, POW2), mask=mask)
+    tl.store(scale_ptr + offs, scale_from_amax(tl.load(amax_ptr + offs, mask=mask), FP8_MAX, ROUND_POW2), mask=mask)
 
 
 @triton.jit
@@ -106,7 +106,7 @@ def test_scale_helper_equals_amax_to_scale(fp8_dtype, pow2, device):
     amax = torch.cat([amax, torch.tensor([0.0, 1e-13, 1e-12, math.inf, math.nan, 3.4e38, 2.0**-149])])
     scale = torch.empty_like(amax, device=device)
     _scale_kernel[_grid(amax.numel())](
-        amax.to(device), scale, amax.numel(), BLOCK=BLOCK, FP8_MAX=fmt(fp8_dtype).max, POW2=pow2
+        amax.to(device), scale, amax.numel(), BLOCK=BLOCK, FP8_MAX=fmt(fp8_dtype).max, ROUND_POW2=pow2
     )
     expected = amax_to_scale(amax, fp8_dtype, pow2)
     got = scale.cpu()

@@ -1,11 +1,11 @@
 """The dense ops (rowwise 2D, colwise 3D, 3D transpose rhs in both methods) against fp8ref.ops, bit for bit.
 
 Calls the public fp8moe ops (validation, the torch.library op, the launcher, the kernel). Runs wherever Triton runs:
-the interpreter on the CPU, with its small fixed blocks (row kernel 16 rows x 32 reduced elements, transpose tiles
-16 x 32, fp8moe/configs.py), so the default shapes below take the one-pass path (reduced dim 24 <= 32) or the two-pass
-loop with a ragged tail (reduced dim 40 = 32 + 8), and have row tails (20 = 16 + 4, 40 = 2 * 16 + 8); and natively on
-a GPU (fnuz formats skipped where the backend lacks them). Shapes stay small because the interpreter runs the
-NaN-keeping amax reduction one Python call per element.
+the interpreter on the CPU, with blocks sized from the problem (fp8moe.configs.interpreter_block: a reduced dim of at
+most 32 is one block, a longer one and every row dim split into two or more), so the default shapes below take the
+one-pass path (reduced dim 24) or the two-pass loop with a ragged tail (reduced dim 40 = 32 + 8), and have row tails
+(20 = 16 + 4, 40 = 32 + 8); and natively on a GPU (fnuz formats skipped where the backend lacks them). Shapes stay
+small because the interpreter runs every program instance in Python.
 
 fp8 codes are compared as bytes and f32 scales as int32 bits, NaN as a class (any NaN code equals any NaN code:
 the GPU's satfinite cast drops the NaN sign, SPEC §3), except where a test says "strict".
@@ -305,13 +305,12 @@ def test_atomic_and_reduction_transpose_give_identical_bytes_strict(shape, pow2,
 
 
 def test_atomic_max_keeps_nan_over_inf_from_another_tile(device):
-    # Each row spans >= 3 N-tiles of the amax kernel whatever config runs it. Row 0: +inf in the first tile, NaN in
-    # the last: an int32 max of the f32 bits must end at the NaN (0x7FC00000 > 0x7F800000); a float max that drops
-    # NaN would end at inf (scale 0). Row 1: a NaN with its sign bit set (0xFFC0 in bf16), which survives only
-    # because the kernel clears the sign bit before the int32 max.
-    backend = backend_for(device)
-    tiles = configs.TRANSPOSE_AMAX.cuda if backend.autotune else (configs.TRANSPOSE_AMAX.fixed(backend),)
-    n = 2 * max(c.kwargs["BLOCK_N"] for c in tiles) + 6
+    # Each row spans several N-tiles of the amax kernel whatever config runs it (twice the widest CUDA tile plus 6:
+    # >= 3 tiles on CUDA and ROCm; the interpreter's block for 1030 is 1024, tiles of 1024 and 6). Row 0: +inf in the
+    # first tile, NaN in the last: an int32 max of the f32 bits must end at the NaN (0x7FC00000 > 0x7F800000); a float
+    # max that drops NaN would end at inf (scale 0). Row 1: a NaN with its sign bit set (0xFFC0 in bf16), which
+    # survives only because the kernel clears the sign bit before the int32 max.
+    n = 2 * max(c.kwargs["BLOCK_N"] for c in (*configs.TRANSPOSE_AMAX.cuda, configs.TRANSPOSE_AMAX.rocm)) + 6
     x = torch.ones(1, 2, n, dtype=torch.bfloat16)
     x[0, 0, 0] = math.inf
     x[0, 0, n - 1] = math.nan

@@ -2,9 +2,11 @@
 
 Covers fp8moe/kernels/per_group_rowwise_scales.py, per_group_colwise_scales.py and per_group_colwise_scales_dual.py
 through their ``launch`` functions (the validated public wrappers live in fp8moe.ops). Runs wherever Triton runs:
-the interpreter on the CPU (small blocks: BLOCK_R=8 rows x BLOCK_K=32 columns, so the 12- and 20-row tensors below
-have a row tail, groups of <= 32 take the one-pass path and larger ones the two-pass loop with a column tail) and
-natively on a GPU (hardware cast; fnuz formats skipped where the backend lacks them).
+the interpreter on the CPU (blocks sized from the problem, fp8moe.configs.interpreter_block: 12 rows take BLOCK_R=8,
+a row tail; a jagged length of 150 takes BLOCK_K=128, so groups up to ~113 columns take the one-pass path and the
+larger ones ("dominant", "single_group") the two-pass loop with a column tail; groups starting or ending off a
+multiple of 16 run the edge stores of fp8moe.kernels._span) and natively on a GPU (hardware cast; fnuz formats
+skipped where the backend lacks them).
 
 Elements past offs[-1] belong to no group: the kernels leave them unwritten (fp8ref writes 0x00 there), so byte
 comparisons cover only the jagged extent [0, offs[-1]). fp8 codes are compared as bytes and f32 scales as int32 bits,
@@ -63,7 +65,7 @@ OPS = [
 LAYOUTS: dict[str, list[int]] = {
     "uniform": [30, 60, 90, 120, 150],
     "uneven": [7, 40, 41, 113, 150],
-    "block_edges": [32, 65, 97, 150],  # sizes 32 (one pass), 33 (two passes, 1-column tail), 32, 53
+    "block_edges": [32, 65, 97, 150],  # 16-aligned ends; then an end 1 past 64; then starts 1 past 64 and 96
     "empty_first": [0, 50, 150],
     "empty_middle": [33, 33, 33, 150],
     "empty_last": [70, 150, 150],

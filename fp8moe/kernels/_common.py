@@ -5,6 +5,8 @@ Each helper is the Triton twin of one step of fp8ref.scaling; the step's semanti
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -32,8 +34,12 @@ TL_FP8 = {
 }
 
 
+@functools.cache
 def fp8_constexprs(fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, exact_encode: bool) -> dict:
-    """The constexpr launch arguments every kernel takes, derived from the format once (fp8ref.formats)."""
+    """The constexpr launch arguments every kernel takes, derived from the format once (fp8ref.formats).
+
+    Cached (it runs on every launch); callers unpack the dict and must not modify it.
+    """
     f = fmt(fp8_dtype)
     return {
         "FP8_DTYPE": TL_FP8[f.dtype],
@@ -41,7 +47,7 @@ def fp8_constexprs(fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, exa
         "MAN_BITS": f.man_bits,
         "EMIN": f.emin,
         "FNUZ": f.fnuz,
-        "POW2": bool(round_scales_to_power_of_2),
+        "ROUND_POW2": bool(round_scales_to_power_of_2),
         "EXACT_ENCODE": bool(exact_encode),
     }
 
@@ -96,7 +102,7 @@ def _pow2_log2_rule(scale):
 
 
 @triton.jit
-def scale_from_amax(amax, FP8_MAX: tl.constexpr, POW2: tl.constexpr):
+def scale_from_amax(amax, FP8_MAX: tl.constexpr, ROUND_POW2: tl.constexpr):
     """Twin of fp8ref.amax_to_scale: f32(f64(FP8_MAX) / max(f64(amax), 1e-12)), NaN kept, optional pow2.
 
     The division is float64 on purpose: Triton's plain f32 `/` is approximate on NVIDIA (differs from the correctly
@@ -106,7 +112,7 @@ def scale_from_amax(amax, FP8_MAX: tl.constexpr, POW2: tl.constexpr):
     # The EPS literal built as f64 explicitly: triton 3.6 makes a bare Python float an f32 constant (9.99999996e-13).
     a = tl.where(a != a, a, tl.maximum(a, tl.full([], 1e-12, tl.float64)))
     scale = (FP8_MAX / a).to(tl.float32)
-    if POW2:
+    if ROUND_POW2:
         scale = _pow2_log2_rule(scale)
     return scale
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from fp8moe.backend import Backend
-from fp8moe.kernels.rowwise_2d_scale_and_cast import launch_rows
+from fp8moe.kernels._rows import launch_rows
 
 __all__ = ["launch"]
 

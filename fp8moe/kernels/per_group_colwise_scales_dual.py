@@ -9,8 +9,6 @@ q2 (fp8ref writes 0x00 there; comparisons exclude them, SPEC §4).
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 import triton
 import triton.language as tl
@@ -18,29 +16,19 @@ import triton.language as tl
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._per_group import PER_GROUP, quantize_group_block
+from fp8moe.kernels._per_group import quantize_group_rows
 
-__all__ = ["PER_GROUP_DUAL", "launch"]
-
-#: The single op's tiles; its own autotuner, keyed on both tensors. Measured on the H200 at 5 points
-#: (benchmarks/results/h200-configs-*.md): 32x128/w8 (best ratio 1.07) and 256x16/w4 (2.09) were never within 5% of
-#: best and are dropped from the shared per-group list here.
-PER_GROUP_DUAL = dataclasses.replace(
-    PER_GROUP,
-    cuda=tuple(c for c in PER_GROUP.cuda if c.kwargs != {"BLOCK_R": 32, "BLOCK_K": 128}),
-    name="per_group_colwise_scales_dual",
-    key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "POW2"),
-)
+__all__ = ["launch"]
 
 
 @triton.jit
 def _per_group_colwise_scales_dual_kernel(
     x1_ptr,
     q1_ptr,
-    s1_ptr,
+    scales1_ptr,
     x2_ptr,
     q2_ptr,
-    s2_ptr,
+    scales2_ptr,
     offs_ptr,
     N1,
     N2,
@@ -58,7 +46,7 @@ def _per_group_colwise_scales_dual_kernel(
     MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
-    POW2: tl.constexpr,
+    ROUND_POW2: tl.constexpr,
     EXACT_ENCODE: tl.constexpr,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid (cdiv(N1) + cdiv(N2), G).
@@ -69,10 +57,10 @@ def _per_group_colwise_scales_dual_kernel(
     pid_g = tl.program_id(1)
     blocks_1 = tl.cdiv(N1, BLOCK_R)
     if pid_r < blocks_1:
-        quantize_group_block(
+        quantize_group_rows(
             x1_ptr,
             q1_ptr,
-            s1_ptr,
+            scales1_ptr,
             offs_ptr,
             N1,
             K,
@@ -81,7 +69,6 @@ def _per_group_colwise_scales_dual_kernel(
             stride_x1n,
             stride_x1k,
             K,
-            1,
             BLOCK_R,
             BLOCK_K,
             INT64_INDEX,
@@ -90,14 +77,14 @@ def _per_group_colwise_scales_dual_kernel(
             MAN_BITS,
             EMIN,
             FNUZ,
-            POW2,
+            ROUND_POW2,
             EXACT_ENCODE,
         )
     else:
-        quantize_group_block(
+        quantize_group_rows(
             x2_ptr,
             q2_ptr,
-            s2_ptr,
+            scales2_ptr,
             offs_ptr,
             N2,
             K,
@@ -106,7 +93,6 @@ def _per_group_colwise_scales_dual_kernel(
             stride_x2n,
             stride_x2k,
             K,
-            1,
             BLOCK_R,
             BLOCK_K,
             INT64_INDEX,
@@ -115,7 +101,7 @@ def _per_group_colwise_scales_dual_kernel(
             MAN_BITS,
             EMIN,
             FNUZ,
-            POW2,
+            ROUND_POW2,
             EXACT_ENCODE,
         )
 
@@ -153,15 +139,15 @@ def launch(
         return q1_t.t(), s1, q2_t.t(), s2
     configs.launch(
         _per_group_colwise_scales_dual_kernel,
-        PER_GROUP_DUAL,
+        configs.PER_GROUP_DUAL,
         backend,
         lambda meta: (triton.cdiv(n1, meta["BLOCK_R"]) + triton.cdiv(n2, meta["BLOCK_R"]), num_groups),
         x1_ptr=x1,
         q1_ptr=q1_t,
-        s1_ptr=s1,
+        scales1_ptr=s1,
         x2_ptr=x2,
         q2_ptr=q2_t,
-        s2_ptr=s2,
+        scales2_ptr=s2,
         offs_ptr=offs,
         N1=n1,
         N2=n2,

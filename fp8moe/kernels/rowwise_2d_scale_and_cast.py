@@ -1,139 +1,16 @@
-"""Triton twin of fp8ref.rowwise_2d_scale_and_cast, and the batched row kernel the 3-D ops reuse.
+"""Triton twin of fp8ref.rowwise_2d_scale_and_cast: the batched row kernel (fp8moe.kernels._rows) on (1, M, K).
 
-The kernel quantizes a batch of matrices (B, S, L) row by row: one scale per (b, s), amax over L. Every dense op of
-SPEC §5 is this computation on a view, which is why there is one kernel and not three near-identical ones:
-
-- rowwise 2D: x (M, K) is the batch (1, M, K); q (M, K) row-major.
-- colwise 3D: x (E, K, N) viewed as (E, N, K) (``x.mT``); q (E, K, N) with strides (K*N, 1, K) is, viewed the same
-  way, a contiguous (E, N, K).
-- rowwise 3D transpose rhs (reduction method): x (E, K, N) as is; q (E, N, K) with strides (N*K, 1, N) is, viewed
-  as ``q.mT``, a contiguous (E, K, N).
-
-In every case the reduced dim L is contiguous in q, and in the canonical input layouts it is contiguous in x too.
-A program owns BLOCK_S rows: when L fits in one block it loads them once and keeps them in registers; otherwise it
-makes two passes over L in BLOCK_L chunks (amax, then quantize), reading x twice.
+The input is read in place, any strides; q is allocated row-major.
 """
 
 from __future__ import annotations
 
 import torch
-import triton
-import triton.language as tl
 
-from fp8moe import configs
 from fp8moe.backend import Backend
-from fp8moe.kernels._common import abs_max_keep_nan, fp8_constexprs, max_keep_nan, quantize, scale_from_amax
+from fp8moe.kernels._rows import launch_rows
 
-__all__ = ["launch", "launch_rows"]
-
-
-@triton.heuristics({"ONE_PASS": lambda args: args["L"] <= args["BLOCK_L"]})
-@triton.jit
-def _rowwise_scale_and_cast_kernel(
-    x_ptr,
-    q_ptr,
-    scales_ptr,
-    B,
-    S,
-    L,
-    stride_xb,
-    stride_xs,
-    stride_xl,
-    stride_qb,
-    stride_qs,
-    BLOCK_S: tl.constexpr,
-    BLOCK_L: tl.constexpr,
-    ONE_PASS: tl.constexpr,
-    INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr,
-    FNUZ: tl.constexpr,
-    POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
-):
-    """x (B, S, L) any strides -> q (B, S, L) with unit stride along L, scales[b * S + s]. Grid (cdiv(S, BLOCK_S), B).
-
-    B is only the grid's second axis; it is an argument so that the CUDA autotune key sees it.
-    """
-    pid_s = tl.program_id(0)
-    pid_b = tl.program_id(1)
-    rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
-    cols = tl.arange(0, BLOCK_L)
-    if INT64_INDEX:
-        pid_b = pid_b.to(tl.int64)
-        rows = rows.to(tl.int64)
-        cols = cols.to(tl.int64)
-    row_mask = rows < S
-    x_rows = x_ptr + pid_b * stride_xb + rows[:, None] * stride_xs  # (BLOCK_S, 1)
-    q_rows = q_ptr + pid_b * stride_qb + rows[:, None] * stride_qs
-
-    if ONE_PASS:
-        mask = row_mask[:, None] & (cols[None, :] < L)
-        x = tl.load(x_rows + cols[None, :] * stride_xl, mask=mask, other=0.0)
-        scale = scale_from_amax(abs_max_keep_nan(x, 1), FP8_MAX, POW2)  # (BLOCK_S,)
-        q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
-        tl.store(q_rows + cols[None, :], q, mask=mask)
-    else:
-        # Elementwise running max over the chunks, one cross-lane reduction at the end (|x| >= 0, so the abs inside
-        # abs_max_keep_nan is exact on the accumulated values, NaN included).
-        acc = tl.full((BLOCK_S, BLOCK_L), 0.0, tl.float32)
-        for start in range(0, L, BLOCK_L):
-            mask = row_mask[:, None] & (start + cols[None, :] < L)
-            x = tl.load(x_rows + (start + cols[None, :]) * stride_xl, mask=mask, other=0.0)
-            acc = max_keep_nan(acc, tl.abs(x.to(tl.float32)))
-        scale = scale_from_amax(abs_max_keep_nan(acc, 1), FP8_MAX, POW2)
-        for start in range(0, L, BLOCK_L):
-            mask = row_mask[:, None] & (start + cols[None, :] < L)
-            x = tl.load(x_rows + (start + cols[None, :]) * stride_xl, mask=mask, other=0.0)
-            q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
-            tl.store(q_rows + start + cols[None, :], q, mask=mask)
-    tl.store(scales_ptr + pid_b * S + rows, scale, mask=row_mask)
-
-
-def launch_rows(
-    x: torch.Tensor,
-    q: torch.Tensor,
-    scales: torch.Tensor,
-    fp8_dtype: torch.dtype,
-    round_scales_to_power_of_2: bool,
-    backend: Backend,
-) -> None:
-    """Quantize each row (last dim) of ``x`` (B, S, L) into ``q`` and ``scales``.
-
-    Args:
-        x: (B, S, L) bf16/f16/f32, any strides.
-        q: (B, S, L) fp8 output with ``q.stride(2) == 1`` (written).
-        scales: (B * S,) contiguous f32 output (written), ``scales[b * S + s]``.
-        fp8_dtype: q's dtype.
-        round_scales_to_power_of_2: apply the pow2 rule.
-        backend: where it runs (selects configs and the cast).
-    """
-    b, s, length = x.shape
-    if b == 0 or s == 0:
-        return
-    if q.stride(2) != 1 and length > 1:
-        raise ValueError(f"q must be contiguous along the reduced dim, got strides {q.stride()}")
-    configs.launch(
-        _rowwise_scale_and_cast_kernel,
-        configs.ROWWISE,
-        backend,
-        lambda meta: (triton.cdiv(s, meta["BLOCK_S"]), b),
-        x_ptr=x,
-        q_ptr=q,
-        scales_ptr=scales,
-        B=b,
-        S=s,
-        L=length,
-        stride_xb=x.stride(0),
-        stride_xs=x.stride(1),
-        stride_xl=x.stride(2),
-        stride_qb=q.stride(0),
-        stride_qs=q.stride(1),
-        INT64_INDEX=configs.needs_int64_index(x, q, scales),
-        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.exact_encode),
-    )
+__all__ = ["launch"]
 
 
 def launch(

@@ -3,7 +3,7 @@
 q (E, N, K) with strides (N*K, 1, N) is, viewed as ``q.mT``, a contiguous (E, K, N): each row (e, k, :) of x is
 quantized in place of itself, so neither method moves data across rows.
 
-- "reduction": the batched row kernel of rowwise_2d_scale_and_cast; one program owns whole rows (one launch).
+- "reduction": the batched row kernel (fp8moe.kernels._rows); one program owns whole rows (one launch).
 - "atomic": two launches over (BLOCK_K, BLOCK_N) tiles. Kernel 1 reduces each tile's rows to a partial amax and
   combines partials across N-tiles with an int32 atomic max on the f32 bit patterns; kernel 2 turns amax into the
   scale and quantizes its tile. More programs in flight when K*E is small and N large.
@@ -22,7 +22,7 @@ import triton.language as tl
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import abs_max_keep_nan, fp8_constexprs, quantize, scale_from_amax
-from fp8moe.kernels.rowwise_2d_scale_and_cast import launch_rows
+from fp8moe.kernels._rows import launch_rows
 
 __all__ = ["METHODS", "launch"]
 
@@ -95,7 +95,7 @@ def _transpose_rhs_quantize_kernel(
     MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
-    POW2: tl.constexpr,
+    ROUND_POW2: tl.constexpr,
     EXACT_ENCODE: tl.constexpr,
 ):
     """q[e, k, n] (the (E, K, N) view, unit stride along n) and scales[e * K + k] from the combined amax bits.
@@ -109,7 +109,7 @@ def _transpose_rhs_quantize_kernel(
     rows, cols = _tile_offsets(tl.program_id(0), pid_n, BLOCK_K, BLOCK_N, INT64_INDEX)
     row_mask = rows < K
     amax = tl.load(amax_bits_ptr + pid_e * K + rows, mask=row_mask, other=0).to(tl.float32, bitcast=True)
-    scale = scale_from_amax(amax, FP8_MAX, POW2)  # (BLOCK_K,)
+    scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)  # (BLOCK_K,)
     mask = row_mask[:, None] & (cols[None, :] < N)
     x = tl.load(x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0)
     q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)

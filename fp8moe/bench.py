@@ -1,0 +1,420 @@
+"""``python -m fp8moe.bench``: time any implementation of an op contract beside fp8moe and torch.compile, on one GPU.
+
+    python -m fp8moe.bench --out benchmarks/results/h200-bench-2026-12-01
+    python -m fp8moe.bench --kernel mypkg.quant:per_group_rowwise --like per_group_rowwise_scales
+
+Per point (op, shape, groups, offs layout, input layout, kwargs variant) and implementation (fp8moe, torch.compile of
+the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.compare`` resolves kernels):
+
+- ``us``: GPU time of one call replayed from a CUDA graph (no Python, no launch overhead), median;
+- ``eager_us``: the same call from Python, back to back (host overhead included where it exceeds the GPU time);
+- ``gbps`` and ``pct_of_copy_bw``: ideal bytes (:func:`ideal_bytes`) over ``us``, against a device-to-device copy
+  timed in the same run;
+- ``speedup_vs_compile``: torch.compile's ``us`` over this implementation's;
+- ``bitwise_ok``: ``fp8ref.compare`` passed on a reduced shape of the point (same groups, offs layout and input
+  layout; poisoned outputs, run twice) AND the outputs at the benchmark shape equal the reference's computed on the
+  same GPU byte for byte (shape, strides and bits). A wrong implementation still gets timed, marked ``False``.
+- ``first_call_ms`` (fp8moe only): wall time of the first call at the point, i.e. compilation and autotuning.
+
+Writes ``<out>.json`` (rows), ``<out>.md`` (a table) and ``<out>.png`` (% of copy bandwidth per op and shape; skipped
+with a message when matplotlib is missing). The pure parts (points, bytes, rows, table, arguments) run on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ISSUE11_POINTS",
+    "Point",
+    "ideal_bytes",
+    "main",
+    "make_inputs",
+    "make_row",
+    "markdown_table",
+    "parse_args",
+    "reduced_shape",
+    "same_outputs",
+]
+
+FP8_OUT_BYTES = 1
+SCALE_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Point:
+    """One benchmark point.
+
+    Attributes:
+        op: the op contract name (fp8ref.contracts).
+        shape: the op's shape tuple, as ``fp8ref.compare`` takes it.
+        groups: group count (jagged ops; 1 otherwise).
+        offs: named offs layout (fp8ref.layouts.OFFS_LAYOUTS) for jagged ops.
+        layout: input memory layout, "row_major" or "col_major".
+        kwargs: extra keyword arguments of the call (e.g. method="atomic"), the point's variant.
+    """
+
+    op: str
+    shape: tuple[int, ...]
+    groups: int = 1
+    offs: str | None = None
+    layout: str = "row_major"
+    kwargs: dict = field(default_factory=dict)
+
+    @property
+    def variant(self) -> str:
+        """The kwargs and the offs layout, "k=v,..." ("-" when none)."""
+        parts = [f"{k}={v}" for k, v in self.kwargs.items()] + ([f"offs={self.offs}"] if self.offs else [])
+        return ",".join(parts) or "-"
+
+
+def _jagged(op: str, shapes: Sequence[tuple[tuple[int, ...], int]], offs: str = "aligned16") -> list[Point]:
+    return [Point(op, shape, groups, offs) for shape, groups in shapes]
+
+
+#: The shapes of issue #11 (MoE training at G = 16..128 experts), in groups of 16-aligned sizes ("aligned16"), plus
+#: uneven sizes ("random", not multiples of 16: the kernels' edge path) and empty groups ("empty_middle") at G=64.
+ISSUE11_POINTS: tuple[Point, ...] = (
+    *_jagged("per_group_rowwise_scales", [((4096, 65536), 16), ((5120, 16640), 64), ((2048, 16640), 128)]),
+    Point("per_group_rowwise_scales", (5120, 16640), 64, "random"),
+    *_jagged(
+        "per_group_colwise_scales",
+        [((16640, 2048), 64), ((16640, 5120), 64), ((16640, 2048), 128), ((16640, 5120), 128), ((65536, 4096), 16)],
+    ),
+    Point("per_group_colwise_scales", (16640, 2048), 64, "random"),
+    Point("per_group_colwise_scales", (16640, 2048), 64, "empty_middle"),
+    *_jagged(
+        "per_group_colwise_scales_dual",
+        [((16640, 2048, 2048), 64), ((16640, 2048, 1408), 64), ((16640, 5120, 5120), 128)],
+    ),
+    *[
+        Point("colwise_3d_scale_and_cast", shape, layout=layout)
+        for shape in ((1, 8192, 5120), (16, 8192, 5120), (64, 2048, 1408), (128, 5120, 8192))
+        for layout in ("row_major", "col_major")
+    ],
+    Point("rowwise_2d_scale_and_cast", (16640, 2048)),
+    Point("rowwise_2d_scale_and_cast", (16640, 5120)),
+    *[
+        Point("rowwise_3d_transpose_rhs", shape, kwargs={"method": method})
+        for shape in ((1, 8192, 5120), (16, 8192, 5120), (64, 2048, 1408), (128, 5120, 8192))
+        for method in ("atomic", "reduction")
+    ],
+)
+
+
+def ideal_bytes(contract, shape: Sequence[int], groups: int, input_itemsize: int = 2) -> int:
+    """Fewest bytes a call moves (SPEC §7): every input element read once, one fp8 byte written per element, and the
+    f32 scales written. ``contract`` is an fp8ref op contract (input shapes and scale count)."""
+    elements = sum(math.prod(s) for s in contract.input_shapes(shape))
+    return elements * (input_itemsize + FP8_OUT_BYTES) + SCALE_BYTES * contract.n_scales(shape, groups)
+
+
+def reduced_shape(shape: Sequence[int], groups: int, max_elements: int = 1 << 22) -> tuple[int, ...]:
+    """The shape ``fp8ref.compare`` checks a point on (its reference runs on the CPU): the largest dim halved until
+    the input has at most ``max_elements``, never below 16 elements per group, so the point's groups still fit."""
+    floor = 16 * max(groups, 1)
+    dims = list(shape)
+    while math.prod(dims) > max_elements:
+        halvable = [i for i, d in enumerate(dims) if d // 2 >= floor]
+        if not halvable:
+            break
+        i = max(halvable, key=lambda i: dims[i])
+        dims[i] //= 2
+    return tuple(dims)
+
+
+def make_row(
+    point: Point,
+    impl: str,
+    us: float | None,
+    eager_us: float | None,
+    nbytes: int,
+    copy_gbps: float,
+    compile_us: float | None,
+    bitwise_ok: bool,
+    first_call_ms: float | None = None,
+) -> dict:
+    """One JSON row; bandwidth and speed-up are derived from the graph time ``us`` (None where it is missing)."""
+    gbps = None if not us else nbytes / us / 1e3
+    return {
+        "op": point.op,
+        "impl": impl,
+        "shape": list(point.shape),
+        "groups": point.groups,
+        "variant": point.variant,
+        "layout": point.layout,
+        "us": us,
+        "eager_us": eager_us,
+        "gbps": gbps,
+        "pct_of_copy_bw": None if gbps is None else 100 * gbps / copy_gbps,
+        "speedup_vs_compile": None if not (us and compile_us) else compile_us / us,
+        "bitwise_ok": bitwise_ok,
+        "first_call_ms": first_call_ms,
+    }
+
+
+def _cell(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def markdown_table(rows: Sequence[dict]) -> list[str]:
+    """The rows as a Markdown table, one line per row, in the given order."""
+    lines = [
+        "| op | impl | shape | G | variant | layout | us (graph) | eager us | GB/s | % of copy | vs compile "
+        "| bitwise | first call ms |",
+        "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['op']} | {r['impl']} | {'x'.join(map(str, r['shape']))} | {r['groups']} | {r['variant']} | "
+            f"{r['layout']} | {_cell(r['us'], '.1f')} | {_cell(r['eager_us'], '.1f')} | {_cell(r['gbps'], '.0f')} | "
+            f"{_cell(r['pct_of_copy_bw'], '.0f')}{'%' if r['pct_of_copy_bw'] is not None else ''} | "
+            f"{_cell(r['speedup_vs_compile'], '.2f')}{'x' if r['speedup_vs_compile'] is not None else ''} | "
+            f"{'yes' if r['bitwise_ok'] else 'NO'} | {_cell(r.get('first_call_ms'), '.0f')} |"
+        )
+    return lines
+
+
+def plot(rows: Sequence[dict], path: str) -> str:
+    """Bar chart of % of copy bandwidth per point and implementation; returns a message (written, or why not)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return f"matplotlib is not importable: no plot written ({path})"
+    impls = list(dict.fromkeys(r["impl"] for r in rows))
+    labels = list(dict.fromkeys(_point_label(r) for r in rows))
+    pct = {(_point_label(r), r["impl"]): r["pct_of_copy_bw"] or 0.0 for r in rows}
+    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(labels)), 6))
+    width = 0.8 / max(len(impls), 1)
+    for i, impl in enumerate(impls):
+        heights = [pct.get((p, impl), 0.0) for p in labels]
+        ax.bar([x + i * width for x in range(len(labels))], heights, width, label=impl)
+    ax.axhline(85, color="gray", linestyle="--", linewidth=0.8)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels, rotation=90, fontsize=7)
+    ax.set_ylabel("% of device copy bandwidth (CUDA-graph time)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"plot written: {path}"
+
+
+def _point_label(r: dict) -> str:
+    g = f" G{r['groups']}" if r["groups"] > 1 else ""
+    extra = "" if r["variant"] == "-" else f" {r['variant']}"
+    op = r["op"].replace("_scale_and_cast", "").replace("_scales", "")
+    return f"{op} {'x'.join(map(str, r['shape']))}{g}{extra} {r['layout']}"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line arguments (see ``python -m fp8moe.bench --help``)."""
+    p = argparse.ArgumentParser(prog="python -m fp8moe.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="fp8moe-bench", help="output prefix: writes <out>.json, <out>.md, <out>.png")
+    p.add_argument("--kernel", default=None, help="a callable to time as well, 'module:attr' (as fp8ref.compare)")
+    p.add_argument("--like", default=None, help="the op contract --kernel follows (when its name does not say)")
+    p.add_argument("--only", default=None, help="substring filter on the op name")
+    p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    p.add_argument("--no-fp8moe", action="store_true", help="skip fp8moe (time only --kernel and torch.compile)")
+    p.add_argument("--points", choices=("issue11", "moe"), default="issue11", help="issue #11 shapes or SPEC §7's")
+    p.add_argument("--check-elements", type=int, default=1 << 22, help="input size of the shape compare checks")
+    args = p.parse_args(argv)
+    if args.like and not args.kernel:
+        p.error("--like needs --kernel")
+    return args
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GPU part
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def moe_points() -> tuple[Point, ...]:
+    """Every op at the SPEC §7 MoE shapes of its contract (each kwargs variant of the fp8moe spec)."""
+    import fp8ref
+
+    points = []
+    for spec in fp8ref.specs():
+        if not spec.kernel.startswith("fp8moe."):
+            continue
+        for shape, groups in zip(spec.bench_shapes, spec.bench_groups):
+            for kwargs in spec.kwargs_grid:
+                offs = "aligned16" if spec.contract.jagged else None
+                points.append(Point(spec.name, tuple(shape), groups, offs, spec.layouts[0], dict(kwargs)))
+    return tuple(points)
+
+
+def make_inputs(contract, point: Point, device: str = "cuda"):
+    """The point's inputs: bf16 normal values drawn on ``device`` in its layout, and its offs for jagged ops."""
+    import torch
+
+    from fp8ref.layouts import make_offs, to_memory_layout
+
+    gen = torch.Generator(device=device).manual_seed(0)
+    xs = tuple(
+        to_memory_layout(torch.randn(s, generator=gen, device=device, dtype=torch.bfloat16), point.layout)
+        for s in contract.input_shapes(point.shape)
+    )
+    offs = None
+    if contract.jagged:
+        length = contract.jagged_length(point.shape)
+        ends = make_offs(point.offs, length, point.groups, torch.Generator().manual_seed(0))
+        offs = torch.tensor(ends, dtype=torch.int32, device=device)
+    return xs, offs
+
+
+def same_outputs(out, expected) -> bool:
+    """Same number of outputs, each with the same shape, strides and bits (NaN as a class)."""
+    from fp8ref.testing import same_bits
+
+    return len(out) == len(expected) and all(
+        a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all()) for a, b in zip(out, expected)
+    )
+
+
+def copy_bandwidth_gbps() -> float:
+    """Device-to-device copy of a 2 GiB buffer, read + write bytes: the roofline every point is measured against."""
+    import torch
+    from triton.testing import do_bench_cudagraph
+
+    src = torch.empty(2**30, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    ms = do_bench_cudagraph(lambda: dst.copy_(src))
+    return 2 * 2**30 * 2 / ms / 1e6
+
+
+def _time(fn) -> tuple[float | None, float]:
+    """(graph us or None when the call cannot be captured, eager us)."""
+    from triton.testing import do_bench, do_bench_cudagraph
+
+    eager = do_bench(fn, warmup=10, rep=50) * 1e3
+    try:
+        graph = do_bench_cudagraph(fn, rep=50) * 1e3
+    except Exception as exc:  # reported, never fatal: eager time stands alone then
+        print(f"  CUDA graph capture failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        graph = None
+    return graph, eager
+
+
+def _checked(fn_or_path, contract, point: Point, max_elements: int) -> bool:
+    """fp8ref.compare on the reduced shape of the point."""
+    from fp8ref import compare
+
+    report = compare(
+        fn_or_path,
+        reduced_shape(point.shape, point.groups, max_elements),
+        like=contract.name,
+        offs=point.offs,
+        groups=point.groups,
+        layout=point.layout,
+        device="cuda",
+        **point.kwargs,
+    )
+    if not report.ok:
+        print(f"  compare failed: {str(report)[:2000]}", file=sys.stderr)
+    return bool(report.ok)
+
+
+def bench_point(point: Point, impls: dict[str, Callable], copy_gbps: float, check_elements: int) -> list[dict]:
+    """Check and time every implementation at one point; rows in ``impls`` order (torch.compile first if present)."""
+    import torch
+
+    from fp8ref.contracts import contract
+
+    c = contract(point.op)
+    xs, offs = make_inputs(c, point)
+    args = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False}
+    expected = c.call(c.reference, xs, offs, **args)
+    nbytes = ideal_bytes(c, point.shape, point.groups, xs[0].element_size())
+    timed = {}
+    for name, fn in impls.items():
+
+        def call(fn=fn):
+            return c.call(fn, xs, offs, **args, **point.kwargs)
+
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = call()
+        torch.cuda.synchronize()
+        first_ms = (time.perf_counter() - start) * 1e3
+        ok = same_outputs(out, expected) and _checked(fn, c, point, check_elements)
+        del out
+        graph, eager = _time(call)
+        timed[name] = (graph, eager, ok, first_ms if name == "fp8moe" else None)
+    compile_us = timed.get("torch.compile", (None,))[0]
+    rows = [
+        make_row(point, name, g, e, nbytes, copy_gbps, compile_us, ok, first)
+        for name, (g, e, ok, first) in timed.items()
+    ]
+    return rows
+
+
+def _compiled_reference(op: str):
+    import torch
+
+    from fp8ref.contracts import contract
+
+    ref = contract(op).reference
+    return torch.compile(lambda *a, **k: ref(*a, **k), dynamic=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    import fp8moe  # before triton: without a GPU it turns the interpreter on
+
+    # isort: split
+    import triton
+
+    from fp8ref.engine.comparator import resolve_kernel
+
+    points = ISSUE11_POINTS if args.points == "issue11" else moe_points()
+    points = [p for p in points if not args.only or args.only in p.op]
+    foreign = resolve_kernel(args.kernel, args.like) if args.kernel else None
+    if foreign is not None:
+        points = [p for p in points if p.op == foreign.op]
+    copy_gbps = copy_bandwidth_gbps()
+    env = (
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
+        f"python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+        f"copy bandwidth {copy_gbps:.0f} GB/s"
+    )
+    print(env, flush=True)
+    rows: list[dict] = []
+    for point in points:
+        impls: dict[str, Callable] = {}
+        if not args.no_compile:
+            impls["torch.compile"] = _compiled_reference(point.op)
+        if not args.no_fp8moe:
+            impls["fp8moe"] = getattr(fp8moe, point.op)
+        if foreign is not None:
+            impls[foreign.label] = foreign.fn
+        try:
+            new = bench_point(point, impls, copy_gbps, args.check_elements)
+        except Exception as exc:  # one broken point must not lose the others' numbers
+            print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            continue
+        rows.extend(new)
+        for line in markdown_table(new)[2:]:
+            print(line, flush=True)
+        torch._dynamo.reset()
+    with open(f"{args.out}.json", "w") as f:
+        json.dump({"env": env, "copy_gbps": copy_gbps, "rows": rows}, f, indent=1)
+    with open(f"{args.out}.md", "w") as f:
+        f.write("\n".join([f"# fp8moe bench: {env}", "", *markdown_table(rows)]) + "\n")
+    print(plot(rows, f"{args.out}.png"))
+    return 0 if all(r["bitwise_ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
