@@ -313,3 +313,18 @@ def test_operands_pass_the_layout_checks_of_torch_scaled_grouped_mm():
         torch._scaled_grouped_mm(
             meta(fwd.a), meta(fwd.b.contiguous()), meta(fwd.a_scale), meta(fwd.b_scale), offs=meta(offs)
         )
+
+
+def test_traces_as_one_graph_and_matches_eager():
+    """torch.compile(fullgraph=True) raises on any graph break in the wrapper, the autograd Function, the device-side
+    offs checks or the padding plan. aot_eager traces forward and backward without generating code (the GPU test
+    compiles with Inductor), so the compiled run must give eager's bytes."""
+    A, B_t, grad_out = _inputs()
+    offs = _offs([5, 40, 40, 61])
+    compiled = torch.compile(grouped_mm, fullgraph=True, backend="aot_eager")
+    A_leaf, B_leaf = A.clone().requires_grad_(), B_t.clone().requires_grad_()
+    out = compiled(A_leaf, B_leaf, offs, pad_groups=True)
+    out.backward(grad_out)
+    expected = _run(A, B_t, offs, grad_out, pad_groups=True)
+    for name, a, e in zip(("out", "grad_A", "grad_B_t"), (out.detach(), A_leaf.grad, B_leaf.grad), expected):
+        _assert_same_values(a, e, 61 if name != "grad_B_t" else E, name)
