@@ -35,6 +35,8 @@ from fp8ref.formats import dtype_id
 from fp8ref.spec import KernelSpec, _pairwise
 
 __all__ = [
+    "CALLER_MEMBERS",
+    "DTYPES",
     "EXAMPLE_SHAPES",
     "FORMATS",
     "GROUPS",
@@ -56,6 +58,9 @@ __all__ = [
 VALUES: tuple[str, ...] = ("normal", "special")
 #: round_scales_to_power_of_2.
 POW2: tuple[bool, ...] = (False, True)
+#: Input dtypes: bf16 first (what MoE training feeds), then f32 (its amax can sit within f32 ulps of a power of two,
+#: where the log2 pow2 rule rounds up) and f16 (its own subnormals and range).
+DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32, torch.float16)
 #: Every fp8 format, in the order members take them (the OCP formats first: every GPU stores one of them).
 FORMATS: tuple[torch.dtype, ...] = (
     torch.float8_e4m3fn,
@@ -67,7 +72,9 @@ FORMATS: tuple[torch.dtype, ...] = (
 #: group (longer than any tile, with near-empty neighbours), random cuts (sizes not multiples of 16), and ends short
 #: of the data ("tail_past_end": the contract leaves what follows offs[-1] unspecified, so a kernel must not let it
 #: into the last group's amax).
-OFFS: tuple[str, ...] = ("empty_first", "empty_middle", "empty_last", "size1", "dominant", "random", "tail_past_end")
+#: The first two go to the caller's shape (the edge shapes are small): ends short of the data and a dominant group
+#: there, where groups are long.
+OFFS: tuple[str, ...] = ("tail_past_end", "dominant", "empty_first", "empty_middle", "empty_last", "size1", "random")
 #: Group counts of jagged ops, run in this order on each shape: a cache keyed on the shape alone is filled by the
 #: smaller count and then misses the larger one's groups.
 GROUPS: tuple[int, ...] = (3, 7)
@@ -81,6 +88,11 @@ EXAMPLE_SHAPES: Mapping[str, tuple[int, ...]] = {
     "per_group_colwise_scales": (1000, 100),
     "per_group_colwise_scales_dual": (1000, 100, 64),
 }
+
+#: How many members run on the caller's shape when edge shapes are added; the rest run on the edge shapes, which are
+#: small (a dim of 3), so the battery costs about CALLER_MEMBERS calls at the caller's size (the engine's own work
+#: is ~0.5 s per call at (4096, 512) on 2 CPU cores, more than a GPU kernel, tests/test_engine_battery.py).
+CALLER_MEMBERS = 2
 
 #: A dim smaller than one block: 3 is below every tile size a kernel plausibly uses (the smallest here is 8).
 _SUB_BLOCK = 3
@@ -181,6 +193,7 @@ class Member:
     shape: tuple[int, ...]
     values: str
     round_scales_to_power_of_2: bool
+    dtype: torch.dtype
     fp8_dtype: torch.dtype
     layout: str
     offs: str | tuple[int, ...] | None
@@ -194,6 +207,7 @@ class Member:
             self.shape,
             values=self.values,
             pow2=self.round_scales_to_power_of_2,
+            dtype=self.dtype,
             fp8_dtype=self.fp8_dtype,
             layout=self.layout,
             offs=self.offs,
@@ -207,20 +221,21 @@ def member_label(
     *,
     values: str,
     pow2: bool,
+    dtype: torch.dtype | str,
     fp8_dtype: torch.dtype | str,
     layout: str,
     offs: str | Sequence[int] | None = None,
     groups: int | None = None,
     kernel_kwargs: Mapping[str, object] | None = None,
 ) -> str:
-    """The one way members are named, e.g. ``1013x3,values=special,pow2,e5m2,col_major,offs=empty_first,G=7``.
+    """The one way members are named, e.g. ``1013x3,values=special,pow2,bf16,e5m2,col_major,offs=empty_first,G=7``.
 
     Explicit offsets are written as ``offs=[3,3,9]``; pow2 appears only when on; kwargs as ``method=atomic``.
     """
     parts = ["x".join(str(int(s)) for s in shape), f"values={values}"]
     if pow2:
         parts.append("pow2")
-    parts += [dtype_id(fp8_dtype), layout]
+    parts += [dtype_id(dtype), dtype_id(fp8_dtype), layout]
     if offs is not None:
         name = offs if isinstance(offs, str) else "[" + ",".join(str(int(o)) for o in offs) + "]"
         parts.append(f"offs={name}")
@@ -236,6 +251,7 @@ def build_battery(
     formats: Sequence[torch.dtype],
     values: str | None = None,
     round_scales_to_power_of_2: bool | None = None,
+    dtype: torch.dtype | None = None,
     fp8_dtype: torch.dtype | None = None,
     layout: str | None = None,
     offs: str | Sequence[int] | None = None,
@@ -249,58 +265,73 @@ def build_battery(
         kwargs_grid: kernel keyword variants to spread over the members (a KernelSpec's ``kwargs_grid``).
 
     Raises:
-        ValueError: when ``formats`` is empty and no ``fp8_dtype`` is pinned.
+        ValueError: when no format of ``formats`` is one the op takes and no ``fp8_dtype`` is pinned.
     """
     shape = tuple(int(s) for s in shape)
     notes: list[str] = []
     explicit_offs = offs is not None and not isinstance(offs, str)
     shapes = [shape]
-    if not explicit_offs:  # explicit offsets belong to the caller's jagged length
+    quantize = c.kind == "quantize"  # other kinds constrain their dims (GEMM alignment)
+    if not explicit_offs and quantize:  # explicit offsets belong to the caller's jagged length
         extra, why = edge_shapes(c, shape)
         if extra:
             shapes += extra
             notes.append(f"edge shapes {', '.join(map(str, extra))} added: {shape} has {why}")
-    if fp8_dtype is None and not formats:
-        raise ValueError("no fp8 format to try: the kernel supports none on this device")
-    fmts = (fp8_dtype,) if fp8_dtype is not None else tuple(formats)
-    vals = (values,) if values is not None else VALUES
-    base = list(itertools.product(range(len(fmts)), range(len(vals))))
+    # What the op takes at all (a GEMM row narrows formats, values and pow2; fp8ref.contracts).
+    takes, kinds = c.fp8_dtypes, c.value_kinds
+    fmts = (fp8_dtype,) if fp8_dtype is not None else tuple(f for f in formats if f in takes)
+    if not fmts:
+        raise ValueError(f"no fp8 format to try: {c.name} takes {takes}, the kernel runs {tuple(formats)}")
+    vals = (values,) if values is not None else tuple(v for v in VALUES if v in kinds) or kinds[:1]
     if c.jagged:
         offs_axis = (tuple(int(o) for o in offs),) if explicit_offs else ((offs,) if offs is not None else OFFS)
         groups_axis = (None,) if explicit_offs else ((groups,) if groups is not None else GROUPS)
+        if c.group_dim is not None and not explicit_offs:
+            groups_axis = (shape[c.group_dim],)  # one group per expert: the shape fixes the count
     else:
         offs_axis, groups_axis = (None,), (None,)
     free = (
-        tuple(range(len(shapes))),
-        (round_scales_to_power_of_2,) if round_scales_to_power_of_2 is not None else POW2,
+        (round_scales_to_power_of_2,) if round_scales_to_power_of_2 is not None else c.round_scales_options,
         (layout,) if layout is not None else c.input_layouts,
+        (dtype,) if dtype is not None else DTYPES,
         offs_axis,
-        groups_axis,
         tuple(kwargs_grid) or ({},),
     )
-    # Enough members that every value of every free axis appears (7 offs layouts with 8 (format, values) pairs).
-    n = max(len(base), *map(len, free))
-    base = [base[i % len(base)] for i in range(n)]
+    pairs = list(itertools.product(range(len(fmts)), range(len(vals))))
+    # Enough members that every (format, values) pair and every value of every free axis appears (8 pairs with four
+    # formats; 7 offs layouts with two).
+    n = max(len(pairs), len(shapes), *map(len, free))
+    base, used = [], Counter()
+    for i in range(n):
+        # The caller's shape takes the first CALLER_MEMBERS positions (the first format, normal then special values);
+        # the edge shapes take turns with the rest, shifted by one each round so that each sees both values. Each
+        # shape sees the group counts in turn.
+        if i < CALLER_MEMBERS or len(shapes) == 1:
+            si = 0
+        else:
+            k, edges = i - CALLER_MEMBERS, len(shapes) - 1
+            si = 1 + (k + k // edges) % edges
+        base.append((*pairs[i % len(pairs)], si, used[si] % len(groups_axis)))
+        used[si] += 1
     rows = [b + f for b, f in zip(base, _pairwise(base, tuple(map(len, free))))]
-    members = []
-    for fi, vi, si, pi, li, oi, gi, ki in rows:
-        s = shapes[free[0][si]]
-        members.append(
-            Member(
-                shape=s,
-                values=vals[vi],
-                round_scales_to_power_of_2=free[1][pi],
-                fp8_dtype=fmts[fi],
-                layout=free[2][li],
-                offs=free[3][oi],
-                groups=free[4][gi],
-                kernel_kwargs=dict(free[5][ki]),
-                edge=s != shape,
-            )
+    members = [
+        Member(
+            shape=shapes[si],
+            values=vals[vi],
+            round_scales_to_power_of_2=free[0][pi],
+            dtype=free[2][di],
+            fp8_dtype=fmts[fi],
+            layout=free[1][li],
+            offs=free[3][oi],
+            groups=groups_axis[gi],
+            kernel_kwargs=dict(free[4][ki]),
+            edge=si > 0,
         )
+        for fi, vi, si, gi, pi, li, di, oi, ki in rows
+    ]
     # Run order: shape by shape (the caller's first), the smaller group count first on each.
     members.sort(key=lambda m: (shapes.index(m.shape), m.groups or 0))
-    return tuple(dict.fromkeys(members)), tuple(notes)
+    return tuple(members), tuple(notes)
 
 
 def _labelled(label: str, texts: Sequence[str]) -> list[str]:
@@ -331,7 +362,7 @@ def merge_reports(reports: Sequence[Report], notes: Sequence[str] = (), max_exam
     return dataclasses.replace(
         lead,
         ok=not failed,
-        error=None if first_error is None else f"[{first_error.call.member}] {first_error.error}",
+        error=None if first_error is None else first_error.error,  # its member: the labelled kernel_raised problem
         traceback=None if first_error is None else first_error.traceback,
         structure=tuple(dict.fromkeys(t for r in reports for t in _labelled(r.call.member, r.structure))),
         problems=tuple(dict.fromkeys((cat, f"[{r.call.member}] {text}") for r in reports for cat, text in r.problems)),

@@ -9,9 +9,11 @@ import torch
 
 from fp8ref.contracts import CONTRACTS, contract
 from fp8ref.engine.assess import assess, call_failed
+from fp8ref.engine.battery import battery_formats, build_battery, member_label, merge_reports
+from fp8ref.engine.gemm import run_grouped_gemm
 from fp8ref.engine.inputs import Inputs, make_inputs
 from fp8ref.engine.kernel_call import Problem, call_kernel, check_outputs, kernel_traceback
-from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations
+from fp8ref.engine.poison import POISON_BYTES, out_of_bounds_writes, poisoned_allocations
 from fp8ref.engine.report import Call, Report
 from fp8ref.engine.source import is_installed, replay_recipe
 from fp8ref.spec import Exact, KernelSpec, find_spec, reference_spec, resolve
@@ -79,12 +81,29 @@ def _run(
     rk: ResolvedKernel, inputs: Inputs, device: torch.device, poison: int, kwargs: dict
 ) -> tuple[tuple[torch.Tensor, ...] | None, list[Problem]]:
     """One poisoned call: its outputs copied to the CPU (None when unreadable), and what it did wrong besides its
-    values, as (category, text) pairs. Only the kernel's own exceptions propagate."""
+    values, as (category, text) pairs, out-of-bounds writes included. Only the kernel's own exceptions propagate."""
     xs = tuple(x.to(device, copy=True) for x in inputs.xs)  # a copy even on the CPU: in-place writes must show
     offs = inputs.offs_tensor(device)
-    with poisoned_allocations(poison):
+    redzone = 4 * max(x.numel() for x in inputs.xs)
+    with poisoned_allocations(poison, redzone) as allocations:
         out = call_kernel(lambda: contract(rk.op).call(rk.fn, xs, offs, **kwargs))
-    return check_outputs(out, xs, inputs.xs, offs, inputs.offs, torch.device(device))
+    outputs, problems = check_outputs(out, xs, inputs.xs, offs, inputs.offs, torch.device(device))
+    returned = out if isinstance(out, tuple | list) else (out,)
+    problems += [("out_of_bounds_write", str(o)) for o in out_of_bounds_writes(allocations, tuple(returned))]
+    return outputs, problems
+
+
+#: What an unpinned axis takes when the battery is off (``battery=False``): one call, as compare made before the
+#: battery existed.
+_SINGLE = {
+    "offs": "uniform",
+    "groups": 4,
+    "dtype": torch.bfloat16,
+    "fp8_dtype": torch.float8_e4m3fn,
+    "round_scales_to_power_of_2": False,
+    "values": "normal",
+    "layout": "row_major",
+}
 
 
 def compare(
@@ -93,35 +112,46 @@ def compare(
     *,
     like: str | None = None,
     offs: str | Sequence[int] | None = None,
-    groups: int = 4,
-    dtype: torch.dtype = torch.bfloat16,
-    fp8_dtype: torch.dtype = torch.float8_e4m3fn,
-    round_scales_to_power_of_2: bool = False,
-    values: str = "normal",
-    layout: str = "row_major",
+    groups: int | None = None,
+    dtype: torch.dtype | None = None,
+    fp8_dtype: torch.dtype | None = None,
+    round_scales_to_power_of_2: bool | None = None,
+    values: str | None = None,
+    layout: str | None = None,
     device: torch.device | str | None = None,
     seed: int = 0,
     strict_nan: bool = False,
     check_determinism: bool = True,
     max_examples: int = 20,
+    battery: bool = True,
     _prelude: tuple[tuple[int, ...], ...] = (),
     **kernel_kwargs,
 ) -> Report:
-    """Compare ``kernel`` with the fp8ref reference on one generated input, byte for byte.
+    """Compare ``kernel`` with the fp8ref reference, byte for byte, on a battery of inputs (or on one).
 
-    The kernel runs twice with poisoned output allocations (see fp8ref.engine.poison): an element still holding
-    the poison both times is "unwritten"; two runs writing different bytes is "nondeterministic". The reference
-    runs on the CPU on the same inputs. Every differing fp8 byte and scale word gets a category
-    (fp8ref.engine.categories); the policy (fail everything except NaN sign/payload differences unless
-    ``strict_nan``) decides ``report.ok``.
+    Every argument left out is an axis of the default battery (fp8ref.engine.battery): normal and special values,
+    pow2 on and off, every fp8 format the kernel runs on this device, bf16/f16/f32 inputs, row- and column-major
+    inputs, for jagged ops several offs layouts and two group counts in sequence, and edge shapes derived from
+    ``shape`` when it is too regular to reach tails and sub-block paths. An argument passed pins its axis; with every
+    axis pinned (or ``battery=False``) compare makes a single call. The members' Reports merge into one: each
+    mismatch and problem names its member, ``report.members`` keeps every member's Report and ``repro()`` replays
+    the first failing member.
+
+    Each call runs the kernel twice with poisoned output allocations (fp8ref.engine.poison): an element still holding
+    the poison both times is "unwritten"; two runs writing different bytes is "nondeterministic"; a write into the
+    redzones around an output is "out_of_bounds_write". The reference runs on the CPU on the same inputs. Every
+    differing fp8 byte and scale word gets a category (fp8ref.engine.categories); the policy (fail everything except
+    NaN sign/payload differences unless ``strict_nan``) decides ``report.ok``.
 
     Args:
-        kernel: a KernelSpec, a registered op name (its discovered kernel, or the reference when none is
-            registered), a "module:attr" string, or any callable following an op contract.
+        kernel: a KernelSpec, a registered op name (its discovered kernel), a "module:attr" string, or any callable
+            following an op contract.
         shape: the op's shape tuple: (M, K), (E, K, N), (M, Ktot), (Ktot, N) or (Ktot, N1, N2) for the dual op.
         like: the op contract a callable follows, when its name does not say.
-        offs: explicit end offsets or a layout name from fp8ref.layouts.OFFS_LAYOUTS (default "uniform").
+        offs: explicit end offsets or a layout name from fp8ref.layouts.OFFS_LAYOUTS.
         groups: the group count for a named ``offs`` layout.
+        dtype: the input dtype.
+        fp8_dtype, round_scales_to_power_of_2: the op's arguments.
         values: a distribution from fp8ref.engine.values.VALUE_KINDS.
         layout: input memory layout, "row_major" or "col_major".
         device: where the kernel runs (default cuda if available, else cpu).
@@ -129,11 +159,106 @@ def compare(
         strict_nan: fail on NaN codes that differ only in sign or payload.
         check_determinism: fail when the two runs wrote different bytes.
         max_examples: how many mismatches the report lists.
+        battery: False for a single call, the unpinned axes taking their old defaults (uniform offs, 4 groups,
+            bf16, e4m3fn, no pow2, normal values, row-major).
         **kernel_kwargs: extra keyword arguments for the kernel (e.g. method="atomic").
     """
     rk = resolve_kernel(kernel, like)
     c = contract(rk.op)
     device = torch.device(device) if device is not None else default_device()
+    if c.kind == "grouped_gemm":  # results judged by SQNR, operands bitwise (fp8ref.engine.gemm)
+        return run_grouped_gemm(
+            rk,
+            c,
+            shape,
+            battery=battery,
+            offs=offs,
+            groups=groups,
+            dtype=dtype,
+            fp8_dtype=fp8_dtype,
+            round_scales_to_power_of_2=round_scales_to_power_of_2,
+            values=values,
+            layout=layout,
+            device=device,
+            seed=seed,
+            strict_nan=strict_nan,
+            kernel_kwargs=kernel_kwargs,
+        )
+    axes = {
+        "offs": offs,
+        "groups": groups,
+        "dtype": dtype,
+        "fp8_dtype": fp8_dtype,
+        "round_scales_to_power_of_2": round_scales_to_power_of_2,
+        "values": values,
+        "layout": layout,
+    }
+    common = {
+        "device": device,
+        "seed": seed,
+        "strict_nan": strict_nan,
+        "check_determinism": check_determinism,
+        "max_examples": max_examples,
+    }
+    free = [k for k, v in axes.items() if v is None and (c.jagged or k not in ("offs", "groups"))]
+    if c.jagged and offs is not None and not isinstance(offs, str):
+        free = [k for k in free if k != "groups"]  # explicit offsets fix the group count
+    if not battery or not free:
+        pinned = {k: _SINGLE[k] if v is None else v for k, v in axes.items()}
+        if not c.jagged:
+            pinned["offs"] = None
+        return _compare_one(rk, c, shape, prelude=_prelude, kernel_kwargs=kernel_kwargs, **pinned, **common)
+    kwargs_grid = rk.spec.kwargs_grid if rk.spec is not None and not kernel_kwargs else (kernel_kwargs,)
+    members, notes = build_battery(c, shape, formats=battery_formats(rk.spec, device), kwargs_grid=kwargs_grid, **axes)
+    reports, earlier = [], {}
+    for m in members:
+        # A member's prelude: the calls before it on the same shape (a per-shape cache's state depends on them).
+        before = earlier.setdefault(m.shape, [])
+        prelude = (*_prelude, *before) if m.shape == tuple(shape) else tuple(before)
+        report = _compare_one(
+            rk,
+            c,
+            m.shape,
+            prelude=prelude,
+            kernel_kwargs=dict(m.kernel_kwargs),
+            offs=m.offs,
+            groups=m.groups or _SINGLE["groups"],
+            dtype=m.dtype,
+            fp8_dtype=m.fp8_dtype,
+            round_scales_to_power_of_2=m.round_scales_to_power_of_2,
+            values=m.values,
+            layout=m.layout,
+            member=m.label,
+            **common,
+        )
+        reports.append(report)
+        if report.call.offs is not None:
+            before.append(report.call.offs)
+    return merge_reports(reports, notes, max_examples)
+
+
+def _compare_one(
+    rk: ResolvedKernel,
+    c,
+    shape: Sequence[int],
+    *,
+    offs: str | Sequence[int] | None,
+    groups: int,
+    dtype: torch.dtype,
+    fp8_dtype: torch.dtype,
+    round_scales_to_power_of_2: bool,
+    values: str,
+    layout: str,
+    device: torch.device,
+    seed: int,
+    strict_nan: bool,
+    check_determinism: bool,
+    max_examples: int,
+    prelude: tuple[tuple[int, ...], ...],
+    kernel_kwargs: dict,
+    member: str = "",
+) -> Report:
+    """One comparison with every axis fixed: the kernel twice into poisoned outputs, the reference once."""
     inputs = make_inputs(
         c, shape, groups=groups, offs=offs, dtype=dtype, fp8_dtype=fp8_dtype, values=values, layout=layout, seed=seed
     )
@@ -153,7 +278,19 @@ def compare(
         device=str(device),
         strict_nan=strict_nan,
         kernel_kwargs=dict(kernel_kwargs),
-        prelude=_prelude,
+        prelude=prelude,
+        member=member
+        or member_label(
+            shape,
+            values=values,
+            pow2=round_scales_to_power_of_2,
+            dtype=dtype,
+            fp8_dtype=fp8_dtype,
+            layout=layout,
+            offs=inputs.offs if offs is None or not isinstance(offs, str) else offs,
+            groups=None if inputs.offs is None else len(inputs.offs),
+            kernel_kwargs=kernel_kwargs,
+        ),
     )
     # A callable without a spec is judged against the reference itself, whatever kernel packages are installed.
     spec = rk.spec or reference_spec(c.name)
@@ -164,7 +301,7 @@ def compare(
     except Exception as exc:
         return call_failed(call, [("kernel_raised", f"{type(exc).__name__}: {exc}")], kernel_traceback(exc))
     runs = [outputs for outputs, _ in runs_and_problems]
-    side_effects = list(dict.fromkeys(p for _, problems in runs_and_problems for p in problems))
+    side_effects = _once_per_output(p for _, problems in runs_and_problems for p in problems)
     if any(outputs is None for outputs in runs):
         return call_failed(call, side_effects)
     tolerance = spec.tolerance if rk.spec is not None else Exact()
@@ -181,6 +318,18 @@ def compare(
     )
 
 
+def _once_per_output(problems) -> list[Problem]:
+    """Problems of both runs, each once; an output's out-of-bounds writes once (the first run's count: the second
+    run's poison byte may equal a byte the kernel writes, so the two counts can differ by a few)."""
+    seen, kept = set(), []
+    for category, text in problems:
+        key = (category, text.split(":")[0] if category == "out_of_bounds_write" else text)
+        if key not in seen:
+            seen.add(key)
+            kept.append((category, text))
+    return kept
+
+
 def compare_sequence(
     kernel: object, shape: Sequence[int], *, groups: Sequence[int] = (1, 3, 8), offs: str = "random", **kwargs
 ) -> tuple[Report, ...]:
@@ -188,7 +337,7 @@ def compare_sequence(
 
     Anything a kernel caches per shape must key on everything that changes the result (SPEC §6): a cache keyed on
     the shape alone passes the first call and fails a later one. Each report's ``call.prelude`` records the calls
-    before it, so its repro replays them.
+    before it, so its repro replays them. Axes other than offs and groups follow ``compare``'s battery rules.
     """
     reports, prelude = [], ()
     for g in groups:

@@ -36,6 +36,7 @@ import torch
 from fp8ref.triton_env import use_interpreter_for_cpu
 
 __all__ = [
+    "MAX_REDZONE",
     "POISON_BYTES",
     "Allocation",
     "OutOfBounds",
@@ -56,10 +57,15 @@ _ALIGN = 512
 _MIN_REDZONE = 4096
 
 
-def redzone_bytes(nbytes: int) -> int:
-    """Size of each redzone around an allocation of ``nbytes``: at least the allocation itself (a second half launched
-    with the first half's width overruns by up to its own size), at least 4 KiB, rounded up to 512 bytes."""
-    size = max(nbytes, _MIN_REDZONE)
+#: Largest redzone the engine asks for: 256 MiB on each side of each output bounds the memory a comparison at
+#: production shapes takes; a wild write further out than that is not caught.
+MAX_REDZONE = 256 << 20
+
+
+def redzone_bytes(nbytes: int, at_least: int = 0) -> int:
+    """Size of each redzone around an allocation of ``nbytes``: at least the allocation itself, at least
+    ``at_least``, at least 4 KiB, rounded up to 512 bytes."""
+    size = max(nbytes, at_least, _MIN_REDZONE)
     return -(-size // _ALIGN) * _ALIGN
 
 
@@ -110,10 +116,10 @@ class Allocation:
         return OutOfBounds(what, changed.numel(), tuple(changed[:max_offsets].tolist()), size)
 
 
-def _redzoned(t: torch.Tensor, byte: int, record: list[Allocation], empty) -> torch.Tensor:
+def _redzoned(t: torch.Tensor, byte: int, record: list[Allocation], empty, at_least: int) -> torch.Tensor:
     """``t``'s twin (same size, strides, dtype, device) placed between two poisoned redzones."""
     nbytes = t.untyped_storage().nbytes()
-    rz = redzone_bytes(nbytes)
+    rz = redzone_bytes(nbytes, at_least)
     buffer = empty(2 * rz + nbytes, dtype=torch.uint8, device=t.device)
     buffer.fill_(byte)
     twin = empty(0, dtype=t.dtype, device=t.device)
@@ -124,7 +130,7 @@ def _redzoned(t: torch.Tensor, byte: int, record: list[Allocation], empty) -> to
     return twin
 
 
-def _poisoning(alloc, byte: int, record: list[Allocation], empty):
+def _poisoning(alloc, byte: int, record: list[Allocation], empty, at_least: int):
     @functools.wraps(alloc)
     def poisoned(*args, **kwargs):
         t = alloc(*args, **kwargs)
@@ -134,7 +140,7 @@ def _poisoning(alloc, byte: int, record: list[Allocation], empty):
             # Tensor subclasses (fake tensors while tracing), pinned memory, out=: poisoned, but no redzone.
             t.untyped_storage().fill_(byte)
             return t
-        return _redzoned(t, byte, record, empty)
+        return _redzoned(t, byte, record, empty, at_least)
 
     return poisoned
 
@@ -170,8 +176,15 @@ def _index_torch_functions_for_dynamo() -> None:
 
 
 @contextlib.contextmanager
-def poisoned_allocations(byte: int) -> Iterator[list[Allocation]]:
+def poisoned_allocations(byte: int, redzone: int = 0) -> Iterator[list[Allocation]]:
     """Within the block, uninitialised allocations are filled with ``byte`` (0..255) and sit between redzones.
+
+    Args:
+        byte: the poison.
+        redzone: the least redzone size in bytes (each side; capped at MAX_REDZONE). A store grid sized for another
+            tensor of the call overruns by up to that tensor's size, so the engine passes 4 bytes per element of the
+            largest input (an f32 word each): the dual op's second half launched with the first half's width
+            writes (N1 - N2) * Ktot bytes past q2.
 
     Yields:
         The list of allocations made in the block (filled as the block runs); read their redzones after it.
@@ -181,7 +194,7 @@ def poisoned_allocations(byte: int) -> Iterator[list[Allocation]]:
     record: list[Allocation] = []
     empty = saved[(torch, "empty")]
     for (owner, name), alloc in saved.items():
-        setattr(owner, name, _poisoning(alloc, byte, record, empty))
+        setattr(owner, name, _poisoning(alloc, byte, record, empty, min(redzone, MAX_REDZONE)))
     try:
         yield record
     finally:
@@ -193,7 +206,7 @@ def out_of_bounds_writes(record: list[Allocation], outputs: tuple[torch.Tensor, 
     """Every allocation of ``record`` whose redzones were written, named by its position among ``outputs``."""
     index = {}
     for i, t in enumerate(outputs):
-        if isinstance(t, torch.Tensor) and t.device.type != "meta":
+        if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.layout == torch.strided:
             index.setdefault(t.untyped_storage().data_ptr(), i)
     found = []
     for a in record:
