@@ -18,9 +18,9 @@ import torch
 from fp8moe import ops as _ops
 from fp8moe.backend import Backend, backend_for
 from fp8ref import grouped_mm as _ref
-from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, PathOperands
+from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, GroupedMMResult, PathOperands
 
-__all__ = ["default_fp8_dtype", "grouped_mm", "quantize_operands", "scaled_grouped_mm"]
+__all__ = ["default_fp8_dtype", "forward_backward", "grouped_mm", "quantize_operands", "scaled_grouped_mm"]
 
 #: Hopper's fast FP8 accumulation, as the issue and upstream MoE training use for all three GEMMs.
 _FAST_ACCUM = True
@@ -193,3 +193,27 @@ def grouped_mm(
 # The engine's hook (fp8ref.engine.gemm): compare(fp8moe.grouped_mm, ...) checks these operands bitwise against the
 # reference path's, besides judging out, grad_A and grad_B_t by SQNR.
 grouped_mm.quantize_operands = quantize_operands
+
+
+def forward_backward(
+    A: torch.Tensor,
+    B_t: torch.Tensor,
+    offs: torch.Tensor,
+    grad_out: torch.Tensor | None = None,
+    *,
+    out_dtype: torch.dtype = torch.bfloat16,
+    fp8_dtype: torch.dtype | None = None,
+    pad_groups: bool = False,
+) -> GroupedMMResult:
+    """:func:`grouped_mm` forward (and with ``grad_out`` backward through autograd) plus the operands it fed its GEMMs
+    (:func:`quantize_operands`), in the shape of :func:`fp8ref.grouped_mm.grouped_mm`'s result: what a comparison
+    against the reference calls. A and B_t are not modified; their gradients are returned, not accumulated."""
+    fp8_dtype = default_fp8_dtype(A.device) if fp8_dtype is None else fp8_dtype
+    A_leaf = A.detach().requires_grad_(grad_out is not None)
+    B_leaf = B_t.detach().requires_grad_(grad_out is not None)
+    out = grouped_mm(A_leaf, B_leaf, offs, out_dtype=out_dtype, fp8_dtype=fp8_dtype, pad_groups=pad_groups)
+    grad_A = grad_B_t = None
+    if grad_out is not None:
+        grad_A, grad_B_t = torch.autograd.grad(out, (A_leaf, B_leaf), grad_out)
+    operands = quantize_operands(A.detach(), B_t.detach(), offs, grad_out, fp8_dtype=fp8_dtype)
+    return GroupedMMResult(out.detach(), grad_A, grad_B_t, operands)

@@ -12,7 +12,7 @@ import torch
 
 import fp8ref
 from fp8moe.backend import cuda_backend, rocm_backend
-from fp8moe.grouped_mm import default_fp8_dtype, grouped_mm, quantize_operands
+from fp8moe.grouped_mm import default_fp8_dtype, forward_backward, grouped_mm
 from fp8ref import grouped_mm as ref
 from fp8ref.testing import assert_same_bits
 
@@ -75,10 +75,10 @@ ALIGNED_LAYOUTS = {
 def test_forward_and_backward_equal_reference_path_bitwise(ends):
     A, B_t, grad_out = _inputs()
     offs = _offs(ends)
-    out, grad_A, grad_B_t = _run(A, B_t, offs, grad_out)
+    out, grad_A, grad_B_t, operands = forward_backward(A, B_t, offs, grad_out)
     expected = ref.grouped_mm(A, B_t, offs, grad_out)
     end = ends[-1]
-    _assert_operands_equal(quantize_operands(A, B_t, offs, grad_out), expected.operands, end)
+    _assert_operands_equal(operands, expected.operands, end)
     _assert_same_values(out, expected.out, end, "out")
     _assert_same_values(grad_A, expected.grad_A, end, "grad_A")
     _assert_same_values(grad_B_t, expected.grad_B_t, E, "grad_B_t")
