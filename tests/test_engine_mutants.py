@@ -7,9 +7,12 @@ import warnings
 
 import pytest
 
+import fp8ref
 from fp8ref.contracts import CONTRACTS
 from fp8ref.engine import compare_sequence, fuzz
-from fp8ref.engine.mutants import MUTANTS, mutant
+from fp8ref.engine.battery import EXAMPLE_SHAPES
+from fp8ref.engine.categories import STRUCTURAL
+from fp8ref.engine.mutants import MUTANTS, OUTPUT_MUTANTS, mutant
 from fp8ref.spec import find_spec, specs
 
 #: A shrunk repro must be small enough to read. The largest minimal example is truncated_groups': one group of
@@ -18,7 +21,13 @@ from fp8ref.spec import find_spec, specs
 _SMALL = 65 * 32
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
+def _named(report, category: str) -> bool:
+    """A byte category among the report's top root causes; a structural one (counted per problem, e.g. an
+    out-of-bounds write next to thousands of bytes it left unwritten) among its failing categories."""
+    return category in (report.failing if category in STRUCTURAL else report.top_categories())
+
+
+@pytest.mark.parametrize("name", sorted(set(MUTANTS) - set(OUTPUT_MUTANTS)))
 def test_mutant_is_flagged_with_its_category_and_shrunk_to_a_replayable_repro(name):
     m = MUTANTS[name]
     report = fuzz(
@@ -26,10 +35,20 @@ def test_mutant_is_flagged_with_its_category_and_shrunk_to_a_replayable_repro(na
     )
     assert report is not None, f"fuzz found no input on which {name} fails with {m.category}"
     assert not report.ok
-    assert m.category in report.top_categories(), report
+    assert _named(report, m.category), report
     assert math.prod(report.call.shape) <= _SMALL, report
     with pytest.raises(AssertionError, match=m.category):
         exec(compile(report.repro(), "repro.py", "exec"), {})
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_default_compare_at_the_example_shapes_catches_every_committed_mutant(name):
+    """What a new user types, ``compare(kernel, shape)`` and nothing else, at the README's shapes (issue #10: the
+    single default call caught 23 of these 31 before the battery, 22 with the right category)."""
+    m = MUTANTS[name]
+    report = fp8ref.compare(mutant(name), EXAMPLE_SHAPES[m.op], device="cpu")
+    assert not report.ok, report
+    assert m.category in report.failing, report
 
 
 def test_shape_cached_grid_passes_each_first_call_and_fails_a_later_group_count():
@@ -39,7 +58,7 @@ def test_shape_cached_grid_passes_each_first_call_and_fails_a_later_group_count(
     assert later.call.prelude == (first.call.offs,)
 
 
-@pytest.mark.parametrize("op", sorted(CONTRACTS))
+@pytest.mark.parametrize("op", sorted(op for op, c in CONTRACTS.items() if c.kind == "quantize"))
 def test_reference_survives_fuzzing_against_itself(op):
     assert fuzz(f"fp8ref.ops:{op}", max_examples=15) is None
 
@@ -67,7 +86,7 @@ def test_fp8moe_kernel_matches_reference_bytes(param, fp8ref_compare, device):
 
 
 def test_registered_name_resolves_to_the_discovered_kernel():
-    assert find_spec("rowwise_2d_scale_and_cast").kernel in (
-        "fp8moe.ops:rowwise_2d_scale_and_cast",
-        "fp8ref.ops:rowwise_2d_scale_and_cast",
-    )
+    discovered = [s for s in specs() if s.name == "rowwise_2d_scale_and_cast"]
+    if not discovered:
+        pytest.skip("no kernel package publishes rowwise_2d_scale_and_cast")
+    assert find_spec("rowwise_2d_scale_and_cast") is discovered[0]

@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 import torch
 
 from fp8ref.contracts import OpContract, contract
-from fp8ref.engine.comparator import compare, resolve_kernel
+from fp8ref.engine.battery import DTYPES, battery_formats
+from fp8ref.engine.comparator import compare, default_device, resolve_kernel
 from fp8ref.engine.report import Report
 from fp8ref.engine.values import VALUE_KINDS
 from fp8ref.layouts import OFFS_LAYOUTS
@@ -50,7 +51,7 @@ def _example(c: OpContract, layouts: Sequence[str], dtypes, fp8_dtypes, sequence
                 ex["prelude_groups"] = tuple(draw_(st.lists(st.integers(1, 8), max_size=2), label="prelude"))
         ex["values"] = draw_(st.sampled_from(VALUE_KINDS), label="values")
         ex["seed"] = draw_(st.integers(0, 2**16), label="seed")
-        ex["round_scales_to_power_of_2"] = draw_(st.booleans(), label="pow2")
+        ex["round_scales_to_power_of_2"] = draw_(st.sampled_from(c.round_scales_options), label="pow2")
         ex["layout"] = draw_(st.sampled_from(tuple(layouts)), label="layout")
         ex["dtype"] = draw_(st.sampled_from(tuple(dtypes)), label="dtype")
         ex["fp8_dtype"] = draw_(st.sampled_from(tuple(fp8_dtypes)), label="fp8_dtype")
@@ -68,8 +69,8 @@ def fuzz(
     fresh: Callable[[], Callable] | None = None,
     sequence: bool = False,
     category: str | None = None,
-    dtypes: Sequence[torch.dtype] = (torch.bfloat16, torch.float16, torch.float32),
-    fp8_dtypes: Sequence[torch.dtype] = (torch.float8_e4m3fn, torch.float8_e5m2),
+    dtypes: Sequence[torch.dtype] | None = None,
+    fp8_dtypes: Sequence[torch.dtype] | None = None,
     layouts: Sequence[str] | None = None,
     **compare_kwargs,
 ) -> Report | None:
@@ -85,18 +86,24 @@ def fuzz(
         sequence: before each example, call the kernel on the same shape with up to two other group counts
             (jagged ops), so per-shape caches that ignore the group count are exercised.
         category: count an example as failing only if this category fails in it (shrink to *that* failure).
-        dtypes, fp8_dtypes, layouts: what to draw from (layouts default to the contract's).
+        dtypes, fp8_dtypes, layouts: what to draw from. Defaults are the battery's (fp8ref.engine.battery): its
+            input dtypes, the fp8 formats it tries for this kernel on the device (fnuz included where stored), the
+            contract's layouts.
         **compare_kwargs: passed to every ``compare`` call (e.g. device, strict_nan, method="atomic").
     """
     # hypothesis is a test extra, imported here so that ``import fp8ref`` needs only torch.
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hypothesis_seed
 
-    op = resolve_kernel(kernel, like).op
+    rk = resolve_kernel(kernel, like)
+    op = rk.op
     c = contract(op)
     if c.kind != "quantize":
         raise ValueError(f"fuzz searches the quantization ops; {op} is judged by SQNR: use compare(kernel, shape)")
-    strategy = _example(c, layouts or c.input_layouts, dtypes, fp8_dtypes, sequence)
+    device = compare_kwargs.get("device") or default_device()
+    if fp8_dtypes is None:
+        fp8_dtypes = tuple(f for f in battery_formats(rk.spec, device) if f in c.fp8_dtypes)
+    strategy = _example(c, layouts or c.input_layouts, dtypes or DTYPES, fp8_dtypes, sequence)
 
     @hypothesis_seed(seed)
     @settings(
