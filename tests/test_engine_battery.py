@@ -188,3 +188,17 @@ def test_every_output_of_every_op_is_compared(name):
     assert m.category in report.failing, report
     kind = "fp8" if index % 2 == 0 else "scale"
     assert {(x.output, x.kind) for x in report.mismatches if x.fails} == {(index // 2, kind)}, report
+
+
+def _store_past_x(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
+    out = ops.rowwise_2d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
+    x.view(-1).as_strided((4,), (1,), x.storage_offset() + x.numel()).fill_(1.0)  # 4 bf16 elements past x
+    return out
+
+
+def test_inputs_sit_between_zeroed_redzones_and_a_write_past_one_is_reported():
+    report = fp8ref.compare(_store_past_x, (4, 8), like="rowwise_2d_scale_and_cast", device="cpu", battery=False)
+    assert report.failing == ("out_of_bounds_write",), report
+    assert report.examples("out_of_bounds_write") == [
+        "input 0: 8 byte(s) written outside its 64 bytes, at byte offsets 64, 65, 66, 67, ..."
+    ]

@@ -13,7 +13,7 @@ from fp8ref.engine.battery import battery_formats, build_battery, member_label, 
 from fp8ref.engine.gemm import run_grouped_gemm
 from fp8ref.engine.inputs import Inputs, make_inputs
 from fp8ref.engine.kernel_call import Problem, call_kernel, check_outputs, kernel_traceback
-from fp8ref.engine.poison import POISON_BYTES, out_of_bounds_writes, poisoned_allocations
+from fp8ref.engine.poison import POISON_BYTES, out_of_bounds_writes, padded_copy, poisoned_allocations
 from fp8ref.engine.report import Call, Report
 from fp8ref.engine.source import is_installed, replay_recipe
 from fp8ref.spec import Exact, KernelSpec, find_spec, reference_spec, resolve
@@ -82,14 +82,21 @@ def _run(
 ) -> tuple[tuple[torch.Tensor, ...] | None, list[Problem]]:
     """One poisoned call: its outputs copied to the CPU (None when unreadable), and what it did wrong besides its
     values, as (category, text) pairs, out-of-bounds writes included. Only the kernel's own exceptions propagate."""
-    xs = tuple(x.to(device, copy=True) for x in inputs.xs)  # a copy even on the CPU: in-place writes must show
-    offs = inputs.offs_tensor(device)
+    # Redzones around outputs and inputs as large as a store grid sized for another tensor of the call can overrun
+    # (poisoned_allocations); inputs are copies even on the CPU, so in-place writes show.
     redzone = 4 * max(x.numel() for x in inputs.xs)
+    padded = [padded_copy(x, device, redzone) for x in inputs.xs]
+    xs = tuple(p.tensor for p in padded)
+    offs = inputs.offs_tensor(device)
     with poisoned_allocations(poison, redzone) as allocations:
         out = call_kernel(lambda: contract(rk.op).call(rk.fn, xs, offs, **kwargs))
     outputs, problems = check_outputs(out, xs, inputs.xs, offs, inputs.offs, torch.device(device))
     returned = out if isinstance(out, tuple | list) else (out,)
-    problems += [("out_of_bounds_write", str(o)) for o in out_of_bounds_writes(allocations, tuple(returned))]
+    past = [
+        *out_of_bounds_writes(allocations, tuple(returned)),
+        *(p.out_of_bounds(f"input {i}") for i, p in enumerate(padded)),
+    ]
+    problems += [("out_of_bounds_write", str(o)) for o in past if o is not None]
     return outputs, problems
 
 

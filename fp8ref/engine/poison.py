@@ -41,6 +41,7 @@ __all__ = [
     "Allocation",
     "OutOfBounds",
     "out_of_bounds_writes",
+    "padded_copy",
     "poisoned_allocations",
     "redzone_bytes",
     "unwritten_mask",
@@ -128,6 +129,22 @@ def _redzoned(t: torch.Tensor, byte: int, record: list[Allocation], empty, at_le
         twin.requires_grad_(True)
     record.append(Allocation(twin, buffer, rz, byte))
     return twin
+
+
+def padded_copy(x: torch.Tensor, device: torch.device | str, redzone: int = 0) -> Allocation:
+    """A copy of input ``x`` on ``device`` (same sizes and strides) between zero-filled redzones.
+
+    A kernel reading past an input then reads zeros from memory the engine owns instead of whatever the allocator
+    placed next to it (in the Triton interpreter such a read goes through a raw pointer and can fault), and a kernel
+    writing past it is caught like a write past an output (``Allocation.out_of_bounds`` with byte 0).
+    """
+    nbytes = x.numel() and (sum((n - 1) * st for n, st in zip(x.shape, x.stride())) + 1) * x.element_size()
+    rz = redzone_bytes(nbytes, min(redzone, MAX_REDZONE))
+    buffer = torch.zeros(2 * rz + nbytes, dtype=torch.uint8, device=device)
+    twin = torch.empty(0, dtype=x.dtype, device=device)
+    twin.set_(buffer.untyped_storage(), rz // x.element_size(), x.size(), x.stride())
+    twin.copy_(x)
+    return Allocation(twin, buffer, rz, 0)
 
 
 def _poisoning(alloc, byte: int, record: list[Allocation], empty, at_least: int):
