@@ -202,3 +202,22 @@ def test_inputs_sit_between_zeroed_redzones_and_a_write_past_one_is_reported():
     assert report.examples("out_of_bounds_write") == [
         "input 0: 8 byte(s) written outside its 64 bytes, at byte offsets 64, 65, 66, 67, ..."
     ]
+
+
+def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_a_crash(monkeypatch, device):
+    """The issue #10 crash: the dual kernel's second half run with N1 > N2 stored past q2 and s2 ("malloc():
+    smallbin double linked list corrupted" in the interpreter). Now the stores land in redzones and are reported."""
+    pytest.importorskip("fp8moe")
+    from fp8moe import configs
+
+    launch = configs.launch
+
+    def second_half_with_first_width(kernel, kernel_configs, backend, grid, **args):
+        if "N1" in args and "N2" in args:
+            args["N2"] = args["N1"]
+        return launch(kernel, kernel_configs, backend, grid, **args)
+
+    monkeypatch.setattr(configs, "launch", second_half_with_first_width)
+    report = fp8ref.compare("per_group_colwise_scales_dual", (130, 16, 3), device=device, battery=False)
+    assert "out_of_bounds_write" in report.failing, report
+    assert {text.split(":")[0] for text in report.examples("out_of_bounds_write", 10)} >= {"output 2", "output 3"}
