@@ -4,7 +4,7 @@
 
 The benchmark itself (points, timing, bytes model, bitwise checks, table and plot) lives in fp8moe/bench.py, so that
 users run it as ``python -m fp8moe.bench``; this script only changes the default point set. Any other argument of
-fp8moe.bench passes through (``--only``, ``--kernel``/``--like``, ``--no-compile``, ...).
+fp8moe.bench passes through (``--only``, ``--kernel``/``--like``, ``--compile``, ...).
 """
 
 from __future__ import annotations

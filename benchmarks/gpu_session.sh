@@ -5,10 +5,11 @@
 #   2. tests: the test suite on the GPU(s), verbose so a time limit still leaves every finished test by name
 #      (kernels bitwise vs fp8ref, compile == eager, opcheck, no host syncs, int64 indexing over 2^31 elements);
 #      pytest-xdist workers spread over the GPUs.
-#   3. bench: the benchmarks (benchmarks/results/h200-kernels.md came from this).
+#   3. bench: python -m fp8moe.bench at the issue #11 shapes (benchmarks/results/h200-bench-*.{json,md,png}).
 #   4. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench tune), DEVICES=all on a multi-GPU machine
-# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, TUNE_TIMEOUT (seconds).
+# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, TUNE_TIMEOUT (seconds),
+# BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
 set -uo pipefail
 : "${OUT:?set OUT to a directory for the logs}"
@@ -40,7 +41,7 @@ if [[ $steps == *" tests "* ]]; then
   workers=$(( $(nproc) * 3 / 4 > gpus ? $(nproc) * 3 / 4 : gpus ))
   timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -n "$workers" -v -ra --durations=25 -p no:cacheprovider \
     --timeout 300 --device cuda --fp8ref-grid covering --ignore=tests/test_bringup_cli.py \
-    --ignore=tests/test_notebooks.py --fp8ref-artifacts "$OUT/artifacts" tests/test_gpu_integration.py tests \
+    --ignore=tests/test_notebooks.py --fp8ref-artifacts "$OUT/artifacts" tests/test_gpu_integration.py ${TEST_PATHS:-tests} \
     >"$OUT/pytest.log" 2>&1
   echo "pytest exit $? after ${SECONDS}s" >>"$OUT/env.txt"
   # At most 8 files come back: failure artifacts travel as one archive.
@@ -48,7 +49,7 @@ if [[ $steps == *" tests "* ]]; then
 fi
 
 if [[ $steps == *" bench "* ]]; then
-  timeout "${BENCH_TIMEOUT:-190}" python3 benchmarks/bench_kernels.py --out "$OUT/bench.md" >"$OUT/bench.log" 2>&1
+  timeout "${BENCH_TIMEOUT:-190}" python3 -m fp8moe.bench ${BENCH_ARGS:-} --out "$OUT/bench" >"$OUT/bench.log" 2>&1
   echo "bench exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 

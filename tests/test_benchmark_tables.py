@@ -105,11 +105,11 @@ def test_issue11_points_cover_every_op_and_the_issues_group_counts():
 
 
 def test_arguments_foreign_kernel_and_defaults():
-    args = bench.parse_args(["--kernel", "mypkg.mod:fn", "--like", "per_group_colwise_scales", "--no-compile"])
-    assert (args.kernel, args.like, args.no_compile, args.points, args.out) == (
+    args = bench.parse_args(["--kernel", "mypkg.mod:fn", "--like", "per_group_colwise_scales", "--compile", "none"])
+    assert (args.kernel, args.like, args.compile, args.points, args.out) == (
         "mypkg.mod:fn",
         "per_group_colwise_scales",
-        True,
+        "none",
         "issue11",
         "fp8moe-bench",
     )
@@ -154,3 +154,20 @@ def test_bench_bitwise_check_needs_same_count_strides_and_bits():
     assert not bench.same_outputs((q,), (q, q))  # an output missing
     assert not bench.same_outputs((q.t().contiguous().t(),), (q,))  # same values, other strides
     assert not bench.same_outputs((q + 1,), (q,))
+
+
+def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
+    """On the CPU, without fp8moe's kernels: the reference passes, a kernel with doubled scales is marked False."""
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, 6.0))[1])
+    reference = contract("rowwise_2d_scale_and_cast").reference
+
+    def doubled_scales(x, **kwargs):
+        q, scales = reference(x, **kwargs)
+        return q, scales * 2
+
+    point = bench.Point("rowwise_2d_scale_and_cast", (8, 40))
+    rows = bench.bench_point(point, {"reference": reference, "mine": doubled_scales}, 4000.0, 1 << 12, device="cpu")
+    assert [(r["impl"], r["bitwise_ok"], r["us"], r["eager_us"]) for r in rows] == [
+        ("reference", True, 5.0, 6.0),
+        ("mine", False, 5.0, 6.0),
+    ]

@@ -13,7 +13,12 @@ reload with an exact mask.
 
 When the span fits one tile (ONE_PASS) x stays in registers: one read. Otherwise pass 1 keeps an elementwise running
 max over the tiles (one cross-lane reduction at the end) and pass 2 reads the span again, walking backwards so that
-the most recently read tiles, the likeliest still in L2, come first.
+the most recently read tiles, the likeliest still in L2, come first. Both passes load the next tile before working on
+the current one: Triton does not pipeline these loops (no cp.async in the PTX at num_stages=3, triton 3.9), and with
+one tile in flight per program the per-group kernels reached 41-76% of copy bandwidth on the H200
+(benchmarks/results/h200-configs-2026-12-01.md). The prefetch keeps two tiles in flight for 95 instead of 94
+registers (64x64 tile, 4 warps, rowwise) or 151 instead of 118 (colwise: 3 programs per SM instead of 4, 6 tiles in
+flight instead of 4).
 """
 
 from __future__ import annotations
@@ -51,6 +56,15 @@ def _quantize_edge(
     x = tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0)
     q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
     tl.store(q_rows + cols[None, :], q, mask=mask)
+
+
+@triton.jit
+def _load_tile(x_rows, row_mask, cols, lo, hi, K, stride_xk, INT64_INDEX: tl.constexpr):
+    """x[:, cols] of the rows, 0 outside [lo, min(hi, K)) (lo and hi multiples of 16: the mask keeps 16-byte loads)."""
+    if INT64_INDEX:
+        cols = cols.to(tl.int64)
+    mask = row_mask[:, None] & ((cols >= lo) & (cols < hi) & (cols < K))[None, :]
+    return tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0)
 
 
 @triton.jit
@@ -103,22 +117,22 @@ def quantize_span(
     else:
         # |x| >= 0, so the abs inside abs_max_keep_nan is exact on the accumulated values (NaN included).
         acc = tl.zeros((BLOCK_R, BLOCK_K), dtype=tl.float32)
+        x_next = _load_tile(x_rows, row_mask, lo + block, lo, hi, K, stride_xk, INT64_INDEX)
         for k0 in range(lo, hi, BLOCK_K):
+            x = x_next
             cols = k0 + block
-            if INT64_INDEX:
-                cols = cols.to(tl.int64)
-            load_mask = row_mask[:, None] & ((cols < hi) & (cols < K))[None, :]
-            x = tl.load(x_rows + cols[None, :] * stride_xk, mask=load_mask, other=0.0)
+            x_next = _load_tile(x_rows, row_mask, cols + BLOCK_K, lo, hi, K, stride_xk, INT64_INDEX)
             in_span = ((cols >= start) & (cols < end))[None, :]
             acc = max_keep_nan(acc, tl.where(in_span, tl.abs(x.to(tl.float32)), 0.0))
         scale = scale_from_amax(abs_max_keep_nan(acc, 1), FP8_MAX, ROUND_POW2)
         num_tiles = tl.cdiv(hi - lo, BLOCK_K)
+        x_next = _load_tile(x_rows, row_mask, lo + (num_tiles - 1) * BLOCK_K + block, lo, hi, K, stride_xk, INT64_INDEX)
         for i in range(num_tiles):
             cols = lo + (num_tiles - 1 - i) * BLOCK_K + block
+            x = x_next
+            x_next = _load_tile(x_rows, row_mask, cols - BLOCK_K, lo, hi, K, stride_xk, INT64_INDEX)
             if INT64_INDEX:
                 cols = cols.to(tl.int64)
-            load_mask = row_mask[:, None] & ((cols < hi) & (cols < K))[None, :]
-            x = tl.load(x_rows + cols[None, :] * stride_xk, mask=load_mask, other=0.0)
             q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
             store_mask = row_mask[:, None] & ((cols >= inner_lo) & (cols < inner_hi))[None, :]
             tl.store(q_rows + cols[None, :], q, mask=store_mask)
