@@ -18,7 +18,8 @@ What it gives a test suite:
     * ``seed``: derived from the test id, so every test has its own inputs and reruns get the same ones.
     * ``fp8ref_compare``: ``fp8ref.compare`` with this test's device and seed; when the test fails, every failing
       report is saved under ``--fp8ref-artifacts`` (default ./fp8ref-artifacts) as report.txt, report.json and a
-      runnable repro.py.
+      runnable repro.py, and for a battery (axes left free) one repro per failing member, named by the member label
+      that the report, ``fp8ref bringup`` and the battery share (fp8ref.engine.battery.member_label).
 """
 
 from __future__ import annotations
@@ -160,6 +161,11 @@ def fp8ref_compare(request: pytest.FixtureRequest, device: torch.device, seed: i
 _REPORTS = pytest.StashKey[list]()
 
 
+def _safe(name: str) -> str:
+    """``name`` as a file name: runs of characters other than letters, digits, ``_.-`` become one ``_``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
@@ -170,10 +176,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not failing:
         return
     root = Path(item.config.getoption("--fp8ref-artifacts"))
-    folder = root / re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)
+    folder = root / _safe(item.nodeid)
     folder.mkdir(parents=True, exist_ok=True)
     for i, report in enumerate(failing):
         (folder / f"report{i}.txt").write_text(repr(report) + "\n")
         (folder / f"report{i}.json").write_text(report.to_json() + "\n")
         (folder / f"repro{i}.py").write_text(report.repro())
+        # A battery run (compare with axes left free): one repro per failing member, named by its member label.
+        for member in report.members:
+            if not member.ok:
+                (folder / f"repro{i}-{_safe(member.call.member)}.py").write_text(member.repro())
     result.sections.append(("fp8ref artifacts", f"{len(failing)} failing report(s) saved under {folder}"))
