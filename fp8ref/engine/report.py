@@ -287,6 +287,13 @@ class Report:
             f"<div>fp8 bytes {self.n_fp8_mismatches}/{self.n_fp8} differ; scale words "
             f"{self.n_scale_mismatches}/{self.n_scales} differ</div>",
         ]
+        if self.members:  # a battery: each member's verdict, then what the battery added
+            rows = "".join(
+                f"<tr><td>{'ok' if m.ok else 'FAIL'}</td><td><code>{html.escape(m.call.member)}</code></td></tr>"
+                for m in self.members
+            )
+            parts.append(f"<table>{rows}</table>")
+        parts += [f"<div>note: {html.escape(n)}</div>" for n in self.notes]
         if self.error:
             parts.append(f"<pre>{html.escape(self.traceback or self.error)}</pre>")
         if self.structure or self.explained:
