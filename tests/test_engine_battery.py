@@ -114,6 +114,7 @@ def test_the_report_names_each_mismatchs_member_and_repro_replays_the_first_fail
     assert report.call.member == failed[0]
     assert {m.member for m in report.mismatches if m.fails} <= set(failed)
     assert f"FAIL {failed[0]}" in repr(report)
+    assert f"<td>FAIL</td><td><code>{failed[0]}</code>" in report._repr_html_()
     replay: dict = {}
     with pytest.raises(AssertionError, match="nan_vs_number"):
         exec(compile(report.repro(), "repro.py", "exec"), replay)
