@@ -19,7 +19,8 @@ Expected from the derivation of fp8ref.grouped_mm.SQNR_VS_BF16 (28.5 dB per FP8 
 series (the error of the first is re-quantized by the second), about 28.5 - 10*log10(2) = 25.5 dB; so does the
 input gradient (two dgrad GEMMs in series); w_down's gradient multiplies an FP8-noisy activation by an FP8-quantized
 gradient, also about 25.5 dB. The 29 dB input-grad floor is above what a layer whose gradient passes two FP8 GEMMs
-can reach (25.3 dB measured on the CPU emulation, 25.9 with a bf16 shared expert added).
+reaches here (24.8 dB at initialization and 28.4 median over 300 steps on the H200,
+benchmarks/results/h200-train-moe-run2.md; 25.3 on the CPU emulation, 25.9 there with a bf16 shared expert added).
 
 Writes ``h200-train-moe.json`` (both loss curves and the SQNR series), ``h200-train-moe.md`` (summary) and, where
 matplotlib imports, ``h200-train-moe.png`` into ``--out``.
