@@ -159,9 +159,11 @@ def _poisoning(alloc, byte: int, record: list[Allocation], empty, at_least: int)
     @functools.wraps(alloc)
     def poisoned(*args, **kwargs):
         t = alloc(*args, **kwargs)
-        if not isinstance(t, torch.Tensor) or t.device.type == "meta" or t.untyped_storage().nbytes() == 0:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta" or t.layout != torch.strided:
+            return t  # no bytes to poison (sparse layouts have no single storage)
+        if t.untyped_storage().nbytes() == 0:
             return t
-        if type(t) is not torch.Tensor or t.layout != torch.strided or kwargs.get("pin_memory") or "out" in kwargs:
+        if type(t) is not torch.Tensor or kwargs.get("pin_memory") or "out" in kwargs:
             # Tensor subclasses (fake tensors while tracing), pinned memory, out=: poisoned, but no redzone.
             t.untyped_storage().fill_(byte)
             return t
