@@ -192,15 +192,16 @@ def plot(rows: Sequence[dict], path: str) -> str:
     impls = list(dict.fromkeys(r["impl"] for r in rows))
     labels = list(dict.fromkeys(_point_label(r) for r in rows))
     pct = {(_point_label(r), r["impl"]): r["pct_of_copy_bw"] or 0.0 for r in rows}
-    fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(labels)), 6))
+    fig, ax = plt.subplots(figsize=(max(8, 0.5 * len(labels)), 7))
     width = 0.8 / max(len(impls), 1)
     for i, impl in enumerate(impls):
         heights = [pct.get((p, impl), 0.0) for p in labels]
         ax.bar([x + i * width for x in range(len(labels))], heights, width, label=impl)
     ax.axhline(85, color="gray", linestyle="--", linewidth=0.8)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], labels, rotation=90, fontsize=7)
-    ax.set_ylabel("% of device copy bandwidth (CUDA-graph time)")
-    ax.legend()
+    ax.set_ylabel("% of copy bandwidth (CUDA-graph time)")
+    ax.set_ylim(0, 110)
+    ax.legend(loc="upper right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -208,10 +209,12 @@ def plot(rows: Sequence[dict], path: str) -> str:
 
 
 def _point_label(r: dict) -> str:
+    """Short x-axis label: op without its suffix, shape, G, and only the non-default variant and layout."""
+    op = r["op"].replace("_scale_and_cast", "").replace("_scales", "").replace("per_group_", "pg_")
+    extras = [v for v in r["variant"].split(",") if v not in ("-", "offs=aligned16")]
+    extras += [r["layout"]] if r["layout"] != "row_major" else []
     g = f" G{r['groups']}" if r["groups"] > 1 else ""
-    extra = "" if r["variant"] == "-" else f" {r['variant']}"
-    op = r["op"].replace("_scale_and_cast", "").replace("_scales", "")
-    return f"{op} {'x'.join(map(str, r['shape']))}{g}{extra} {r['layout']}"
+    return " ".join([f"{op} {'x'.join(map(str, r['shape']))}{g}", *extras])
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -11,12 +11,12 @@ matches). The policy per backend:
   every tiny shape, the H200 kernel tests got through 31% in 185 s, benchmarks/results/README.md).
 - ROCm: one fixed config per kernel. Autotuning there costs a device sync per new key, hundreds per MoE training
   step (SPEC §7).
-- Interpreter: blocks sized from the problem (:class:`InterpreterTiles`): each block is the power of two at or above
-  half its dim, at most INTERPRETER_MAX_BLOCK. Every program instance and every loop iteration costs Python time
-  there while the work inside a block is one numpy call, so few large programs are fast; and every dim of more than
-  one element still spans two blocks with a ragged tail whenever its size is not a power of two, so the small test
-  shapes run the multi-block loops and tail masks (a fixed 16 x 32 tile made one 1000 x 100 per-group call take
-  31 s on 2 cores, benchmarks/results/README.md).
+- Interpreter: blocks sized from the problem (:class:`InterpreterTiles`, :func:`interpreter_block`). Every program
+  instance and every loop iteration costs Python time there while the work inside a block is one numpy call, so few
+  large programs are fast (a fixed 16 x 32 tile made one 1000 x 100 per-group compare take ~30 s on 2 cores). The
+  rule keeps the paths the CPU tests need: a reduced dim of more than 32 elements spans two or more blocks (the
+  two-pass loop, a ragged tail unless its size is a power of two), one of at most 32 is one block (the one-pass
+  path); a row dim of 2 to 64 elements spans two blocks (row tails), a longer one is one block.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = [
     "INTERPRETER_MAX_BLOCK",
     "INTERPRETER_MAX_TILE",
     "INTERPRETER_ONE_PASS_UP_TO",
+    "INTERPRETER_ROW_SPLIT_UP_TO",
     "PER_GROUP",
     "PER_GROUP_DUAL",
     "RESULT_ARGS",
@@ -73,15 +74,15 @@ RESULT_ARGS: tuple[str, ...] = ("FP8_DTYPE", "ROUND_POW2")
 Grid = Callable[[Mapping[str, object]], tuple[int, ...]]
 
 
-def interpreter_block(extent: int, whole_up_to: int = 1) -> int:
+def interpreter_block(extent: int, whole_up_to: int = 1, split_up_to: int | None = None) -> int:
     """The interpreter's block along a dim of ``extent`` elements.
 
-    A dim of at most ``whole_up_to`` elements is one block (the power of two at or above it: one-pass paths run).
-    A longer one gets the power of two at or above half of it, at most INTERPRETER_MAX_BLOCK: it spans at least two
-    blocks, the last one partial unless the extent is a power of two (multi-block loops and tail masks run).
+    A dim of at most ``whole_up_to`` elements, or of more than ``split_up_to``, is one block (the power of two at or
+    above it, at most INTERPRETER_MAX_BLOCK). Any other dim gets the power of two at or above half of it: it spans at
+    least two blocks, the last one partial unless the extent is a power of two (multi-block loops and tail masks run).
     """
-    if extent <= whole_up_to:
-        return 1 << max(extent - 1, 0).bit_length()
+    if extent <= whole_up_to or (split_up_to is not None and extent > split_up_to):
+        return min(1 << max(extent - 1, 0).bit_length(), INTERPRETER_MAX_BLOCK)
     half = -(-extent // 2)
     return min(1 << (half - 1).bit_length(), INTERPRETER_MAX_BLOCK)
 
@@ -89,6 +90,11 @@ def interpreter_block(extent: int, whole_up_to: int = 1) -> int:
 #: Reduced dims of at most this many elements are one interpreter block, so the one-pass path of the row kernels
 #: runs in the CPU tests (shapes with a reduced dim of 24) beside the two-pass loop (40 = 32 + 8).
 INTERPRETER_ONE_PASS_UP_TO = 32
+
+#: Row dims (the grid's) of more than this many elements are one interpreter block: each program instance costs
+#: ~80 ms of interpreted ops (a 64-row per-group program, this machine), so fewer programs are faster, while the test
+#: shapes (12 to 40 rows) still split into two blocks with a row tail.
+INTERPRETER_ROW_SPLIT_UP_TO = 64
 
 
 @dataclass(frozen=True)
@@ -108,9 +114,9 @@ class InterpreterTiles:
     def config(self, args: Mapping[str, object]) -> triton.Config:
         """The config for one launch's arguments."""
         blocks = {
-            name: interpreter_block(
-                max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO if name == self.reduced else 1
-            )
+            name: interpreter_block(max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO)
+            if name == self.reduced
+            else interpreter_block(max(int(args[a]) for a in dims), split_up_to=INTERPRETER_ROW_SPLIT_UP_TO)
             for name, dims in self.extents.items()
         }
         while math.prod(blocks.values()) > INTERPRETER_MAX_TILE:

@@ -109,6 +109,15 @@ def test_interpreter_block_rule(extent, whole_up_to, block):
     assert configs.interpreter_block(extent, whole_up_to) == block
 
 
+@pytest.mark.parametrize(
+    ("extent", "block"), [(1, 1), (7, 4), (40, 32), (64, 32), (65, 128), (100, 128), (9000, 16384)]
+)
+def test_interpreter_row_dims_split_up_to_64_and_are_one_block_above(extent, block):
+    assert configs.interpreter_block(extent, split_up_to=configs.INTERPRETER_ROW_SPLIT_UP_TO) == block
+    config = configs.PER_GROUP.interpreter.config({"R": extent, "K": 40})
+    assert config.kwargs["BLOCK_R"] == block
+
+
 @pytest.mark.parametrize("extent", range(2, 300))
 def test_interpreter_blocks_split_every_dim_into_two_or_more_blocks_with_a_tail_unless_a_power_of_two(extent):
     """The rule the CPU tests rely on to reach multi-block loops and tail masks with small shapes."""
