@@ -47,7 +47,7 @@ def test_battery_has_every_value_of_every_axis_and_every_format_values_pair(op):
     assert notes
     if c.jagged:
         assert {m.offs for m in members} == set(OFFS)
-        for s in shapes:  # every shape sees both group counts, the smaller first (a per-shape cache)
+        for s in shapes[1:]:  # every edge shape sees both group counts, the smaller first (a per-shape cache)
             counts = [m.groups for m in members if m.shape == s]
             assert counts == sorted(counts)
             assert set(counts) == set(GROUPS)

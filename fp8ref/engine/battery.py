@@ -72,8 +72,7 @@ FORMATS: tuple[torch.dtype, ...] = (
 #: group (longer than any tile, with near-empty neighbours), random cuts (sizes not multiples of 16), and ends short
 #: of the data ("tail_past_end": the contract leaves what follows offs[-1] unspecified, so a kernel must not let it
 #: into the last group's amax).
-#: The first two go to the caller's shape (the edge shapes are small): ends short of the data and a dominant group
-#: there, where groups are long.
+#: The first goes to the caller's shape: ends short of the data, where the unspecified tail is long.
 OFFS: tuple[str, ...] = ("tail_past_end", "dominant", "empty_first", "empty_middle", "empty_last", "size1", "random")
 #: Group counts of jagged ops, run in this order on each shape: a cache keyed on the shape alone is filled by the
 #: smaller count and then misses the larger one's groups.
@@ -90,9 +89,12 @@ EXAMPLE_SHAPES: Mapping[str, tuple[int, ...]] = {
 }
 
 #: How many members run on the caller's shape when edge shapes are added; the rest run on the edge shapes, which are
-#: small (a dim of 3), so the battery costs about CALLER_MEMBERS calls at the caller's size (the engine's own work
-#: is ~0.5 s per call at (4096, 512) on 2 CPU cores, more than a GPU kernel, tests/test_engine_battery.py).
-CALLER_MEMBERS = 2
+#: small (a dim of 3) but keep the reduced length, so the battery costs about CALLER_MEMBERS calls at the caller's
+#: size. Measured with fp8moe in the Triton interpreter (2 shared CPU cores, torch 2.13, triton 3.9): 2 caller
+#: members took 4.8-6.2 s at (4096, 512) rowwise and 4.9-5.6 s at (1000, 100) per-group colwise, 1 took 2.4-2.5 s
+#: and 3.8-3.9 s, and still caught all 31 committed mutants with their categories (benchmarks/battery_mutants.py).
+#: The engine's own work (inputs, the CPU reference, assessment) is ~1 s per (4096, 512) call here, also on a GPU.
+CALLER_MEMBERS = 1
 
 #: A dim smaller than one block: 3 is below every tile size a kernel plausibly uses (the smallest here is 8).
 _SUB_BLOCK = 3
@@ -299,13 +301,14 @@ def build_battery(
     )
     pairs = list(itertools.product(range(len(fmts)), range(len(vals))))
     # Enough members that every (format, values) pair and every value of every free axis appears (8 pairs with four
-    # formats; 7 offs layouts with two).
-    n = max(len(pairs), len(shapes), *map(len, free))
+    # formats; 7 offs layouts with two), and that each edge shape (or the caller's, alone) runs every group count.
+    in_sequence = len(groups_axis) * max(len(shapes) - 1, 1)
+    n = max(len(pairs), len(shapes), *map(len, free), in_sequence + (CALLER_MEMBERS if len(shapes) > 1 else 0))
     base, used = [], Counter()
     for i in range(n):
-        # The caller's shape takes the first CALLER_MEMBERS positions (the first format, normal then special values);
-        # the edge shapes take turns with the rest, shifted by one each round so that each sees both values. Each
-        # shape sees the group counts in turn.
+        # The caller's shape takes the first CALLER_MEMBERS positions (the first format, normal values first); the
+        # edge shapes take turns with the rest, shifted by one each round so that each sees both values. Each shape
+        # sees the group counts in turn.
         if i < CALLER_MEMBERS or len(shapes) == 1:
             si = 0
         else:
