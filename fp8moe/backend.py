@@ -2,8 +2,8 @@
 
 Nothing here changes numerics: every backend produces the same bytes (that is what the tests prove). What differs is
 how the fp8 cast is executed (hardware instruction vs the exact integer encoder the interpreter needs), which fp8
-dtypes exist, and how launch configs are chosen (measured autotuning on CUDA, fixed tables on ROCm, small fixed
-blocks in the interpreter).
+dtypes exist, and how launch configs are chosen (measured autotuning on CUDA, fixed tables on ROCm, blocks sized
+from the problem in the interpreter; fp8moe.configs).
 """
 
 from __future__ import annotations

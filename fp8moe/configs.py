@@ -1,8 +1,8 @@
 """Launch-config policy: which block sizes a kernel runs with on each backend, and how a launch is issued.
 
 Configs change speed, never bytes (every kernel's amax is an exact max and the cast is elementwise, so tiling cannot
-change a result; tests/test_kernels_dense.py runs the interpreter's small blocks against the same reference the GPU
-matches). The policy per backend:
+change a result; the CPU tests run the interpreter's blocks, and tests/test_benchmark_tables.py and the H200 runs
+every CUDA candidate, against the same reference). The policy per backend:
 
 - CUDA: ``triton.autotune`` over a short candidate list. The key names every launch argument that changes the best
   config or the result: shape dims, strides (layout), the fp8 format and the pow2 flag; Triton appends the dtype of

@@ -12,7 +12,7 @@ import inspect
 import pytest
 import torch
 
-import fp8moe  # noqa: F401  (before anything imports triton: turns the interpreter on when there is no GPU)
+import fp8moe  # before anything imports triton: turns the interpreter on when there is no GPU
 
 # isort: split
 import triton
@@ -366,3 +366,54 @@ def test_launch_makes_the_tensors_device_current(monkeypatch):
     configs.launch(kernel, configs.ROWWISE, INTERPRETER, lambda meta: (1,), x_ptr=tensor, S=3, L=40)
     assert entered == [torch.device("cuda", 1)]
     assert len(kernel.launches) == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every CUDA candidate gives the reference's bytes (run here in the interpreter: configs change speed, never bytes)
+# ---------------------------------------------------------------------------------------------------------------
+
+#: (configs, op, shape, offs layout) run with each candidate: shapes past one tile of most candidates, with unaligned
+#: group edges (random offs) and a row-major colwise-3D input (the strided reduced dim).
+_CANDIDATE_RUNS = [
+    (configs.ROWWISE, "rowwise_2d_scale_and_cast", (5, 300), None, "row_major"),
+    (configs.ROWWISE, "colwise_3d_scale_and_cast", (2, 300, 24), None, "row_major"),
+    (configs.PER_GROUP, "per_group_rowwise_scales", (20, 700), "random", "row_major"),
+    (configs.PER_GROUP, "per_group_colwise_scales", (700, 40), "random", "row_major"),
+    (configs.PER_GROUP_DUAL, "per_group_colwise_scales_dual", (300, 40, 24), "empty_middle", "row_major"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kernel_configs", "op", "shape", "offs", "layout", "index"),
+    [(*run, i) for run in _CANDIDATE_RUNS for i in range(len(run[0].cuda))],
+    ids=lambda v: v.name if isinstance(v, configs.KernelConfigs) else None,
+)
+def test_every_cuda_candidate_gives_the_reference_bytes(
+    kernel_configs, op, shape, offs, layout, index, monkeypatch, device
+):
+    from fp8ref.contracts import contract
+    from fp8ref.layouts import make_offs, to_memory_layout
+    from fp8ref.testing import assert_same_bits
+
+    original = configs.KernelConfigs.fixed
+    candidate = kernel_configs.cuda[index]
+    monkeypatch.setattr(
+        configs.KernelConfigs,
+        "fixed",
+        lambda self, backend, args: candidate if self.name == kernel_configs.name else original(self, backend, args),
+    )
+    c = contract(op)
+    gen = torch.Generator().manual_seed(index)
+    xs = tuple(
+        to_memory_layout(torch.randn(s, generator=gen).to(torch.bfloat16), layout) for s in c.input_shapes(shape)
+    )
+    ends = make_offs(offs, c.jagged_length(shape), 5, gen) if offs else None
+    offs_t = None if ends is None else torch.tensor(ends, dtype=torch.int32)
+    got = c.call(getattr(fp8moe, op), [x.to(device) for x in xs], None if offs_t is None else offs_t.to(device))
+    got = [t.cpu() for t in got]
+    expected = c.call(c.reference, xs, offs_t)
+    for i, (a, b) in enumerate(zip(got, expected)):
+        if ends is not None and i % 2 == 0:  # q: compare the jagged extent only (past offs[-1] is unspecified)
+            dim = c.jagged_dim
+            a, b = a.narrow(dim, 0, ends[-1]), b.narrow(dim, 0, ends[-1])
+        assert_same_bits(a, b, what=f"output {i} with {candidate}")
