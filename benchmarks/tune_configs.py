@@ -1,12 +1,13 @@
-"""Measure every CUDA launch-config candidate of every kernel at the MoE shapes of SPEC §7, one GPU, one run.
+"""Measure every CUDA launch-config candidate of every kernel at the benchmark shapes, one GPU, one run.
 
-    python benchmarks/tune_configs.py --out benchmarks/results/h200-configs-<run>.md
+    python benchmarks/tune_configs.py --out benchmarks/results/h200-configs-<run>.md      # issue #11 shapes
+    python benchmarks/tune_configs.py --points moe --only per_group --out ...             # SPEC §7 MoE shapes
 
 fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
 problems take without tuning (the smallest tile). This script is the measurement behind those lists: for each
-benchmark point (fp8moe.bench: the issue #11 shapes, or SPEC §7's) it forces each candidate in turn (every
-kernel of the op launched with that candidate;
-the two kernels of the atomic transpose share their candidate list and move together) and times the op. Per point
+benchmark point (fp8moe.bench: the issue #11 shapes, or SPEC §7's) it forces each candidate in turn (every kernel
+of the op launched with that candidate; the two kernels of the atomic transpose share their candidate list and move
+together) and times the op. Per point
 it reports the time of every candidate, the best, and how far the worst and the untuned small-problem choice are
 from the best. A candidate that is never best and never within 5% of best is dead weight in the autotuner (each one
 costs a compile and a measurement per new key). Times are CUDA-graph replays (GPU time, no host). Every forced run
