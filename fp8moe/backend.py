@@ -139,8 +139,10 @@ def interpreter_fp8_dtypes(version: str | None = None) -> tuple[torch.dtype, ...
     return _FN + _FNUZ if (major, minor) >= (3, 9) else _FN
 
 
+@functools.cache
 def cuda_backend(major: int, minor: int) -> Backend:
-    """The backend of an NVIDIA GPU of compute capability (major, minor).
+    """The backend of an NVIDIA GPU of compute capability (major, minor); built once per capability (every eager
+    call asks for it, and Backend is immutable).
 
     Only sm_90+ converts f32 -> fp8 in one correctly rounded step (cvt.rn.satfinite). On sm_89 Triton converts
     through f16 with round-toward-zero first, a double rounding (1.0625 + 2^-12 -> 1.0 instead of 1.125 in e4m3fn;
@@ -154,6 +156,7 @@ def cuda_backend(major: int, minor: int) -> Backend:
     return Backend("cuda", arch, _FN, exact_encode=(major, minor) < (9, 0), autotune=True)
 
 
+@functools.cache
 def rocm_backend(arch: str) -> Backend:
     """The backend of an AMD GPU: fixed configs; the exact encoder wherever Triton's f32 -> fp8 goes through f16
     (every part but CDNA3 gfx94x with fnuz and CDNA4 gfx95x with OCP fn, per Triton's source; no AMD GPU here)."""
