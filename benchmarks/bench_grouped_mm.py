@@ -1,6 +1,6 @@
 """FP8 grouped-GEMM training step vs bf16, side by side in one run (issue #12 item 6).
 
-    python benchmarks/bench_grouped_mm.py --out benchmarks/results/h200-grouped-mm-bench.md
+    python benchmarks/bench_grouped_mm.py --out benchmarks/results/h200-grouped-mm-run1-bench.md
 
 Per MoE shape (M tokens, K, N, E experts; SPEC §7), with routing-like uneven groups (one empty, sizes multiples of
 16, fp8ref.grouped_mm.skewed_offs), the GPU time (CUDA-graph replay, median of triton.testing.do_bench_cudagraph)

@@ -13,7 +13,11 @@ pytest.importorskip("fp8moe")  # before triton: turns the interpreter on when th
 EXAMPLES = 8
 
 
-@pytest.mark.parametrize("spec", fp8ref.specs(), ids=lambda s: s.id)
+#: fuzz searches the quantization ops (the grouped GEMM is judged by SQNR: tests/test_engine_gemm.py).
+QUANTIZE_SPECS = [s for s in fp8ref.specs() if s.contract.kind == "quantize"]
+
+
+@pytest.mark.parametrize("spec", QUANTIZE_SPECS, ids=lambda s: s.id)
 def test_fuzzing_finds_no_input_where_the_kernel_differs(spec, device, seed):
     reason = spec.unsupported(device, spec.fp8_dtypes[0])
     if reason:

@@ -2,7 +2,7 @@
 reference on the GPU, compile == eager without graph breaks, no device syncs.
 
 Run with ``--device cuda -s``: each test prints its measurements (the committed log is
-benchmarks/results/h200-grouped-mm-tests.log).
+benchmarks/results/h200-grouped-mm-run1-tests.log).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def _public(module: types.ModuleType, name: str) -> tuple[bool, object]:
 
 
 def _private_uses(source: str) -> list[str]:
-    """Uses of fp8ref/fp8moe names outside the public API in one cell's source."""
+    """Uses of fp8ref or fp8moe names outside the public API in one cell's source."""
     tree = ast.parse(source)
     bound: dict[str, types.ModuleType] = {}
     bad = []

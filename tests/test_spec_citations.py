@@ -128,8 +128,16 @@ def _placeholders_to_globs(path: str) -> list[str]:
 
 
 def path_exists(path: str, root: Path = REPO) -> bool:
-    """Whether a path as written (globs and placeholders allowed) names at least one file or folder under ``root``."""
-    return any(glob.glob(pattern, root_dir=root) for pattern in _placeholders_to_globs(path))
+    """Whether a path as written names at least one file or folder under ``root``.
+
+    Globs and placeholders (``<op>``, ``{name}``, an all-capitals segment such as ``NAME``) stand for anything, and a
+    path may be an output prefix (``--out benchmarks/results/battery-timing`` names ``battery-timing-cpu-*.md``).
+    """
+    path = re.sub(r"\b[A-Z]{2,}\b", "*", path)
+    return any(
+        glob.glob(pattern, root_dir=root) or glob.glob(pattern + "*", root_dir=root)
+        for pattern in _placeholders_to_globs(path)
+    )
 
 
 def repo_paths(text: str) -> list[tuple[int, str]]:
