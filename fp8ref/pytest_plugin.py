@@ -3,8 +3,8 @@
 What it gives a test suite:
     * ``--device`` (default: cuda when visible, else cpu) and the ``device`` fixture. Under pytest-xdist on a
       machine with several GPUs, worker ``gwN`` uses ``cuda:(N % device_count)``.
-    * Capability marks defined once, each with its reason: ``needs_gpu``, ``needs_fnuz``; tests marked
-      ``@pytest.mark.gpu`` are skipped on the CPU with a reason.
+    * Capability marks defined once, each with its reason: ``needs_gpu``, ``needs_fnuz``, ``needs_interpreter``;
+      tests marked ``@pytest.mark.gpu`` are skipped on the CPU with a reason.
     * Grids over the discovered KernelSpecs: a test taking ``kernel_param`` runs once per point of
       ``KernelSpec.params(mode)`` (shape, groups, offs layout, dtype, fp8 dtype, pow2, values, memory layout,
       kwargs), with ids like ``per_group_colwise_scales-130x16-G7-random-bf16-e4m3fn-pow2-special``;
@@ -35,11 +35,17 @@ from fp8ref.engine.inputs import derive_seed
 from fp8ref.spec import GRID_MODES, Param, load_errors, reference_specs, specs
 from fp8ref.triton_env import use_interpreter_for_cpu
 
-__all__ = ["grid_mode", "needs_fnuz", "needs_gpu", "worker_device"]
+__all__ = ["grid_mode", "needs_fnuz", "needs_gpu", "needs_interpreter", "worker_device"]
 
 _FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU")
+#: Kernels on CPU tensors (the Triton interpreter). A string condition: evaluated at run time, after
+#: ``pytest_configure`` has chosen the interpreter (it is off whenever a GPU is present, unless TRITON_INTERPRET=1).
+needs_interpreter = pytest.mark.skipif(
+    "os.environ.get('TRITON_INTERPRET', '0') in ('', '0')",
+    reason="runs kernels on CPU tensors through the Triton interpreter, which is off in this process",
+)
 needs_fnuz = pytest.mark.skipif(
     torch.cuda.is_available() and torch.version.hip is None,
     reason="fnuz fp8 types do not compile on NVIDIA (H200, triton 3.6); they run on AMD gfx942 and in the interpreter",

@@ -14,6 +14,7 @@ import fp8ref
 from fp8moe.backend import cuda_backend, rocm_backend
 from fp8moe.grouped_mm import default_fp8_dtype, forward_backward, grouped_mm
 from fp8ref import grouped_mm as ref
+from fp8ref.pytest_plugin import needs_interpreter
 from fp8ref.testing import assert_same_bits
 
 E4, E4NUZ = torch.float8_e4m3fn, torch.float8_e4m3fnuz
@@ -71,6 +72,7 @@ ALIGNED_LAYOUTS = {
 }
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 @pytest.mark.parametrize("ends", ALIGNED_LAYOUTS.values(), ids=ALIGNED_LAYOUTS.keys())
 def test_forward_and_backward_equal_reference_path_bitwise(ends):
     A, B_t, grad_out = _inputs()
@@ -87,6 +89,7 @@ def test_forward_and_backward_equal_reference_path_bitwise(ends):
     assert min(got.values()) >= ref.SQNR_VS_REFERENCE.min_db, got
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_empty_group_gets_zero_weight_gradient():
     A, B_t, grad_out = _inputs()
     _, _, grad_B_t = _run(A, B_t, _offs([16, 48, 48, 64]), grad_out)
@@ -94,6 +97,7 @@ def test_empty_group_gets_zero_weight_gradient():
     assert torch.count_nonzero(grad_B_t[[0, 1, 3]].float().abs().sum((1, 2))) == 3
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_padding_unaligned_groups_matches_unpadded_reference_bitwise():
     """Zero padding rows change no scale (amax ignores zeros) and add exact zeros to each sum, so the padded path
     must reproduce the reference computed on the unaligned groups directly."""
@@ -146,6 +150,7 @@ def test_reference_gemm_equals_a_per_group_loop():
         start = end
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_grads_flow_only_where_asked():
     A, B_t, grad_out = _inputs()
     offs = _offs([16, 48, 48, 64])
@@ -160,6 +165,7 @@ def test_grads_flow_only_where_asked():
         assert not grouped_mm(A, B_leaf, offs).requires_grad
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_float32_inputs_get_float32_grads_from_bf16_grad_out():
     """A f32 with a bf16 grad_out: the wgrad dual op needs one dtype, so both are upcast (exactly) to f32."""
     A, B_t, grad_out = _inputs(dtype=torch.float32)
@@ -170,6 +176,7 @@ def test_float32_inputs_get_float32_grads_from_bf16_grad_out():
     _assert_same_values(grad_B_t, expected.grad_B_t, E, "grad_B_t")
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_e4m3fnuz_path_equals_reference_bitwise():
     """MI300's format: the interpreter (triton 3.9) stores it, so the whole path runs on the CPU too."""
     A, B_t, grad_out = _inputs()
@@ -229,6 +236,7 @@ def test_bad_arguments_raise_naming_the_problem(case):
         grouped_mm(*args, **kwargs)
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_rows_not_multiple_of_16_need_padding_for_weight_gradient():
     A, B_t, _ = _inputs(m=60)
     offs = _offs([16, 32, 32, 60])
@@ -252,6 +260,7 @@ def test_offs_values_are_checked_on_the_device(ends, match):
         grouped_mm(A, B_t, _offs(ends))
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_unaligned_groups_without_padding_fail_only_when_weight_gradient_is_needed():
     A, B_t, _ = _inputs()
     offs = _offs([5, 40, 40, 64])
@@ -315,6 +324,7 @@ def test_operands_pass_the_layout_checks_of_torch_scaled_grouped_mm():
         )
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_traces_as_one_graph_and_matches_eager():
     """torch.compile(fullgraph=True) raises on any graph break in the wrapper, the autograd Function, the device-side
     offs checks or the padding plan. aot_eager traces forward and backward without generating code (the GPU test

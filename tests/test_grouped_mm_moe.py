@@ -9,6 +9,7 @@ from torch import nn
 
 from fp8moe.moe import MoE, convert_to_fp8_moe, route
 from fp8ref.metrics import sqnr
+from fp8ref.pytest_plugin import needs_interpreter
 
 
 def test_route_pads_each_expert_group_to_16_rows_on_the_device():
@@ -64,6 +65,7 @@ def test_bf16_moe_layer_computes_routed_expert_mlps():
     assert sqnr(expected, out) > 35  # bf16 activations between two GEMMs: ~45 dB measured
 
 
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 def test_fp8_conversion_moves_expert_gemms_and_trains():
     layer, x = _layer_and_input()
     bf16_out = layer(x)

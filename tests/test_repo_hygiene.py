@@ -20,5 +20,6 @@ def _tracked() -> list[str]:
 
 
 def test_no_binary_archive_is_committed():
-    archives = [p for p in _tracked() if p.endswith(ARCHIVES)]
+    # Only files that exist: a copy of the tree with a stale .git (the GPU machine's) lists files deleted since.
+    archives = [p for p in _tracked() if p.endswith(ARCHIVES) and (ROOT / p).exists()]
     assert not archives, f"commit text summaries instead of archives: {archives}"

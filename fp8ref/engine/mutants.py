@@ -35,6 +35,7 @@ class Mutant:
         why: the bug, in kernel terms.
         make: returns a fresh kernel (a new object per call, so stateful mutants start empty).
         needs_sequence: the bug shows only when one kernel object is called on one shape with several group counts.
+        formats: the fp8 formats the bug shows in (None: every format); a device storing none of them cannot show it.
     """
 
     name: str
@@ -43,6 +44,7 @@ class Mutant:
     why: str
     make: Callable[[], Callable]
     needs_sequence: bool = False
+    formats: tuple[torch.dtype, ...] | None = None
 
 
 def _empty_like_ref(t: torch.Tensor) -> torch.Tensor:
@@ -442,6 +444,7 @@ MUTANTS: dict[str, Mutant] = {
             "nan_vs_number",
             "a negative product rounding to zero is written 0x80, which is NaN in the fnuz formats",
             lambda: _fnuz_negative_zero,
+            formats=(torch.float8_e4m3fnuz, torch.float8_e5m2fnuz),
         ),
         Mutant(
             "pow2_off_by_one",
