@@ -59,6 +59,14 @@ class Backend:
     autotune: bool
 
     def check_fp8_dtype(self, fp8_dtype: torch.dtype) -> None:
+        """Check that this backend stores ``fp8_dtype`` natively (one of ``fp8_dtypes``).
+
+        Args:
+            fp8_dtype: the fp8 dtype a kernel is asked to write.
+
+        Raises:
+            TypeError: ``fp8_dtype`` is not one of ``fp8_dtypes``; the message names the backend and those it takes.
+        """
         if fp8_dtype not in self.fp8_dtypes:
             names = [str(d).removeprefix("torch.") for d in self.fp8_dtypes]
             raise TypeError(

@@ -393,6 +393,18 @@ def _compiled_reference(op: str):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m fp8moe.bench``; returns the exit status.
+
+    Times every selected point, printing its table rows and rewriting ``<out>.json`` and ``<out>.md`` after each (a
+    time limit keeps what was measured), then plots ``<out>.png``. A point whose benchmark raises is reported on
+    stderr and skipped; the others still run.
+
+    Args:
+        argv: the command-line arguments (see :func:`parse_args`); None reads ``sys.argv``.
+
+    Returns:
+        0 when every timed implementation was bitwise correct at every point (``bitwise_ok``), 1 otherwise.
+    """
     args = parse_args(argv)
     import torch
 

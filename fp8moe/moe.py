@@ -91,6 +91,15 @@ class MoE(nn.Module):
         self.expert_mm: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] = bf16_grouped_mm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The MoE output for ``x``, same shape and dtype: each token through its top-k experts, weighted.
+
+        The router's softmax probabilities are taken in f32 and the top k renormalised to sum to 1; tokens are sorted
+        by expert (:func:`route`) for the two ``expert_mm`` calls and put back in order by a permutation, so the
+        result is deterministic (no atomics).
+
+        Args:
+            x: (..., dim) activations; every leading dim is a token dim.
+        """
         shape = x.shape
         x = x.reshape(-1, shape[-1])  # (T, dim)
         probs = self.router(x).float().softmax(dim=-1)

@@ -94,6 +94,7 @@ def validate(doc: dict) -> list[str]:
 
 
 def overall_status(steps: list[StepResult]) -> str:
+    """The run's verdict: "fail" if any step failed, else "pass_with_findings" if any has a finding, else "pass"."""
     statuses = {s.status for s in steps}
     if "fail" in statuses:
         return "fail"
@@ -103,6 +104,19 @@ def overall_status(steps: list[StepResult]) -> str:
 def build_certificate(
     command: str, options: dict, fingerprint: dict, steps: list[StepResult], duration_s: float
 ) -> dict:
+    """The certificate document of a run (JSON-ready; ``validate`` checks it against the schema).
+
+    Args:
+        command: the command line that produced it.
+        options: the run's options (device, devices, formats, ...).
+        fingerprint: the stack's fingerprint (versions, device, backend, interpreter, cast profiles).
+        steps: every step's result, in run order.
+        duration_s: wall time of the run so far, in seconds (rounded to the millisecond).
+
+    Returns:
+        The document: schema name and version, the inputs above, a summary (``overall_status`` and the number of
+        steps per status, every status listed) and the steps as ``StepResult.to_dict`` gives them.
+    """
     counts = Counter(s.status for s in steps)
     return jsonable(
         {

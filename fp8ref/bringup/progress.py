@@ -1,7 +1,7 @@
-"""Progress of the long bring-up steps (exhaustive sweeps, the kernel matrix), drawn by tqdm's auto mode.
+r"""Progress of the long bring-up steps (exhaustive sweeps, the kernel matrix), drawn by tqdm's auto mode.
 
 tqdm.auto picks the front end: a widget in Jupyter (when ipywidgets is installed), a bar redrawn in place in a
-terminal. Into a file or a CI log, where "\\r" does not overwrite, each redraw becomes its own line, at most one every
+terminal. Into a file or a CI log, where "\r" does not overwrite, each redraw becomes its own line, at most one every
 10 seconds, so a long log stays readable.
 """
 
@@ -60,12 +60,19 @@ class Progress:
 
     @property
     def done(self) -> int:
+        """Units reported so far (0 while the bar is disabled: a disabled tqdm counts nothing)."""
         return int(self._bar.n)
 
     def advance(self, units: int = 1) -> None:
+        """Report ``units`` more units of work done.
+
+        Args:
+            units: how many units finished since the last call.
+        """
         self._bar.update(units)
 
     def close(self) -> None:
+        """Draw the bar's final state and release it; leaving a ``with`` block calls it."""
         self._bar.close()
 
     def __enter__(self) -> Progress:

@@ -50,8 +50,12 @@ def f32_sweep(
     """One StepResult per (path, format): all 2^32 float32 patterns on a GPU, a strided sample of SAMPLE on the CPU.
 
     Args:
+        paths: the cast paths to sweep, each over every fp8 format it offers (``path.fp8_dtypes``).
         profiles: (path name, format name) -> (profile to compare against, whether it was detected exactly).
+        device: where the casts and the reference codes run; on a CUDA device the sweep covers all 2^32 patterns
+            in chunks of GPU_CHUNK, elsewhere a strided sample of SAMPLE.
         devices: CUDA indices to shard over (empty or one: this process).
+        show_progress: draw a progress bar over the chunks (on stderr).
     """
     on_gpu = device.type == "cuda"
     chunks = f32_sweep_chunks(GPU_CHUNK) if on_gpu else f32_sweep_chunks(SAMPLE, sample=SAMPLE)

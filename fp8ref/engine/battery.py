@@ -205,6 +205,7 @@ class Member:
 
     @property
     def label(self) -> str:
+        """This member's name (``member_label``), e.g. ``1013x3,values=special,pow2,bf16,e5m2,col_major``."""
         return member_label(
             self.shape,
             values=self.values,
@@ -263,7 +264,20 @@ def build_battery(
     """The members for ``shape``, with the given axes pinned (None: the battery's values), and notes for the Report.
 
     Args:
+        c: the op contract: the formats, value kinds, pow2 options and input layouts it takes, and whether it is
+            jagged.
+        shape: the caller's shape; for quantize ops without explicit offsets, edge shapes derived from it
+            (``edge_shapes``) are added and said so in the notes.
         formats: the fp8 formats to try when ``fp8_dtype`` is None (``battery_formats``).
+        values: pins the value distribution; None: those of VALUES the op takes (else its first value kind).
+        round_scales_to_power_of_2: pins pow2; None: the contract's options.
+        dtype: pins the input dtype; None: DTYPES.
+        fp8_dtype: pins the fp8 format; None: every format of ``formats`` the op takes.
+        layout: pins the input memory layout; None: the contract's input layouts.
+        offs: jagged ops: a named layout pins it (None: OFFS); explicit end offsets pin the offsets and the group
+            count, and add no edge shapes (they belong to the caller's jagged length).
+        groups: pins the group count of a named ``offs`` layout; None: GROUPS, in sequence. Where the contract has
+            a group dim, the shape fixes the count instead (one group per expert).
         kwargs_grid: kernel keyword variants to spread over the members (a KernelSpec's ``kwargs_grid``).
 
     Raises:

@@ -98,6 +98,7 @@ class FailPolicy:
         return cls(frozenset(CATEGORIES) - tolerated)
 
     def fails(self, category: str) -> bool:
+        """Whether ``category`` fails a comparison under this policy (nan_vs_number always does)."""
         return category in self.fail or category == "nan_vs_number"
 
 
@@ -144,12 +145,15 @@ def classify_fp8(
 
     Args:
         x: the input values.
-        expected, actual: reference and kernel codes (uint8).
+        expected: the reference's codes (uint8).
+        actual: the kernel's codes (uint8).
         unwritten: the poison survived both runs.
-        ref_scale, kernel_scale: the scale each side used for the element (the kernel's as it wrote it).
+        ref_scale: the scale the reference used for the element.
+        kernel_scale: the scale the kernel used for the element, as it wrote it.
         neighbour_scales: (n, k) f32 scales of the neighbouring groups (NaN where there is none).
         layout_codes: (n, c) reference codes at c candidate "other element" positions; the column that explains
             the most mismatches is used, and only if it explains at least half of them.
+        fp8_dtype: the output format (its codes, NaN encodings, max and smallest normal).
     """
     f = fmt(fp8_dtype)
     n = expected.numel()
@@ -206,7 +210,13 @@ def classify_scales(
     """Category index of each mismatching scale word; 1-D f32 arguments over those words.
 
     Args:
+        expected: the reference's scales.
+        actual: the kernel's scales.
+        unwritten: the poison survived both runs.
         neighbour_expected: (n, k) reference scales of the same row/col in neighbouring groups (NaN where none).
+        round_scales_to_power_of_2: the op's argument. On, a kernel scale one binade off the reference's is a pow2
+            rounding edge (the "log2" and "floor" rules differ by exactly one binade where they differ); off, a
+            kernel scale equal to the reference's rounded to a power of two by either rule is.
     """
     n = expected.numel()
     cat = torch.full((n,), -1, dtype=torch.int64)

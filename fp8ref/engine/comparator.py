@@ -156,7 +156,8 @@ def compare(
         offs: explicit end offsets or a layout name from fp8ref.layouts.OFFS_LAYOUTS.
         groups: the group count for a named ``offs`` layout.
         dtype: the input dtype.
-        fp8_dtype, round_scales_to_power_of_2: the op's arguments.
+        fp8_dtype: the op's argument: the fp8 output format.
+        round_scales_to_power_of_2: the op's argument: whether scales are rounded to powers of two.
         values: a distribution from fp8ref.engine.values.VALUE_KINDS.
         layout: input memory layout, "row_major" or "col_major".
         device: where the kernel runs (default cuda if available, else cpu).

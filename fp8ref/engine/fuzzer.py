@@ -86,9 +86,10 @@ def fuzz(
         sequence: before each example, call the kernel on the same shape with up to two other group counts
             (jagged ops), so per-shape caches that ignore the group count are exercised.
         category: count an example as failing only if this category fails in it (shrink to *that* failure).
-        dtypes, fp8_dtypes, layouts: what to draw from. Defaults are the battery's (fp8ref.engine.battery): its
-            input dtypes, the fp8 formats it tries for this kernel on the device (fnuz included where stored), the
-            contract's layouts.
+        dtypes: the input dtypes to draw from; default the battery's (fp8ref.engine.battery DTYPES).
+        fp8_dtypes: the fp8 formats to draw from; default those the battery tries for this kernel on the device
+            (fnuz included where stored) that the op takes.
+        layouts: the input memory layouts to draw from; default the contract's layouts.
         **compare_kwargs: passed to every ``compare`` call (e.g. device, strict_nan, method="atomic").
     """
     # hypothesis is a test extra, imported here so that ``import fp8ref`` needs only torch.

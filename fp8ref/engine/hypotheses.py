@@ -37,6 +37,7 @@ def division_explains(
         actual: the kernel's codes (uint8), same shape.
         scale: f32, same shape: the kernel's scale of each element.
         valid: bool, same shape: the elements inside some group.
+        fp8_dtype: the output format.
     """
     by_division = divided_bytes(x, scale, fp8_dtype)
     return bool(same_fp8(by_division, actual, fp8_dtype, strict_nan=False)[valid].all())
@@ -93,10 +94,20 @@ def boundary_shift(
     where none covers it).
 
     Args:
-        x: the input in its logical 2-D shape; ``jagged_dim`` is the dim ``offs`` splits.
-        actual_q: the kernel's codes (uint8), x's shape; ``unwritten`` marks the poisoned ones.
+        x: the input in its logical 2-D shape.
+        jagged_dim: the dim of ``x`` that ``offs`` splits.
+        offs: the true end offsets, one per group.
+        actual_q: the kernel's codes (uint8), x's shape.
         actual_scales: the kernel's flat scales, ``s[g * C + c]`` with C the other dim's size.
+        unwritten: bool, x's shape: the codes of ``actual_q`` that kept the poison (a shift may leave rows
+            uncovered; those must be unwritten).
         valid: x's shape: the elements inside some group of the true layout.
+        fp8_dtype: the output format.
+        round_scales_to_power_of_2: the op's argument, used to recompute each shifted group's scales.
+
+    Returns:
+        The first of SHIFTS (simplest first) that explains the pair, or None (also when ``offs`` is empty or
+        ``actual_scales`` does not hold one scale per group and column).
     """
     xt = x.movedim(jagged_dim, 0).to(torch.float32)  # (L, C)
     qt, unw, ok_rows = (t.movedim(jagged_dim, 0) for t in (actual_q, unwritten, valid))

@@ -38,6 +38,11 @@ class Inputs:
     offs: tuple[int, ...] | None
 
     def offs_tensor(self, device: torch.device | str = "cpu") -> torch.Tensor | None:
+        """The end offsets as the kernel receives them, an int32 tensor on ``device``; None for ops without offs.
+
+        Args:
+            device: where the tensor is made.
+        """
         if self.offs is None:
             return None
         return torch.tensor(self.offs, dtype=torch.int32, device=device)

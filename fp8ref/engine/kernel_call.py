@@ -93,8 +93,10 @@ def check_outputs(
 
     Args:
         out: the kernel's return value.
-        xs: the inputs the kernel received (on ``device``); ``originals`` their CPU copies before the call.
-        offs: the offsets tensor the kernel received, ``expected_offs`` their values (jagged ops).
+        xs: the inputs the kernel received (on ``device``).
+        originals: CPU copies of ``xs`` made before the call (a difference is "input_written").
+        offs: the offsets tensor the kernel received (jagged ops), or None.
+        expected_offs: the values ``offs`` held before the call (jagged ops), or None.
         device: where the kernel was asked to run.
     """
     problems: list[Problem] = []

@@ -249,7 +249,8 @@ def unwritten_mask(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
     """Elements holding the poison of their own run in both runs (compared per byte, any element size).
 
     Args:
-        first, second: the same output from the run poisoned with POISON_BYTES[0] and the one with POISON_BYTES[1].
+        first: the output from the run poisoned with POISON_BYTES[0].
+        second: the same output from the run poisoned with POISON_BYTES[1].
     """
     size = first.element_size()
     a = first.contiguous().view(torch.uint8).reshape(*first.shape, size)

@@ -51,9 +51,15 @@ class Call:
 
     @property
     def groups(self) -> int | None:
+        """The group count (one per end offset); None for ops without offs."""
         return None if self.offs is None else len(self.offs)
 
     def label(self) -> str:
+        """A short name of the call, e.g. ``per_group_rowwise_scales-1024x512-G4-bf16-e4m3fn-pow2``.
+
+        Op, shape, group count (jagged ops), input and fp8 dtypes, and ``pow2`` when scales are rounded to powers
+        of two.
+        """
         dims = "x".join(str(s) for s in self.shape)
         parts = [self.op, dims]
         if self.offs is not None:
@@ -232,6 +238,7 @@ class Report:
         return jsonable(asdict(self))
 
     def to_json(self) -> str:
+        """``to_dict`` as JSON text, indented by one space."""
         return json.dumps(self.to_dict(), indent=1)
 
     def repro(self) -> str:

@@ -91,8 +91,15 @@ def make_values(
     """A CPU tensor of ``shape`` and ``dtype`` drawn from distribution ``kind`` (one of VALUE_KINDS).
 
     Args:
-        reduce_dim: the dim the op takes amax over; special values are arranged per line along it.
+        kind: the distribution, one of VALUE_KINDS.
+        shape: the tensor's shape (a zero-size shape gives an empty tensor).
+        dtype: the input dtype the values are rounded to (bf16, f16 or f32).
         fp8_dtype: the target format (ties and near-pow2 amax are defined relative to its grid and max).
+        reduce_dim: the dim the op takes amax over; special values are arranged per line along it.
+        gen: the CPU generator every draw comes from: the same generator state gives the same tensor.
+
+    Raises:
+        ValueError: ``kind`` is not one of VALUE_KINDS (checked only when the shape is not empty).
     """
     length = shape[reduce_dim]
     moved = [*(s for i, s in enumerate(shape) if i != reduce_dim), length]
