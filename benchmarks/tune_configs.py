@@ -26,7 +26,7 @@ import torch
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.configs as configs_module
 from fp8moe.bench import ISSUE11_POINTS, Point, copy_bandwidth_gbps, make_inputs, moe_points, same_outputs
-from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL, ROWWISE, TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE, KernelConfigs
+from fp8moe.configs import CONFIGS_BY_SPEC, KernelConfigs
 from fp8ref.contracts import contract
 
 E4 = torch.float8_e4m3fn
@@ -35,14 +35,9 @@ NEAR_BEST = 0.05
 
 
 def kernel_configs_of(op: str, kwargs: dict) -> tuple[KernelConfigs, ...]:
-    """The KernelConfigs every kernel of one op launches with (they share one candidate list)."""
-    if op == "per_group_colwise_scales_dual":
-        return (PER_GROUP_DUAL,)
-    if op.startswith("per_group"):
-        return (PER_GROUP,)
-    if op == "rowwise_3d_transpose_rhs" and kwargs.get("method") == "atomic":
-        return (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE)
-    return (ROWWISE,)
+    """The KernelConfigs the kernels of one launch variant run with (fp8moe.configs.CONFIGS_BY_SPEC)."""
+    method = kwargs.get("method")
+    return CONFIGS_BY_SPEC[f"{op}[{method}]" if method else op]
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from fp8moe.backend import Backend, launch_device
 
 __all__ = [
     "AUTOTUNE_MIN_ELEMENTS",
+    "CONFIGS_BY_SPEC",
     "INT32_MAX",
     "INTERPRETER_MAX_BLOCK",
     "INTERPRETER_MAX_TILE",
@@ -330,3 +331,16 @@ PER_GROUP_DUAL = KernelConfigs(
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
     key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "ROUND_POW2"),
 )
+
+
+#: The candidate lists each fp8moe launch variant runs with, by KernelSpec id (op, and the method in brackets where
+#: an op has several): what benchmarks/tune_configs.py forces one candidate at a time. The first entry owns the list.
+CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
+    "rowwise_2d_scale_and_cast": (ROWWISE,),
+    "colwise_3d_scale_and_cast": (ROWWISE,),
+    "rowwise_3d_transpose_rhs[reduction]": (ROWWISE,),
+    "rowwise_3d_transpose_rhs[atomic]": (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
+    "per_group_rowwise_scales": (PER_GROUP,),
+    "per_group_colwise_scales": (PER_GROUP,),
+    "per_group_colwise_scales_dual": (PER_GROUP_DUAL,),
+}

@@ -417,3 +417,17 @@ def test_every_cuda_candidate_gives_the_reference_bytes(
             dim = c.jagged_dim
             a, b = a.narrow(dim, 0, ends[-1]), b.narrow(dim, 0, ends[-1])
         assert_same_bits(a, b, what=f"output {i} with {candidate}")
+
+
+def test_every_fp8moe_launch_variant_names_its_candidate_lists():
+    from fp8moe.configs import CONFIGS_BY_SPEC, KernelConfigs
+    from fp8ref.spec import specs
+
+    variants = {
+        f"{s.name}[{kw['method']}]" if "method" in kw else s.name
+        for s in specs()
+        if s.contract.kind == "quantize" and s.kernel.startswith("fp8moe")
+        for kw in s.kwargs_grid
+    }
+    assert variants == set(CONFIGS_BY_SPEC)
+    assert all(isinstance(c, KernelConfigs) for lists in CONFIGS_BY_SPEC.values() for c in lists)
