@@ -118,6 +118,8 @@ class OpContract:
         jagged_unit: group sizes of generated offs are multiples of this (16 for the GEMM's alignment).
         value_kinds: input distributions that make sense (fp8ref.engine.values.VALUE_KINDS).
         round_scales_options: the values of ``round_scales_to_power_of_2`` the op takes.
+        example_shape: the shape the README's examples use for this op (or one of the same size class): compare's
+            default battery is timed and its mutant self-test run at it.
         group_dim: the ``shape`` entry that fixes the group count (the GEMM's E: one group per expert), or None
             when any group count goes (the per-group quantization ops).
     """
@@ -141,6 +143,7 @@ class OpContract:
     value_kinds: tuple[str, ...] = ("normal", "special")
     round_scales_options: tuple[bool, ...] = (False, True)
     group_dim: int | None = None
+    example_shape: Shape = ()
 
     @property
     def jagged(self) -> bool:
@@ -241,6 +244,7 @@ CONTRACTS: dict[str, OpContract] = {
             reduce_dim=1,
             scale_count=lambda s, g: s[0],
             element_map=_rowwise_2d_map,
+            example_shape=(4096, 512),
             test_shapes=((1, 1), (7, 100), (33, 130)),
             bench=lambda m, k, n, e: ((m, k), 1),
             cases=cases_rowwise_2d.CASES,
@@ -252,6 +256,7 @@ CONTRACTS: dict[str, OpContract] = {
             reduce_dim=1,
             scale_count=lambda s, g: s[0] * s[2],
             element_map=_colwise_3d_map,
+            example_shape=(4, 256, 128),
             test_shapes=((1, 1, 1), (2, 7, 100), (3, 33, 17)),
             bench=lambda m, k, n, e: ((e, k, n), 1),
             cases=cases_colwise_3d.CASES,
@@ -265,6 +270,7 @@ CONTRACTS: dict[str, OpContract] = {
             reduce_dim=2,
             scale_count=lambda s, g: s[0] * s[1],
             element_map=_transpose_rhs_map,
+            example_shape=(4, 256, 128),
             test_shapes=((1, 1, 1), (2, 7, 100), (3, 33, 17)),
             bench=lambda m, k, n, e: ((e, k, n), 1),
             cases=cases_transpose_rhs.CASES,
@@ -276,6 +282,7 @@ CONTRACTS: dict[str, OpContract] = {
             reduce_dim=1,
             scale_count=lambda s, g: g * s[0],
             element_map=_per_group_rowwise_map,
+            example_shape=(100, 1000),
             test_shapes=((1, 1), (7, 100), (16, 130)),
             # grad_out^T (N, M) for grad_B, jagged along the tokens.
             bench=lambda m, k, n, e: ((n, m), e),
@@ -289,6 +296,7 @@ CONTRACTS: dict[str, OpContract] = {
             reduce_dim=0,
             scale_count=lambda s, g: g * s[1],
             element_map=_per_group_colwise_map,
+            example_shape=(1000, 100),
             test_shapes=((1, 1), (100, 7), (130, 16)),
             bench=lambda m, k, n, e: ((m, k), e),
             cases=cases_per_group_colwise.CASES,
@@ -301,6 +309,7 @@ CONTRACTS: dict[str, OpContract] = {
             reduce_dim=0,
             scale_count=lambda s, g: g * s[1],
             element_map=_per_group_colwise_map,
+            example_shape=(1000, 100, 64),
             test_shapes=((1, 1, 1), (100, 7, 3), (130, 16, 9)),
             # grad_out (M, N) and A (M, K) for grad_B, one launch.
             bench=lambda m, k, n, e: ((m, n, k), e),
@@ -313,6 +322,7 @@ CONTRACTS: dict[str, OpContract] = {
             ("M", "K", "N", "E"),
             grouped_mm_path.grouped_mm,
             # K and N multiples of 16 (the GEMM's alignment); E experts, one token group each.
+            example_shape=(64, 32, 48, 4),
             test_shapes=((64, 32, 48, 4), (48, 16, 16, 3)),
             bench=lambda m, k, n, e: ((m, k, n, e), e),
             kind="grouped_gemm",

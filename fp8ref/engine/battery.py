@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fp8ref.contracts import OpContract
+from fp8ref.contracts import QUANTIZE_OPS, OpContract, contract
 from fp8ref.engine.report import Report
 from fp8ref.formats import dtype_id
 from fp8ref.spec import KernelSpec, _pairwise
@@ -77,16 +77,9 @@ OFFS: tuple[str, ...] = ("tail_past_end", "dominant", "empty_first", "empty_midd
 #: Group counts of jagged ops, run in this order on each shape: a cache keyed on the shape alone is filled by the
 #: smaller count and then misses the larger one's groups.
 GROUPS: tuple[int, ...] = (3, 7)
-#: The shapes the README's examples use, and one per other op of the same size class: the battery's time budget
+#: The op rows' example shapes (the README's, and one per other op of the same size class): the battery's time budget
 #: (under 5 s on the CPU interpreter, under 1 s on a GPU) and tests/test_engine_battery.py are measured at these.
-EXAMPLE_SHAPES: Mapping[str, tuple[int, ...]] = {
-    "rowwise_2d_scale_and_cast": (4096, 512),
-    "colwise_3d_scale_and_cast": (4, 256, 128),
-    "rowwise_3d_transpose_rhs": (4, 256, 128),
-    "per_group_rowwise_scales": (100, 1000),
-    "per_group_colwise_scales": (1000, 100),
-    "per_group_colwise_scales_dual": (1000, 100, 64),
-}
+EXAMPLE_SHAPES: Mapping[str, tuple[int, ...]] = {name: contract(name).example_shape for name in QUANTIZE_OPS}
 
 #: How many members run on the caller's shape when edge shapes are added; the rest run on the edge shapes, which are
 #: small (a dim of 3) but keep the reduced length, so the battery costs about CALLER_MEMBERS calls at the caller's
