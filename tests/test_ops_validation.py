@@ -21,17 +21,12 @@ import fp8moe  # before anything imports triton: turns the interpreter on when t
 from fp8moe import backend as backend_module
 from fp8moe import ops
 from fp8moe.backend import Backend
+from fp8ref.contracts import QUANTIZE_OPS
 
 pytestmark = pytest.mark.interpreter
 
-OP_NAMES = (
-    "rowwise_2d_scale_and_cast",
-    "colwise_3d_scale_and_cast",
-    "rowwise_3d_transpose_rhs",
-    "per_group_rowwise_scales",
-    "per_group_colwise_scales",
-    "per_group_colwise_scales_dual",
-)
+#: The quantization ops, from the op table (the grouped GEMM has its own checks: tests/test_grouped_mm.py).
+OP_NAMES = QUANTIZE_OPS
 
 
 def _x(*shape: int, dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> torch.Tensor:
