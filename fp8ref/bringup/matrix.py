@@ -20,7 +20,7 @@ from fp8ref.backends import kernel_backend
 from fp8ref.bringup.progress import Progress
 from fp8ref.bringup.results import MAX_EXAMPLES, StepResult
 from fp8ref.bringup.shard import run_items
-from fp8ref.engine.battery import member_label
+from fp8ref.engine.battery import label_of
 from fp8ref.formats import fmt
 
 __all__ = ["matrix_item", "matrix_items", "matrix_steps"]
@@ -77,18 +77,8 @@ def matrix_items(
             items.append(
                 {
                     "name": f"kernel_matrix/{p.id}",
-                    # The case named as compare's battery names its members (fp8ref.engine.battery.member_label).
-                    "member": member_label(
-                        p.shape,
-                        values=p.values,
-                        pow2=p.round_scales_to_power_of_2,
-                        dtype=p.dtype,
-                        fp8_dtype=p.fp8_dtype,
-                        layout=p.layout,
-                        offs=p.offs,
-                        groups=p.groups,
-                        kernel_kwargs=p.kernel_kwargs,
-                    ),
+                    # The case named as compare's battery names its members (fp8ref.engine.battery.label_of).
+                    "member": label_of(p),
                     "spec_index": index,
                     "spec": spec.id,
                     "op": spec.name,

@@ -48,6 +48,7 @@ __all__ = [
     "build_battery",
     "device_formats",
     "edge_shapes",
+    "label_of",
     "member_label",
     "merge_reports",
     "output_names",
@@ -199,17 +200,22 @@ class Member:
     @property
     def label(self) -> str:
         """This member's name (``member_label``), e.g. ``1013x3,values=special,pow2,bf16,e5m2,col_major``."""
-        return member_label(
-            self.shape,
-            values=self.values,
-            pow2=self.round_scales_to_power_of_2,
-            dtype=self.dtype,
-            fp8_dtype=self.fp8_dtype,
-            layout=self.layout,
-            offs=self.offs,
-            groups=self.groups,
-            kernel_kwargs=self.kernel_kwargs,
-        )
+        return label_of(self)
+
+
+def label_of(point) -> str:
+    """``member_label`` of anything carrying a call's axes as attributes: a battery Member, a KernelSpec Param."""
+    return member_label(
+        point.shape,
+        values=point.values,
+        pow2=point.round_scales_to_power_of_2,
+        dtype=point.dtype,
+        fp8_dtype=point.fp8_dtype,
+        layout=point.layout,
+        offs=point.offs,
+        groups=point.groups,
+        kernel_kwargs=point.kernel_kwargs,
+    )
 
 
 def member_label(
