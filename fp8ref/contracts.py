@@ -90,6 +90,9 @@ MOE_CONFIGS: tuple[tuple[int, int, int, int], ...] = (
 
 Shape = tuple[int, ...]
 
+#: How the engine compares an op's outputs: byte for byte through element maps, or a GEMM path by SQNR.
+KINDS: tuple[str, ...] = ("quantize", "grouped_gemm")
+
 
 @dataclass(frozen=True)
 class OpContract:
@@ -101,10 +104,12 @@ class OpContract:
     Attributes:
         name: the op name, identical in fp8ref.ops and the kernel packages (SPEC §5).
         dims: names of the ``shape`` tuple ``compare`` takes, e.g. ("M", "K").
-        reference: the reference function (fp8ref.ops.<name>).
-        reduce_dim: the input dim each amax reduces over (where "all-zero slice" and "outlier" values are placed).
-        scale_count: (input shape, groups) -> number of f32 scale words written for that input.
-        element_map: (x, q, offs) -> ElementMap: where every fp8 element comes from and which scale it used.
+        reference: the reference function (fp8ref.ops.<name>; fp8ref.grouped_mm.grouped_mm for the GEMM).
+        reduce_dim: quantization ops: the input dim each amax reduces over (where "all-zero slice" and "outlier"
+            values are placed).
+        scale_count: quantization ops: (input shape, groups) -> number of f32 scale words written for that input.
+        element_map: quantization ops: (x, q, offs) -> ElementMap: where every fp8 element comes from and which
+            scale it used.
         test_shapes: small shapes every implementation is tested on (tails, sub-block dims, non-multiples of 16).
         bench: one MOE_CONFIGS entry (M, K, N, E) -> this op's benchmark (shape, groups).
         cases: the op's named case table (fp8ref.cases.<name>.CASES).
@@ -144,6 +149,13 @@ class OpContract:
     round_scales_options: tuple[bool, ...] = (False, True)
     group_dim: int | None = None
     example_shape: Shape = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.name}: kind must be one of {KINDS}, got {self.kind!r}")
+        needed = ("reduce_dim", "scale_count", "element_map")
+        if self.kind == "quantize" and any(getattr(self, f) is None for f in needed):
+            raise ValueError(f"{self.name}: a quantization op's row needs {needed}")
 
     @property
     def jagged(self) -> bool:
