@@ -27,7 +27,7 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 #: Seconds one notebook may take, from kernel start to shutdown, on the 2-core CI machine (issue #13). Measured as
 #: the CPU time of the kernel process (and anything it runs), which a busy machine cannot inflate the way it inflates
 #: wall time; on an idle machine the wall time of these CPU-bound notebooks is about the same (see the "Runs on" line
-#: of each). The slowest, bringup_certificate, took 22 s.
+#: of each). The slowest, bringup_certificate, took 21 s of CPU on a quiet machine and 28 s on a loaded one.
 BUDGET_S = 60
 #: A hang fails the cell instead of blocking the run; far above any cell's time even on a loaded machine.
 CELL_TIMEOUT_S = 600
