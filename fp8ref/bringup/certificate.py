@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import html
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from fp8ref.bringup.results import STATUSES, StepResult
 from fp8ref.engine.report import jsonable
 
-__all__ = ["SCHEMA_VERSION", "build_certificate", "overall_status", "render_markdown", "validate", "write"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Certificate",
+    "build_certificate",
+    "overall_status",
+    "render_markdown",
+    "validate",
+    "write",
+]
 
 SCHEMA_VERSION = 1
 
@@ -324,3 +334,65 @@ def write(doc: dict, out: Path) -> tuple[Path, Path]:
     json_path.write_text(json.dumps(doc, indent=1) + "\n")
     md_path.write_text(render_markdown(doc) + "\n")
     return json_path, md_path
+
+
+_STATUS_COLOR = {"pass": "#1a7f37", "pass_with_findings": "#9a6700", "fail": "#cf222e"}
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A written certificate read back, for a vendor's notebook: ``Certificate.load(out_dir)``.
+
+    Its HTML view (Jupyter) gives the status, the counts and every failing step and finding with its note; the text
+    view is the status line. ``doc`` is the JSON document (``validate`` checks it on load).
+
+    Attributes:
+        doc: the certificate's JSON document.
+    """
+
+    doc: dict
+
+    @classmethod
+    def load(cls, path: str | Path) -> Certificate:
+        """Read ``certificate.json`` from a file or from the directory ``fp8ref bringup --out`` wrote.
+
+        Raises:
+            ValueError: when the document does not follow the certificate schema.
+        """
+        path = Path(path)
+        doc = json.loads((path / "certificate.json" if path.is_dir() else path).read_text())
+        errors = validate(doc)
+        if errors:
+            raise ValueError(f"{path}: not a bring-up certificate: {'; '.join(errors[:3])}")
+        return cls(doc)
+
+    @property
+    def status(self) -> str:
+        """ "pass", "pass_with_findings" or "fail"."""
+        return self.doc["summary"]["status"]
+
+    def steps(self, status: str) -> list[dict]:
+        """The steps with ``status`` ("pass", "fail", "finding", "skipped")."""
+        return [s for s in self.doc["steps"] if s["status"] == status]
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n} {k}" for k, n in self.doc["summary"]["counts"].items())
+        return f"Certificate({self.status.upper()}: {counts}; {self.doc['command']})"
+
+    def _repr_html_(self) -> str:
+        summary = self.doc["summary"]
+        color = _STATUS_COLOR.get(self.status, "#57606a")
+        counts = "".join(f"<td>{n} {html.escape(k)}</td>" for k, n in summary["counts"].items())
+        parts = [
+            f"<div><b style='color:{color}'>{html.escape(self.status.upper())}</b> "
+            f"<code>{html.escape(self.doc['command'])}</code>, {summary['duration_s']:.0f} s</div>",
+            f"<table><tr>{counts}</tr></table>",
+        ]
+        for status in ("fail", "finding"):
+            rows = "".join(
+                f"<tr><td>{html.escape(s['name'])}</td><td>{html.escape(s.get('note', ''))}</td></tr>"
+                for s in self.steps(status)
+            )
+            if rows:
+                parts.append(f"<b>{status}</b><table>{rows}</table>")
+        return "<div style='font-family:monospace'>" + "".join(parts) + "</div>"

@@ -8,9 +8,11 @@ terminal. Into a file or a CI log, where "\r" does not overwrite, each redraw be
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import TextIO
 
-from tqdm.auto import tqdm
+from tqdm import TqdmWarning
+from tqdm.std import tqdm as text_tqdm
 
 __all__ = ["Progress"]
 
@@ -48,15 +50,25 @@ class Progress:
         tty = stream.isatty()
         # A terminal redraws in place up to 10 times a second (the kernel matrix advances hundreds of times a second
         # on a GPU); a log gets a line every 10 s.
-        self._bar = tqdm(
-            total=max(int(total), 1),
-            desc=label,
-            disable=not enabled,
-            file=stream if tty else _LineStream(stream),
-            mininterval=0.1 if tty else 10.0,
-            dynamic_ncols=tty,
-            leave=True,
-        )
+        options = {
+            "total": max(int(total), 1),
+            "desc": label,
+            "disable": not enabled,
+            "file": stream if tty else _LineStream(stream),
+            "mininterval": 0.1 if tty else 10.0,
+            "dynamic_ncols": tty,
+            "leave": True,
+        }
+        if not enabled:
+            self._bar = text_tqdm(**options)  # draws nothing; the notebook front end would still warn without widgets
+            return
+        with warnings.catch_warnings():
+            # Imported here, not at the top: in Jupyter without ipywidgets, importing tqdm.auto warns "IProgress not
+            # found" (and then draws text, which is fine), also in processes that never draw a bar.
+            warnings.filterwarnings("ignore", category=TqdmWarning)
+            from tqdm.auto import tqdm as auto_tqdm
+
+            self._bar = auto_tqdm(**options)
 
     @property
     def done(self) -> int:
