@@ -368,7 +368,7 @@ class Certificate:
 
     @property
     def status(self) -> str:
-        """ "pass", "pass_with_findings" or "fail"."""
+        """The overall status: "pass", "pass_with_findings" or "fail"."""
         return self.doc["summary"]["status"]
 
     def steps(self, status: str) -> list[dict]:
