@@ -206,8 +206,9 @@ def forward_backward(
     pad_groups: bool = False,
 ) -> GroupedMMResult:
     """:func:`grouped_mm` forward (and with ``grad_out`` backward through autograd) plus the operands it fed its GEMMs
-    (:func:`quantize_operands`), in the shape of :func:`fp8ref.grouped_mm.grouped_mm`'s result: what a comparison
-    against the reference calls. A and B_t are not modified; their gradients are returned, not accumulated."""
+    (:func:`quantize_operands`), in the shape of :func:`fp8ref.grouped_mm.grouped_mm`'s result, for tests that compare
+    the two field by field (``fp8ref.compare`` runs the same steps on any grouped-GEMM callable itself). A and B_t
+    are not modified; their gradients are returned, not accumulated."""
     fp8_dtype = default_fp8_dtype(A.device) if fp8_dtype is None else fp8_dtype
     A_leaf = A.detach().requires_grad_(grad_out is not None)
     B_leaf = B_t.detach().requires_grad_(grad_out is not None)

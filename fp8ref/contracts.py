@@ -72,10 +72,8 @@ def group_ids(offs: Sequence[int], length: int) -> torch.Tensor:
 
     Group g is [offs[g-1], offs[g]) with offs[-1] := 0 (SPEC §4); empty groups own no index.
     """
-    ends = torch.tensor(list(offs), dtype=torch.int64)
-    idx = torch.arange(length, dtype=torch.int64)
-    g = torch.searchsorted(ends, idx, right=True)
-    return torch.where(g < len(ends), g, torch.full_like(g, -1))
+    g = grouped_mm_path.group_ids(torch.tensor(list(offs), dtype=torch.int32), length)  # one rule, on the device there
+    return torch.where(g < len(offs), g, torch.full_like(g, -1))
 
 
 #: The four MoE grouped-GEMM configurations of SPEC §7, (M tokens, K, N, E experts). Every op's bench shapes are
