@@ -235,3 +235,10 @@ def test_a_kernel_that_writes_into_its_input_fails():
     report = fp8ref.compare(clobbering, (4, 8), like="rowwise_2d_scale_and_cast", device="cpu", battery=False)
     assert not report.ok
     assert "the kernel wrote into input 0" in report.structure
+
+
+def test_passing_report_html_leaves_out_its_all_zero_heatmap():
+    report = fp8ref.compare("fp8ref.ops:rowwise_2d_scale_and_cast", (8, 100), device="cpu", battery=False)
+    assert report.ok
+    assert report.heatmaps  # computed, just not drawn: a passing heatmap is all zeros
+    assert "display:grid" not in report._repr_html_()
