@@ -6,9 +6,10 @@
 #      (kernels bitwise vs fp8ref, compile == eager, opcheck, no host syncs, int64 indexing over 2^31 elements);
 #      pytest-xdist workers spread over the GPUs.
 #   3. bench: python -m fp8moe.bench at the issue #11 shapes (benchmarks/results/h200-bench-*.{json,md,png}).
-#   4. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
-# Knobs: STEPS (default "bringup tests"; any of bringup tests bench tune), DEVICES=all on a multi-GPU machine
-# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, TUNE_TIMEOUT (seconds),
+#   4. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points.
+#   5. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench profile tune), DEVICES=all on a multi-GPU machine
+# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT (seconds),
 # BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
 set -uo pipefail
@@ -51,6 +52,18 @@ fi
 if [[ $steps == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-190}" python3 -m fp8moe.bench ${BENCH_ARGS:-} --out "$OUT/bench" >"$OUT/bench.log" 2>&1
   echo "bench exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+
+if [[ $steps == *" profile "* ]]; then
+  # Hardware counters (Nsight Compute) of the autotuned kernels at the points PROFILE_SELECT names
+  # (benchmarks/profile_kernels.py --help); the raw CSV and its Markdown summary.
+  timeout "${PROFILE_TIMEOUT:-200}" ncu --profile-from-start off --clock-control none --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
+    --metrics 'dram__bytes_read.sum,dram__bytes_write.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+    --csv --page details python3 benchmarks/profile_kernels.py --select "${PROFILE_SELECT:-per_group}" \
+    >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+  echo "profile exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+  python3 benchmarks/profile_kernels.py --summarize "$OUT/ncu.csv" >"$OUT/ncu.md" 2>>"$OUT/ncu.err"
 fi
 
 if [[ $steps == *" tune "* ]]; then

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import platform
 import sys
 
@@ -57,8 +58,9 @@ def forced(names: set[str], index: int):
 
 
 def _describe(config) -> str:
-    tile = "x".join(str(v) for v in config.kwargs.values())
-    return f"{tile}/w{config.num_warps}"
+    tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
+    steps = config.kwargs.get("ROW_STEPS", 1)
+    return f"{tile}{f'/s{steps}' if steps > 1 else ''}/w{config.num_warps}"
 
 
 def point_label(point: Point) -> str:
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         help="no GPU: summarize tables this script wrote, per candidate list and candidate",
     )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
-    parser.add_argument("--only", default=None, help="substring filter on the op name")
+    parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
+    parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
     parser.add_argument("--select", default=None, help="substring filter on '<op> <variant> <layout>' of a point")
     parser.add_argument("--points", choices=("issue11", "moe"), default="issue11", help="issue #11 shapes or SPEC §7's")
     args = parser.parse_args(argv)
@@ -165,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(header), flush=True)
     lines, all_exact = list(header), True
     points = ISSUE11_POINTS if args.points == "issue11" else moe_points()
-    points = [p for p in points if not args.only or args.only in p.op]
+    points = [p for p in points if not args.only or any(o in p.op for o in args.only.split(","))]
+    if args.max_elements:
+        points = [p for p in points if sum(map(math.prod, contract(p.op).input_shapes(p.shape))) <= args.max_elements]
     points = [p for p in points if not args.select or args.select in f"{p.op} {p.variant} {p.layout}"]
     for point in points:
         try:

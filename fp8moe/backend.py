@@ -34,6 +34,17 @@ _FN = (torch.float8_e4m3fn, torch.float8_e5m2)
 _FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
 
 
+#: How the kernels turn a scaled f32 value into fp8 (their CAST_MODE constexpr, fp8moe.kernels._common.quantize):
+#: clamp to +-max, then the exact integer encoder (the interpreter; GPUs whose conversion double-rounds);
+CAST_EXACT = 0
+#: clamp, then the backend's own conversion;
+CAST_CLAMPED_NATIVE = 1
+#: the backend's own conversion alone, where it saturates by itself (cast profile `satfinite`, SPEC §3), so a clamp
+#: would change no byte. On the H200 the clamp's NaN-keeping selects were 146 of the 297 instructions of the
+#: per-group kernel's pass-2 loop (SASS of the 64x64 tile, triton 3.9).
+CAST_SATURATING_NATIVE = 2
+
+
 @dataclass(frozen=True)
 class Backend:
     """What runs the kernels.
@@ -50,6 +61,9 @@ class Backend:
             Triton's conversion double-rounds through f16 (cuda_backend, rocm_backend).
         autotune: whether per-shape autotuning is allowed. False on ROCm: each new key costs a device sync there,
             hundreds per MoE training step (SPEC §7).
+        cast_saturates: the backend's own conversion saturates by itself (cast profile `satfinite`: overflow and
+            +-inf to +-max, NaN to NaN), so the kernels leave the clamp to it. True on NVIDIA sm_90+ (cvt.rn.satfinite;
+            the H200 bring-up certificate checks it on all 2^32 f32 inputs per format). Meaningless with exact_encode.
     """
 
     kind: BackendKind
@@ -57,6 +71,14 @@ class Backend:
     fp8_dtypes: tuple[torch.dtype, ...]
     exact_encode: bool
     autotune: bool
+    cast_saturates: bool = False
+
+    @property
+    def cast_mode(self) -> int:
+        """The kernels' CAST_MODE constexpr: CAST_EXACT, CAST_CLAMPED_NATIVE or CAST_SATURATING_NATIVE."""
+        if self.exact_encode:
+            return CAST_EXACT
+        return CAST_SATURATING_NATIVE if self.cast_saturates else CAST_CLAMPED_NATIVE
 
     def check_fp8_dtype(self, fp8_dtype: torch.dtype) -> None:
         """Check that this backend stores ``fp8_dtype`` natively (one of ``fp8_dtypes``).
@@ -161,7 +183,8 @@ def cuda_backend(major: int, minor: int) -> Backend:
     arch = f"sm_{major}{minor}"
     if (major, minor) < (8, 9):
         return Backend("cuda", arch, (), exact_encode=True, autotune=True)
-    return Backend("cuda", arch, _FN, exact_encode=(major, minor) < (9, 0), autotune=True)
+    sm90 = (major, minor) >= (9, 0)
+    return Backend("cuda", arch, _FN, exact_encode=not sm90, autotune=True, cast_saturates=sm90)
 
 
 @functools.cache

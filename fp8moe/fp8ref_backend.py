@@ -41,6 +41,7 @@ class Fp8moeBackend:
             fp8_dtypes=backend.fp8_dtypes,
             exact_encode=backend.exact_encode,
             autotune=backend.autotune,
+            cast_saturates=backend.cast_saturates,
             versions={"triton": triton.__version__, "fp8moe": _version()},
         )
 
@@ -52,6 +53,11 @@ class Fp8moeBackend:
                 f"the kernels do not use it on the {backend.kind} backend: they cast with the exact integer encoder "
                 "(fp8moe.kernels._common.encode_fp8_bits), so a divergence here cannot reach their output."
             )
+        elif backend.cast_saturates:
+            why = (
+                f"the kernels cast their scaled values with this conversion on the {backend.kind} backend and leave "
+                "the saturation to it (no clamp before it), so it must follow 'satfinite' on every input."
+            )
         else:
             why = f"the kernels cast their saturated values with this conversion on the {backend.kind} backend."
         return CastPath(
@@ -61,6 +67,7 @@ class Fp8moeBackend:
             fp8_dtypes=tuple(d for d in fp8_dtypes if d in backend.fp8_dtypes),
             load_bearing=not backend.exact_encode,
             why=why,
+            required_profile="satfinite" if backend.cast_saturates and not backend.exact_encode else None,
         )
 
 

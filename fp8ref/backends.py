@@ -44,6 +44,10 @@ class CastPath:
         load_bearing: whether results the project ships depend on this path. A divergence from the reference on
             inputs where every named profile agrees is then a genuine failure; otherwise it is a finding.
         why: one sentence saying why the path is (not) load-bearing, copied into the certificate.
+        required_profile: the cast profile (fp8ref.profiles) the kernels rely on the path to follow on every input,
+            or None. Kernels that leave saturation to the conversion (no clamp before it) require ``satfinite``:
+            the path is then checked against that profile instead of the detected one, and any mismatch, also
+            where the named profiles disagree (overflow, inf, NaN), is a failure.
     """
 
     name: str
@@ -52,6 +56,7 @@ class CastPath:
     fp8_dtypes: tuple[torch.dtype, ...]
     load_bearing: bool
     why: str
+    required_profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,7 @@ class BackendInfo:
         fp8_dtypes: the fp8 dtypes the backend stores; the kernel matrix skips the others.
         exact_encode: whether the kernels cast with an exact software encoder instead of the native conversion.
         autotune: whether launch configs are tuned per shape.
+        cast_saturates: the kernels leave saturation to the native conversion (no clamp before it).
         versions: e.g. {"triton": "3.9.0", "fp8moe": "0.1.0"}.
     """
 
@@ -75,6 +81,7 @@ class BackendInfo:
     exact_encode: bool
     autotune: bool
     versions: Mapping[str, str] = field(default_factory=dict)
+    cast_saturates: bool = False
 
     @property
     def interpreter(self) -> bool:
@@ -89,6 +96,7 @@ class BackendInfo:
             "arch": self.arch,
             "fp8_dtypes": [fmt(d).name for d in self.fp8_dtypes],
             "exact_encode": self.exact_encode,
+            "cast_saturates": self.cast_saturates,
             "autotune": self.autotune,
             "versions": dict(self.versions),
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
@@ -63,6 +64,14 @@ def test_matching_codes_produce_no_category():
 )
 def test_status_is_fail_only_for_common_domain_errors_of_load_bearing_paths(load_bearing, mismatches, common, status):
     assert status_for(_path(load_bearing), mismatches, common) == status
+
+
+@pytest.mark.parametrize(("mismatches", "common", "status"), [(0, 0, "pass"), (3, 0, "fail"), (3, 3, "fail")])
+def test_a_path_the_kernels_require_a_profile_of_fails_on_any_mismatch(mismatches, common, status):
+    # Kernels that leave saturation to the conversion rely on its overflow/inf/NaN behaviour too: a mismatch outside
+    # the common domain is a failure there, not a finding.
+    path = dataclasses.replace(_path(True), required_profile="satfinite")
+    assert status_for(path, mismatches, common) == status
 
 
 def test_gpu_sweep_chunks_cover_every_float32_pattern_once():

@@ -18,7 +18,7 @@ import fp8moe  # before anything imports triton: turns the interpreter on when t
 import triton
 
 from fp8moe import backend as backend_module
-from fp8moe import configs
+from fp8moe import configs, fp8ref_backend
 from fp8moe.backend import Backend
 from fp8moe.kernels import (
     _per_group,
@@ -27,6 +27,7 @@ from fp8moe.kernels import (
     rowwise_2d_scale_and_cast,
     rowwise_3d_transpose_rhs,
 )
+from fp8moe.kernels._common import fp8_constexprs
 
 FN = (torch.float8_e4m3fn, torch.float8_e5m2)
 FNUZ = (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)
@@ -283,6 +284,31 @@ def test_rocm_device_gets_a_backend_that_never_autotunes(arch, dtypes, monkeypat
 def test_cuda_cast_path_follows_the_architecture(capability, dtypes, exact_encode):
     backend = backend_module.cuda_backend(*capability)
     assert (backend.fp8_dtypes, backend.exact_encode, backend.autotune) == (dtypes, exact_encode, True)
+
+
+@pytest.mark.parametrize(
+    ("backend", "cast_mode"),
+    [
+        (backend_module.cuda_backend(9, 0), backend_module.CAST_SATURATING_NATIVE),  # cvt.rn.satfinite
+        (backend_module.cuda_backend(8, 9), backend_module.CAST_EXACT),
+        (backend_module.rocm_backend("gfx942"), backend_module.CAST_CLAMPED_NATIVE),  # saturation not established
+        (backend_module.rocm_backend("gfx1201"), backend_module.CAST_EXACT),
+        (INTERPRETER, backend_module.CAST_EXACT),
+    ],
+    ids=["sm90", "sm89", "gfx942", "gfx1201", "interpreter"],
+)
+def test_kernels_skip_their_clamp_only_where_the_native_cast_saturates(backend, cast_mode):
+    assert backend.cast_mode == cast_mode
+    assert fp8_constexprs(torch.float8_e4m3fn, False, backend.cast_mode)["CAST_MODE"] == cast_mode
+
+
+def test_bringup_requires_satfinite_of_a_native_cast_the_kernels_leave_saturation_to(monkeypatch):
+    monkeypatch.setattr(fp8ref_backend, "backend_for", lambda device: backend_module.cuda_backend(9, 0))
+    path = fp8ref_backend.BACKEND.native_cast(torch.device("cpu"), FN)
+    assert path.load_bearing
+    assert path.required_profile == "satfinite"
+    monkeypatch.setattr(fp8ref_backend, "backend_for", lambda device: backend_module.rocm_backend("gfx950"))
+    assert fp8ref_backend.BACKEND.native_cast(torch.device("cpu"), FN).required_profile is None
 
 
 @pytest.mark.parametrize(

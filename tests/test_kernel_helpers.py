@@ -42,12 +42,12 @@ def _quantize_kernel(
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     x = tl.load(x_ptr + offs, mask=mask)
-    tl.store(q_ptr + offs, quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE), mask=mask)
+    tl.store(q_ptr + offs, quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE), mask=mask)
 
 
 @triton.jit
@@ -93,7 +93,7 @@ def test_quantize_helper_equals_reference_on_all_bf16_patterns(fp8_dtype, scale,
         pytest.skip(f"{fmt(fp8_dtype).name} not native on {backend.kind}/{backend.arch}")
     x = torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
     q = torch.empty(x.shape, dtype=fp8_dtype, device=device)
-    kw = fp8_constexprs(fp8_dtype, False, backend.exact_encode)
+    kw = fp8_constexprs(fp8_dtype, False, backend.cast_mode)
     _quantize_kernel[_grid(x.numel())](x.to(device), q, scale, x.numel(), BLOCK=BLOCK, **kw)
     _assert_codes_equal(q, to_fp8_saturated(x.float() * scale, fp8_dtype), x)
 

@@ -11,9 +11,13 @@ import torch
 import triton
 import triton.language as tl
 
+from fp8moe import backend
 from fp8ref.formats import fmt
 
 __all__ = [
+    "CAST_CLAMPED_NATIVE",
+    "CAST_EXACT",
+    "CAST_SATURATING_NATIVE",
     "TL_FP8",
     "abs_max_keep_nan",
     "cast_to_fp8",
@@ -34,8 +38,14 @@ TL_FP8 = {
 }
 
 
+#: The CAST_MODE values as constexprs (fp8moe.backend documents each).
+CAST_EXACT = tl.constexpr(backend.CAST_EXACT)
+CAST_CLAMPED_NATIVE = tl.constexpr(backend.CAST_CLAMPED_NATIVE)
+CAST_SATURATING_NATIVE = tl.constexpr(backend.CAST_SATURATING_NATIVE)
+
+
 @functools.cache
-def fp8_constexprs(fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, exact_encode: bool) -> dict:
+def fp8_constexprs(fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, cast_mode: int) -> dict:
     """The constexpr launch arguments every kernel takes, derived from the format once (fp8ref.formats).
 
     Cached (it runs on every launch); callers unpack the dict and must not modify it.
@@ -48,7 +58,7 @@ def fp8_constexprs(fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, exa
         "EMIN": f.emin,
         "FNUZ": f.fnuz,
         "ROUND_POW2": bool(round_scales_to_power_of_2),
-        "EXACT_ENCODE": bool(exact_encode),
+        "CAST_MODE": int(cast_mode),
     }
 
 
@@ -164,10 +174,11 @@ def cast_to_fp8(
     MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
-    """Saturated f32 -> fp8: the backend's conversion (cvt.rn.satfinite on NVIDIA), or the exact encoder."""
-    if EXACT_ENCODE:
+    """f32 -> fp8 by CAST_MODE: the exact encoder (y saturated), or the backend's conversion (cvt.rn.satfinite on
+    NVIDIA)."""
+    if CAST_MODE == CAST_EXACT:
         return encode_fp8_bits(y, MAN_BITS, EMIN, FNUZ).to(tl.uint8).to(FP8_DTYPE, bitcast=True)
     else:
         return y.to(FP8_DTYPE)
@@ -182,8 +193,11 @@ def quantize(
     MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
-    """Twin of fp8ref: cast(saturate(f32(x) * scale)), scale broadcast by the caller's shapes."""
-    y = saturate_keep_nan(x.to(tl.float32) * scale, FP8_MAX)
-    return cast_to_fp8(y, FP8_DTYPE, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
+    """Twin of fp8ref: cast(saturate(f32(x) * scale)), scale broadcast by the caller's shapes; the clamp is left to
+    the conversion where it saturates by itself (CAST_SATURATING_NATIVE)."""
+    y = x.to(tl.float32) * scale
+    if CAST_MODE != CAST_SATURATING_NATIVE:
+        y = saturate_keep_nan(y, FP8_MAX)
+    return cast_to_fp8(y, FP8_DTYPE, MAN_BITS, EMIN, FNUZ, CAST_MODE)

@@ -50,7 +50,7 @@ def quantize_group_rows(
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
     """Scale and cast rows [pid_r * BLOCK_R, +BLOCK_R) of an (R, Ktot) view within group pid_g; store
     scales[g * R + r]. q has unit stride along K.
@@ -72,15 +72,15 @@ def quantize_group_rows(
     row_mask = rows < R
     x_rows = x_ptr + rows[:, None] * stride_xr  # (BLOCK_R, 1)
     q_rows = q_ptr + rows[:, None] * stride_qr
-    if end <= start // 16 * 16 + BLOCK_K:  # the group fits the one aligned tile quantize_span starts at
+    if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, K, stride_xk, BLOCK_R, BLOCK_K, True, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, EXACT_ENCODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     else:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, K, stride_xk, BLOCK_R, BLOCK_K, False, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, EXACT_ENCODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
 
@@ -106,7 +106,7 @@ def _per_group_rows_kernel(
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
     """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R), G).
 
@@ -114,7 +114,7 @@ def _per_group_rows_kernel(
     """
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
-        stride_qr, BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, EXACT_ENCODE,
+        stride_qr, BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
 
 
@@ -149,6 +149,6 @@ def launch_jagged_rows(
         stride_xk=x.stride(1),
         stride_qr=q.stride(0),
         INT64_INDEX=configs.needs_int64_index(x, q, scales),
-        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.exact_encode),
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     )
     return q, scales

@@ -51,7 +51,7 @@ def _rowwise_scale_and_cast_kernel(
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
     """x (B, S, L) any strides -> q (B, S, L) with unit stride along L, scales[b * S + s]. Grid (cdiv(S, BLOCK_S), B).
 
@@ -68,7 +68,7 @@ def _rowwise_scale_and_cast_kernel(
     q_rows = q_ptr + pid_b * stride_qb + rows[:, None] * stride_qs
     scale = quantize_span(
         x_rows, q_rows, row_mask, 0, L, L, stride_xl, BLOCK_S, BLOCK_L, ONE_PASS, INT64_INDEX,
-        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, EXACT_ENCODE,
+        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
     tl.store(scales_ptr + pid_b * S + rows, scale, mask=row_mask)
 
@@ -113,5 +113,5 @@ def launch_rows(
         stride_qb=q.stride(0),
         stride_qs=q.stride(1),
         INT64_INDEX=configs.needs_int64_index(x, q, scales),
-        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.exact_encode),
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     )

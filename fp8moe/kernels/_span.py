@@ -32,39 +32,22 @@ __all__ = ["quantize_span"]
 
 
 @triton.jit
-def _quantize_edge(
-    x_rows,
-    q_rows,
-    row_mask,
-    cols,
-    start,
-    end,
-    scale,
-    stride_xk,
-    INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr,
-    FNUZ: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
-):
-    """Quantize and store the columns of ``cols`` (one 16-column chunk) that lie in [start, end), exact mask."""
+def _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX: tl.constexpr):
+    """x[:, cols] of the rows, 0 outside [lo, hi). Aligned lo and hi keep 16-byte loads; the edge chunks pass exact
+    bounds."""
     if INT64_INDEX:
         cols = cols.to(tl.int64)
-    mask = row_mask[:, None] & ((cols >= start) & (cols < end))[None, :]
-    x = tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0)
-    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
-    tl.store(q_rows + cols[None, :], q, mask=mask)
+    mask = row_mask[:, None] & ((cols >= lo) & (cols < hi))[None, :]
+    return tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0)
 
 
 @triton.jit
-def _load_tile(x_rows, row_mask, cols, lo, hi, K, stride_xk, INT64_INDEX: tl.constexpr):
-    """x[:, cols] of the rows, 0 outside [lo, min(hi, K)) (lo and hi multiples of 16: the mask keeps 16-byte loads)."""
+def _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX: tl.constexpr):
+    """q[:, cols] = q of the rows, only inside [lo, hi)."""
     if INT64_INDEX:
         cols = cols.to(tl.int64)
-    mask = row_mask[:, None] & ((cols >= lo) & (cols < hi) & (cols < K))[None, :]
-    return tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0)
+    mask = row_mask[:, None] & ((cols >= lo) & (cols < hi))[None, :]
+    tl.store(q_rows + cols[None, :], q, mask=mask)
 
 
 @triton.jit
@@ -86,7 +69,7 @@ def quantize_span(
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
     """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
 
@@ -95,56 +78,59 @@ def quantize_span(
         q_rows: (BLOCK_R, 1) pointers to column 0 of each row of q; columns are contiguous.
         row_mask: (BLOCK_R,) rows that exist.
         start, end: the span, 0 <= start <= end <= K (an empty span gives the EPS-derived scale, stores nothing).
-        K: the row length (loads never pass it).
-        ONE_PASS: the caller guarantees end <= floor16(start) + BLOCK_K (the span fits one aligned tile).
+        K: the row length; loads stay inside the span, so K only documents the bound.
+        ONE_PASS: the caller guarantees that the aligned interior fits one tile,
+            floor16(end) - ceil16(start) <= BLOCK_K.
     """
-    block = tl.arange(0, BLOCK_K)
-    lo = start // 16 * 16
-    hi = (end + 15) // 16 * 16
     inner_lo = (start + 15) // 16 * 16
     inner_hi = end // 16 * 16
-    if ONE_PASS:
-        cols = lo + block
-        if INT64_INDEX:
-            cols = cols.to(tl.int64)
-        load_mask = row_mask[:, None] & ((cols < hi) & (cols < K))[None, :]
-        x = tl.load(x_rows + cols[None, :] * stride_xk, mask=load_mask, other=0.0)
-        in_span = ((cols >= start) & (cols < end))[None, :]
-        scale = scale_from_amax(abs_max_keep_nan(tl.where(in_span, x, 0.0), 1), FP8_MAX, ROUND_POW2)
-        q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
-        store_mask = row_mask[:, None] & ((cols >= inner_lo) & (cols < inner_hi))[None, :]
-        tl.store(q_rows + cols[None, :], q, mask=store_mask)
-    else:
-        # |x| >= 0, so the abs inside abs_max_keep_nan is exact on the accumulated values (NaN included).
-        acc = tl.zeros((BLOCK_R, BLOCK_K), dtype=tl.float32)
-        x_next = _load_tile(x_rows, row_mask, lo + block, lo, hi, K, stride_xk, INT64_INDEX)
-        for k0 in range(lo, hi, BLOCK_K):
-            x = x_next
-            cols = k0 + block
-            x_next = _load_tile(x_rows, row_mask, cols + BLOCK_K, lo, hi, K, stride_xk, INT64_INDEX)
-            in_span = ((cols >= start) & (cols < end))[None, :]
-            acc = max_keep_nan(acc, tl.where(in_span, tl.abs(x.to(tl.float32)), 0.0))
-        scale = scale_from_amax(abs_max_keep_nan(acc, 1), FP8_MAX, ROUND_POW2)
-        num_tiles = tl.cdiv(hi - lo, BLOCK_K)
-        x_next = _load_tile(x_rows, row_mask, lo + (num_tiles - 1) * BLOCK_K + block, lo, hi, K, stride_xk, INT64_INDEX)
-        for i in range(num_tiles):
-            cols = lo + (num_tiles - 1 - i) * BLOCK_K + block
-            x = x_next
-            x_next = _load_tile(x_rows, row_mask, cols - BLOCK_K, lo, hi, K, stride_xk, INT64_INDEX)
-            if INT64_INDEX:
-                cols = cols.to(tl.int64)
-            q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
-            store_mask = row_mask[:, None] & ((cols >= inner_lo) & (cols < inner_hi))[None, :]
-            tl.store(q_rows + cols[None, :], q, mask=store_mask)
+    # The span is a head [start, min(inner_lo, end)), the aligned interior [inner_lo, inner_hi) and a tail
+    # [max(inner_hi, inner_lo), end). Head and tail are partial 16-column chunks, each empty when its group edge is
+    # 16-aligned: they are loaded with exact masks (scalar accesses), only when not empty, and reloaded for pass 2.
     edge = tl.arange(0, 16)
-    if start < inner_lo:
-        _quantize_edge(
-            x_rows, q_rows, row_mask, lo + edge, start, end, scale, stride_xk, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE,
-        )  # fmt: skip
-    if (inner_hi < end) & (inner_hi >= inner_lo):
-        _quantize_edge(
-            x_rows, q_rows, row_mask, inner_hi + edge, start, end, scale, stride_xk, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE,
-        )  # fmt: skip
+    head_cols = start // 16 * 16 + edge
+    head_hi = tl.minimum(inner_lo, end)
+    tail_lo = tl.maximum(inner_hi, inner_lo)
+    tail_cols = tail_lo + edge
+    edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
+    if start < head_hi:
+        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+        edge_amax = max_keep_nan(edge_amax, abs_max_keep_nan(x_head, 1))
+    if tail_lo < end:
+        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+        edge_amax = max_keep_nan(edge_amax, abs_max_keep_nan(x_tail, 1))
+    block = tl.arange(0, BLOCK_K)
+    if ONE_PASS:
+        cols = inner_lo + block
+        x = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+        scale = scale_from_amax(max_keep_nan(abs_max_keep_nan(x, 1), edge_amax), FP8_MAX, ROUND_POW2)
+        q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+    else:
+        # Pass 1 needs no span mask: every interior element is in the span, and masked lanes load 0. The running
+        # max stays in x's dtype (a max of values is exact in it; bf16 pairs pack into one instruction), NaN kept.
+        acc = tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty)
+        x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+        for k0 in range(inner_lo, inner_hi, BLOCK_K):
+            x = x_next
+            x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+            acc = max_keep_nan(acc, tl.abs(x))
+        scale = scale_from_amax(max_keep_nan(abs_max_keep_nan(acc, 1), edge_amax), FP8_MAX, ROUND_POW2)
+        num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+        last = inner_lo + (num_tiles - 1) * BLOCK_K
+        x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+        for i in range(num_tiles):
+            cols = last - i * BLOCK_K + block
+            x = x_next
+            x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+            q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+    if start < head_hi:
+        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+        q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
+    if tail_lo < end:
+        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+        q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
     return scale

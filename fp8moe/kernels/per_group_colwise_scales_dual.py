@@ -47,7 +47,7 @@ def _per_group_colwise_scales_dual_kernel(
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid (cdiv(N1) + cdiv(N2), G).
 
@@ -78,7 +78,7 @@ def _per_group_colwise_scales_dual_kernel(
             EMIN,
             FNUZ,
             ROUND_POW2,
-            EXACT_ENCODE,
+            CAST_MODE,
         )
     else:
         quantize_group_rows(
@@ -102,7 +102,7 @@ def _per_group_colwise_scales_dual_kernel(
             EMIN,
             FNUZ,
             ROUND_POW2,
-            EXACT_ENCODE,
+            CAST_MODE,
         )
 
 
@@ -158,6 +158,6 @@ def launch(
         stride_x2n=x2.stride(1),
         stride_x2k=x2.stride(0),
         INT64_INDEX=configs.needs_int64_index(x1, x2, q1_t, q2_t, s1, s2),
-        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.exact_encode),
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     )
     return q1_t.t(), s1, q2_t.t(), s2

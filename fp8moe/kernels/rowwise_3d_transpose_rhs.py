@@ -96,7 +96,7 @@ def _transpose_rhs_quantize_kernel(
     EMIN: tl.constexpr,
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
-    EXACT_ENCODE: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):
     """q[e, k, n] (the (E, K, N) view, unit stride along n) and scales[e * K + k] from the combined amax bits.
 
@@ -112,7 +112,7 @@ def _transpose_rhs_quantize_kernel(
     scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)  # (BLOCK_K,)
     mask = row_mask[:, None] & (cols[None, :] < N)
     x = tl.load(x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0)
-    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, EXACT_ENCODE)
+    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
     tl.store(q_ptr + pid_e * stride_qe + rows[:, None] * stride_qk + cols[None, :], q, mask=mask)
     if pid_n == 0:
         tl.store(scales_ptr + pid_e * K + rows, scale, mask=row_mask)
@@ -159,7 +159,7 @@ def _launch_atomic(
         stride_qe=q_ekn.stride(0),
         stride_qk=q_ekn.stride(1),
         **shape_args,
-        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.exact_encode),
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     )
 
 

@@ -55,6 +55,14 @@ _SCHEMA = {
 _CATEGORY = {"count": int, "examples": list}
 
 
+def _kernel_cast(be: dict) -> str:
+    if be["exact_encode"]:
+        return "exact integer encoder"
+    if be.get("cast_saturates"):
+        return "native saturating conversion, no clamp (requires profile `satfinite`)"
+    return "native conversion after saturation"
+
+
 def _check(doc, schema, where: str, errors: list[str]) -> None:
     if isinstance(schema, dict):
         if not isinstance(doc, dict):
@@ -162,7 +170,7 @@ def _fingerprint_md(fp: dict) -> list[str]:
         ("device", f"{dev.get('name')} ({dev.get('arch')})"),
         ("backend", f"{be['kind']} / {be['arch']}" + (" (Triton interpreter, CPU)" if fp["interpreter"] else "")),
         ("backend fp8 dtypes", ", ".join(be["fp8_dtypes"])),
-        ("kernel cast", "exact integer encoder" if be["exact_encode"] else "native conversion after saturation"),
+        ("kernel cast", _kernel_cast(be)),
         ("python / torch / triton", f"{fp['python']} / {fp['torch']} / {fp['triton']}"),
         ("CUDA / HIP / driver", f"{fp.get('cuda')} / {fp.get('hip')} / {fp.get('driver')}"),
     ]

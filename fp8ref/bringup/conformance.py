@@ -121,14 +121,20 @@ def classify_encode(
 
 
 def status_for(path: CastPath, mismatches: int, common_mismatches: int) -> str:
-    """pass without mismatches; fail when a load-bearing path errs where every profile agrees; else finding."""
+    """pass without mismatches; fail when a load-bearing path errs where every profile agrees, or anywhere when the
+    kernels require a profile of it (CastPath.required_profile); else finding."""
     if mismatches == 0:
         return "pass"
+    if path.required_profile is not None:
+        return "fail"
     return "fail" if path.load_bearing and common_mismatches else "finding"
 
 
 def _profile_note(path: CastPath, profile: str, detected: bool) -> str:
-    how = "the detected profile" if detected else "the nearest profile (the path matches no named profile)"
+    if path.required_profile is not None:
+        how = "the profile the kernels require"
+    else:
+        how = "the detected profile" if detected else "the nearest profile (the path matches no named profile)"
     return f"against {profile!r}, {how}; {path.name} is {'' if path.load_bearing else 'not '}load-bearing: {path.why}"
 
 

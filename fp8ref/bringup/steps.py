@@ -40,10 +40,15 @@ def _divergence_step(path: CastPath, fp8_dtype: torch.dtype, observed: dict, dev
         note = f"matches profile {observed['profile']!r} on every probe"
     else:
         note = f"matches no named profile; nearest {observed['nearest']!r}. {path.name}: {path.why}"
+    status = "pass" if observed["profile"] else "finding"
+    required = path.required_profile
+    if required is not None and observed["profile"] != required:
+        status = "fail"
+        note += f"; the kernels require {required!r} ({path.why})"
     return StepResult(
         step="fingerprint",
         name=f"fingerprint/{path.name}/{name}/cast_profile",
-        status="pass" if observed["profile"] else "finding",
+        status=status,
         checked=x.numel(),
         mismatches=n,
         categories=categories,
@@ -65,7 +70,8 @@ def fingerprint_steps(
     for path in paths:
         for fp8_dtype in path.fp8_dtypes:
             obs = observed[path.name][fmt(fp8_dtype).name]
-            profiles[(path.name, fmt(fp8_dtype).name)] = (obs["profile"] or obs["nearest"], obs["profile"] is not None)
+            checked_against = path.required_profile or obs["profile"] or obs["nearest"]
+            profiles[(path.name, fmt(fp8_dtype).name)] = (checked_against, obs["profile"] == checked_against)
             steps.append(_divergence_step(path, fp8_dtype, obs, device))
     return fingerprint, paths, profiles, steps
 

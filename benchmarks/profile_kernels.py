@@ -1,0 +1,140 @@
+"""Hardware counters of the fp8moe kernels at the benchmark points, for Nsight Compute (issue #11 item 4).
+
+    ncu --profile-from-start off --clock-control none --section SpeedOfLight --section Occupancy \\
+        --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats --csv --page details \\
+        python benchmarks/profile_kernels.py --select per_group > ncu.csv
+    python benchmarks/profile_kernels.py --summarize ncu.csv > ncu.md
+
+Per point (fp8moe.bench.ISSUE11_POINTS, filtered like the bench), the op is called until the autotuner has chosen
+its config, then called once more between cudaProfilerStart and cudaProfilerStop: only that call's kernels are
+profiled, after a one-element fill that marks where the point's launches begin. The points are printed as
+``# point`` lines, which ``--summarize`` matches to the launches between markers.
+``--summarize`` turns ncu's CSV into one Markdown row per kernel launch: duration, DRAM bytes read and written
+against the op's ideal bytes, L2 hit rate, achieved and theoretical occupancy, registers per thread, grid size and
+the top warp stall reasons.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+
+#: ncu metric name -> column of the summary (units as ncu reports them, normalised in _value).
+SUMMARY_METRICS = {
+    "Duration": "us",
+    "DRAM Throughput": "dram %peak",
+    "L2 Hit Rate": "L2 hit %",
+    "Achieved Occupancy": "achieved occ %",
+    "Theoretical Occupancy": "theor. occ %",
+    "Registers Per Thread": "regs",
+    "Grid Size": "grid",
+    "Block Limit Registers": "blocks/SM (regs)",
+}
+
+
+def profile(select: str | None, only: str | None) -> None:
+    """Call each selected point's op until tuned, then once under the profiler."""
+    import torch
+
+    import fp8moe
+    from fp8moe.bench import ISSUE11_POINTS, ideal_bytes, make_inputs
+    from fp8ref.contracts import contract
+
+    marker = torch.zeros(1, device="cuda")
+    for point in ISSUE11_POINTS:
+        shape = "x".join(map(str, point.shape))
+        label = f"{point.op} {shape} G={point.groups} {point.variant} {point.layout}"
+        if (only and only not in point.op) or (select and not any(s in label for s in select.split(","))):
+            continue
+        c = contract(point.op)
+        xs, offs = make_inputs(c, point, "cuda")
+        kernel = getattr(fp8moe, point.op)
+        args = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False, **point.kwargs}
+        for _ in range(3):
+            c.call(kernel, xs, offs, **args)
+        torch.cuda.synchronize()
+        print(f"# point | {point.op} | {shape} G={point.groups} | {point.variant} | {point.layout} | "
+              f"{ideal_bytes(c, point.shape, point.groups)}", flush=True)  # fmt: skip
+        torch.cuda.cudart().cudaProfilerStart()
+        marker.fill_(1)
+        c.call(kernel, xs, offs, **args)
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+
+
+def _value(text: str) -> float:
+    return float(text.replace(",", "")) if text.strip() else float("nan")
+
+
+def summarize(path: str) -> str:
+    """One Markdown row per profiled kernel launch of an ncu ``--csv --page details`` log."""
+    points, rows_by_launch = [], {}
+    with open(path) as f:
+        text = f.read()
+    csv_lines = []
+    for line in text.splitlines():
+        if line.startswith("# point |"):
+            points.append([cell.strip() for cell in line.split("|")[1:]])
+        elif line.startswith('"'):
+            csv_lines.append(line)
+    for rec in csv.DictReader(io.StringIO("\n".join(csv_lines))):
+        launch = rec["ID"]
+        entry = rows_by_launch.setdefault(launch, {"kernel": rec["Kernel Name"], "metrics": {}, "units": {}})
+        entry["metrics"][rec["Metric Name"]] = rec["Metric Value"]
+        entry["units"][rec["Metric Name"]] = rec["Metric Unit"]
+    header = ["point", "kernel", *SUMMARY_METRICS.values(), "DRAM bytes / ideal", "top stalls (warps per issue)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    point_iter = iter(points)
+    current = None
+    for launch in sorted(rows_by_launch, key=int):
+        entry = rows_by_launch[launch]
+        if "FillFunctor" in entry["kernel"]:  # the marker before each point's call
+            current = next(point_iter, None)
+            continue
+        m, units = entry["metrics"], entry["units"]
+        cells = [" ".join(current[:2]) if current else "?", entry["kernel"][:40]]
+        for name in SUMMARY_METRICS:
+            value = _value(m.get(name, ""))
+            if name == "Duration":
+                value *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(units.get(name, "usecond"), 1.0)
+            cells.append(f"{value:.1f}" if value == value else "-")
+        dram = sum(_dram_bytes(m, units, k) for k in ("dram__bytes_read.sum", "dram__bytes_write.sum"))
+        ideal = float(current[-1]) if current else float("nan")
+        cells.append(f"{dram / ideal:.2f}" if dram and ideal == ideal else "-")
+        stalls = sorted(
+            ((name, _value(v)) for name, v in m.items() if "issue_stalled" in name and _value(v) == _value(v)),
+            key=lambda kv: -kv[1],
+        )[:3]
+        short = [(n.split("issue_stalled_")[1].split("_per_")[0], v) for n, v in stalls]
+        cells.append(", ".join(f"{n} {v:.2f}" for n, v in short) or "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _dram_bytes(metrics: dict, units: dict, name: str) -> float:
+    scale = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+    if name not in metrics:
+        return 0.0
+    return _value(metrics[name]) * scale.get(units.get(name, "byte"), 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Profile (under ncu) or summarise an ncu CSV."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--select", default=None, help="substrings of '<op> <shape> G=<groups> <variant> <layout>', comma-separated"
+    )
+    parser.add_argument("--only", default=None, help="substring filter on the op name")
+    parser.add_argument("--summarize", default=None, help="an ncu --csv --page details log to turn into Markdown")
+    args = parser.parse_args(argv)
+    if args.summarize:
+        print(summarize(args.summarize))
+        return 0
+    profile(args.select, args.only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
