@@ -108,8 +108,11 @@ def quantize_span(
         _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
     else:
         # Pass 1 needs no span mask: every interior element is in the span, and masked lanes load 0. The running
-        # max stays in x's dtype (a max of values is exact in it; bf16 pairs pack into one instruction), NaN kept.
-        acc = tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty)
+        # max stays in x's dtype where Triton keeps it there (a max of values is exact in it; bf16 pairs pack into
+        # one instruction, triton 3.9); triton 3.6 widens a bf16 maximum to f32, so acc takes whatever type the
+        # maximum of two x-typed tiles has.
+        zeros = tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty)
+        acc = max_keep_nan(zeros, zeros)
         x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
         for k0 in range(inner_lo, inner_hi, BLOCK_K):
             x = x_next
