@@ -6,10 +6,12 @@
 #      (kernels bitwise vs fp8ref, compile == eager, opcheck, no host syncs, int64 indexing over 2^31 elements);
 #      pytest-xdist workers spread over the GPUs.
 #   3. bench: python -m fp8moe.bench at the issue #11 shapes (benchmarks/results/h200-bench-*.{json,md,png}).
-#   4. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points.
-#   5. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
-# Knobs: STEPS (default "bringup tests"; any of bringup tests bench profile tune), DEVICES=all on a multi-GPU machine
-# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT (seconds),
+#   4. grouped: the FP8 grouped-GEMM step vs bf16 (benchmarks/bench_grouped_mm.py).
+#   5. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points.
+#   6. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune), DEVICES=all on a multi-GPU machine
+# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT,
+# TUNE_TIMEOUT (seconds),
 # BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
 set -uo pipefail
@@ -52,6 +54,13 @@ fi
 if [[ $steps == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-190}" python3 -m fp8moe.bench ${BENCH_ARGS:-} --out "$OUT/bench" >"$OUT/bench.log" 2>&1
   echo "bench exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+
+if [[ $steps == *" grouped "* ]]; then
+  # The FP8 grouped-GEMM training step vs bf16 (benchmarks/bench_grouped_mm.py); GROUPED_ARGS e.g. "--triton-gemm fwd".
+  timeout "${GROUPED_TIMEOUT:-200}" python3 benchmarks/bench_grouped_mm.py ${GROUPED_ARGS:-} --out "$OUT/grouped_mm.md" \
+    >"$OUT/grouped_mm.log" 2>&1
+  echo "grouped exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 if [[ $steps == *" profile "* ]]; then

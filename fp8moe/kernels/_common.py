@@ -24,6 +24,7 @@ __all__ = [
     "encode_fp8_bits",
     "fp8_constexprs",
     "max_keep_nan",
+    "max_of_amaxes",
     "quantize",
     "saturate_keep_nan",
     "scale_from_amax",
@@ -79,6 +80,17 @@ def abs_max_keep_nan(x, axis: tl.constexpr):
     has_nan = tl.max((a != a).to(tl.int32), axis)
     quiet_nan = tl.full([], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)
     return tl.where(has_nan > 0, quiet_nan, tl.max(a, axis))
+
+
+@triton.jit
+def max_of_amaxes(a, b):
+    """max of two amaxes of abs_max_keep_nan, NaN returned as the same quiet NaN (0x7FC00000) it returns.
+
+    Not max_keep_nan: PTX max.NaN returns the canonical NaN 0x7FFFFFFF, and the scale's NaN bits would then depend
+    on which part of a slice held the NaN (the atomic and reduction transposes must agree bit for bit).
+    """
+    quiet_nan = tl.full([], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)
+    return tl.where((a != a) | (b != b), quiet_nan, tl.maximum(a, b))
 
 
 @triton.jit

@@ -26,7 +26,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from fp8moe.kernels._common import abs_max_keep_nan, max_keep_nan, quantize, scale_from_amax
+from fp8moe.kernels._common import abs_max_keep_nan, max_keep_nan, max_of_amaxes, quantize, scale_from_amax
 
 __all__ = ["quantize_span"]
 
@@ -95,15 +95,15 @@ def quantize_span(
     edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
     if start < head_hi:
         x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-        edge_amax = max_keep_nan(edge_amax, abs_max_keep_nan(x_head, 1))
+        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
     if tail_lo < end:
         x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-        edge_amax = max_keep_nan(edge_amax, abs_max_keep_nan(x_tail, 1))
+        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
     block = tl.arange(0, BLOCK_K)
     if ONE_PASS:
         cols = inner_lo + block
         x = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX)
-        scale = scale_from_amax(max_keep_nan(abs_max_keep_nan(x, 1), edge_amax), FP8_MAX, ROUND_POW2)
+        scale = scale_from_amax(max_of_amaxes(abs_max_keep_nan(x, 1), edge_amax), FP8_MAX, ROUND_POW2)
         q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
         _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
     else:
@@ -118,7 +118,7 @@ def quantize_span(
             x = x_next
             x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
             acc = max_keep_nan(acc, tl.abs(x))
-        scale = scale_from_amax(max_keep_nan(abs_max_keep_nan(acc, 1), edge_amax), FP8_MAX, ROUND_POW2)
+        scale = scale_from_amax(max_of_amaxes(abs_max_keep_nan(acc, 1), edge_amax), FP8_MAX, ROUND_POW2)
         num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
         last = inner_lo + (num_tiles - 1) * BLOCK_K
         x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
