@@ -42,7 +42,7 @@ def profile(select: str | None, only: str | None) -> None:
     from fp8moe.bench import ISSUE11_POINTS, ideal_bytes, make_inputs
     from fp8ref.contracts import contract
 
-    marker = torch.zeros(1, device="cuda")
+    marker = torch.zeros(1, dtype=torch.float64, device="cuda")  # FillFunctor<double>: no kernel here fills f64
     for point in ISSUE11_POINTS:
         shape = "x".join(map(str, point.shape))
         label = f"{point.op} {shape} G={point.groups} {point.variant} {point.layout}"
@@ -68,7 +68,12 @@ def _value(text: str) -> float:
     return float(text.replace(",", "")) if text.strip() else float("nan")
 
 
-def summarize(path: str) -> str:
+#: Kernel name of the marker fill before each point (runs before 2026-12-01 06:00 UTC filled an f32 tensor, which the
+#: atomic transpose's own zero-fill also is: pass ``--marker 'FillFunctor<float>'`` for those, whose int fill differs).
+MARKER = "FillFunctor<double>"
+
+
+def summarize(path: str, marker: str = MARKER) -> str:
     """One Markdown row per profiled kernel launch of an ncu ``--csv --page details`` log."""
     points, rows_by_launch = [], {}
     with open(path) as f:
@@ -90,7 +95,7 @@ def summarize(path: str) -> str:
     current = None
     for launch in sorted(rows_by_launch, key=int):
         entry = rows_by_launch[launch]
-        if "FillFunctor" in entry["kernel"]:  # the marker before each point's call
+        if marker in entry["kernel"]:  # the marker before each point's call
             current = next(point_iter, None)
             continue
         m, units = entry["metrics"], entry["units"]
@@ -98,7 +103,7 @@ def summarize(path: str) -> str:
         for name in SUMMARY_METRICS:
             value = _value(m.get(name, ""))
             if name == "Duration":
-                value *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(units.get(name, "usecond"), 1.0)
+                value *= {"ns": 1e-3, "nsecond": 1e-3, "ms": 1e3, "msecond": 1e3}.get(units.get(name, "us"), 1.0)
             cells.append(f"{value:.1f}" if value == value else "-")
         dram = sum(_dram_bytes(m, units, k) for k in ("dram__bytes_read.sum", "dram__bytes_write.sum"))
         ideal = float(current[-1]) if current else float("nan")
@@ -128,9 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only", default=None, help="substring filter on the op name")
     parser.add_argument("--summarize", default=None, help="an ncu --csv --page details log to turn into Markdown")
+    parser.add_argument("--marker", default=MARKER, help="kernel name part of the marker fill (--summarize)")
     args = parser.parse_args(argv)
     if args.summarize:
-        print(summarize(args.summarize))
+        print(summarize(args.summarize, args.marker))
         return 0
     profile(args.select, args.only)
     return 0

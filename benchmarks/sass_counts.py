@@ -1,0 +1,110 @@
+"""Instruction counts of the per-group kernel's loops, compiled for sm_90 on any machine (no GPU needed).
+
+    python benchmarks/sass_counts.py                       # the 64x64/w4 tile, rowwise and colwise views
+    python benchmarks/sass_counts.py --tile 128,32,4 --cast-mode 1
+
+Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
+target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
+count and most frequent opcodes, plus registers per thread. Divide a loop's count by the elements one thread holds
+per tile (BLOCK_R * BLOCK_K / (32 * warps)) for instructions per element: the budget of a memory-bound kernel on
+an H200 is about 23 per element of a bf16 -> fp8 cast at full issue rate (benchmarks/results/
+h200-bench-2026-12-01-s5-summary.md). The counts come from the installed Triton (3.9 on the CPU machines), not the
+GPU's 3.6: use them to compare code variants, and time on the GPU.
+
+The rowwise view has unit stride along K (the jagged dim), the colwise view unit stride along R (x.t() of a
+row-major (Ktot, N) input); strides and pointers are declared 16-divisible, as Triton specialises them at launch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import types
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for the GPU: the kernels must be JIT functions, not interpreted
+# Load fp8moe's modules without its __init__, which turns the interpreter on when there is no GPU.
+_package = types.ModuleType("fp8moe")
+_package.__path__ = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fp8moe")]
+sys.modules.setdefault("fp8moe", _package)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from fp8moe.backend import CAST_SATURATING_NATIVE  # noqa: E402
+from fp8moe.kernels._common import fp8_constexprs  # noqa: E402
+from fp8moe.kernels._per_group import _per_group_rows_kernel  # noqa: E402
+
+_POINTERS = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "offs_ptr": "*i32"}
+
+
+def compile_per_group(block_r: int, block_k: int, warps: int, colwise: bool, cast_mode: int):
+    """The per-group kernel compiled for sm_90 with this tile and view."""
+    kernel = _per_group_rows_kernel
+    constants = dict(fp8_constexprs(torch.float8_e4m3fn, False, cast_mode))
+    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, INT64_INDEX=False)
+    constants["stride_xr" if colwise else "stride_xk"] = 1
+    signature = {name: "constexpr" if name in constants else _POINTERS.get(name, "i32") for name in kernel.arg_names}
+    names = list(signature)
+    divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
+    source = ASTSource(
+        fn=kernel,
+        signature=signature,
+        constexprs={(names.index(k),): v for k, v in constants.items()},
+        attrs={(names.index(n),): [["tt.divisibility", 16]] for n in divisible},
+    )
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+
+
+def _cuobjdump(*args: str) -> str:
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    return subprocess.run([tool, *args], capture_output=True, text=True, check=True).stdout
+
+
+def report(compiled) -> list[str]:
+    """Registers and, per loop, instruction count and top opcodes of a compiled kernel."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        registers = re.search(r"REG:(\d+)", _cuobjdump("-res-usage", f.name)).group(1)
+        sass = _cuobjdump("-sass", f.name)
+    instructions = []
+    for line in sass.splitlines():
+        m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
+        if m:
+            instructions.append((int(m.group(1), 16), m.group(2).strip()))
+    lines = [f"registers per thread: {registers}, instructions: {len(instructions)}"]
+    for address, text in instructions:
+        branch = re.search(r"BRA (0x[0-9a-f]+)", text)
+        if branch and int(branch.group(1), 16) < address:
+            target = int(branch.group(1), 16)
+            body = [t for a, t in instructions if target <= a <= address]
+            ops = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for t in body)
+            top = ", ".join(f"{op} {n}" for op, n in ops.most_common(8))
+            lines.append(f"  loop {target:#x}-{address:#x}: {len(body)} instructions ({top})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the report for the requested tile, both views."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tile", default="64,64,4", help="BLOCK_R,BLOCK_K,num_warps")
+    parser.add_argument("--cast-mode", type=int, default=CAST_SATURATING_NATIVE, help="CAST_MODE (fp8moe.backend)")
+    args = parser.parse_args(argv)
+    block_r, block_k, warps = (int(v) for v in args.tile.split(","))
+    per_thread = block_r * block_k // (32 * warps)
+    for colwise in (False, True):
+        view = "colwise" if colwise else "rowwise"
+        print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")
+        print("\n".join(report(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
