@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import re
 import subprocess
@@ -67,42 +68,54 @@ def _cuobjdump(*args: str) -> str:
     return subprocess.run([tool, *args], capture_output=True, text=True, check=True).stdout
 
 
-def report(compiled) -> list[str]:
-    """Registers and, per loop, instruction count and top opcodes of a compiled kernel."""
+def loops(compiled) -> dict:
+    """Registers per thread and, per loop (a backward branch), its instruction count and opcode counts."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
         f.flush()
-        registers = re.search(r"REG:(\d+)", _cuobjdump("-res-usage", f.name)).group(1)
+        registers = int(re.search(r"REG:(\d+)", _cuobjdump("-res-usage", f.name)).group(1))
         sass = _cuobjdump("-sass", f.name)
     instructions = []
     for line in sass.splitlines():
         m = re.match(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?);", line)
         if m:
             instructions.append((int(m.group(1), 16), m.group(2).strip()))
-    lines = [f"registers per thread: {registers}, instructions: {len(instructions)}"]
+    found = []
     for address, text in instructions:
         branch = re.search(r"BRA (0x[0-9a-f]+)", text)
         if branch and int(branch.group(1), 16) < address:
             target = int(branch.group(1), 16)
             body = [t for a, t in instructions if target <= a <= address]
             ops = collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for t in body)
-            top = ", ".join(f"{op} {n}" for op, n in ops.most_common(8))
-            lines.append(f"  loop {target:#x}-{address:#x}: {len(body)} instructions ({top})")
-    return lines
+            found.append({"start": target, "end": address, "instructions": len(body), "opcodes": dict(ops)})
+    return {"registers": registers, "instructions": len(instructions), "loops": found}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the report for the requested tile, both views."""
+    """Print the counts for the requested tile, both views (``--json``: one JSON object per view)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tile", default="64,64,4", help="BLOCK_R,BLOCK_K,num_warps")
     parser.add_argument("--cast-mode", type=int, default=CAST_SATURATING_NATIVE, help="CAST_MODE (fp8moe.backend)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     block_r, block_k, warps = (int(v) for v in args.tile.split(","))
     per_thread = block_r * block_k // (32 * warps)
+    result = {}
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
-        print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")
-        print("\n".join(report(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode))))
+        counts = loops(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode))
+        result[view] = {**counts, "elements_per_thread": per_thread}
+        if not args.json:
+            print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")
+            print(f"registers per thread: {counts['registers']}, instructions: {counts['instructions']}")
+            for loop in counts["loops"]:
+                top = sorted(loop["opcodes"].items(), key=lambda kv: -kv[1])[:8]
+                print(
+                    f"  loop {loop['start']:#x}-{loop['end']:#x}: {loop['instructions']} instructions "
+                    f"({', '.join(f'{op} {n}' for op, n in top)})"
+                )
+    if args.json:
+        print(json.dumps(result))
     return 0
 
 

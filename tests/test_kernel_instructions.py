@@ -1,0 +1,82 @@
+"""The per-group kernel's two loops as the GPU runs them: SASS for sm_90, compiled on this machine (no GPU needed).
+
+On the H200 the row kernels were issue-bound (Nsight Compute: warps ready but not selected) at 15.7 instructions per
+element; the span loop now takes 7.1 (benchmarks/results/h200-bench-2026-12-01-s5-summary.md). These tests keep the
+two cuts that made the difference, through benchmarks/sass_counts.py in a subprocess (it needs Triton's compiler,
+which the interpreter this process runs has replaced):
+
+- with a saturating hardware cast (CAST_SATURATING_NATIVE) pass 2 has no clamp: no FMNMX at all, while the clamped
+  cast mode has its NaN-keeping min/max per element (so the check can fail);
+- pass 1 has no span select (no FSEL/SEL): it walks the 16-aligned interior only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp8moe.backend import CAST_CLAMPED_NATIVE, CAST_SATURATING_NATIVE
+
+ROOT = Path(__file__).resolve().parents[1]
+NVIDIA_BIN = None
+try:
+    import triton
+
+    NVIDIA_BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+except ImportError:  # pragma: no cover - triton is a dependency
+    pass
+
+pytestmark = pytest.mark.skipif(
+    NVIDIA_BIN is None or not (NVIDIA_BIN / "cuobjdump").exists() or not (NVIDIA_BIN / "ptxas").exists(),
+    reason="this Triton has no NVIDIA toolchain (ptxas, cuobjdump) to compile for sm_90",
+)
+
+#: Instructions per element of both loops together (64x64 tile, 4 warps: 32 elements per thread per tile): 7.1 with
+#: triton 3.9 after the cuts, 15.7 before. The bound leaves room for other Triton versions' scheduling.
+MAX_INSTRUCTIONS_PER_ELEMENT = 9.0
+
+
+def _rowwise_loops(cast_mode: int) -> tuple[dict, dict, int]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run(
+        [sys.executable, "benchmarks/sass_counts.py", "--json", "--tile", "64,64,4", "--cast-mode", str(cast_mode)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rowwise = json.loads(done.stdout.strip().splitlines()[-1])["rowwise"]
+    assert len(rowwise["loops"]) == 2, rowwise["loops"]  # pass 1 (amax), pass 2 (quantize), in code order
+    pass1, pass2 = rowwise["loops"]
+    return pass1, pass2, rowwise["elements_per_thread"]
+
+
+@pytest.fixture(scope="module")
+def saturating():
+    return _rowwise_loops(CAST_SATURATING_NATIVE)
+
+
+def _count(loop: dict, prefix: str) -> int:
+    return sum(n for op, n in loop["opcodes"].items() if op.startswith(prefix))
+
+
+def test_a_saturating_cast_leaves_no_clamp_in_pass_2(saturating):
+    _, pass2, per_thread = saturating
+    assert _count(pass2, "FMNMX") == 0, pass2["opcodes"]
+    assert _count(pass2, "F2FP.SATFINITE") > 0, pass2["opcodes"]  # the cast itself saturates
+    _, clamped_pass2, _ = _rowwise_loops(CAST_CLAMPED_NATIVE)
+    assert _count(clamped_pass2, "FMNMX") >= per_thread, clamped_pass2["opcodes"]
+
+
+def test_pass_1_has_no_span_select_and_the_loops_stay_cheap(saturating):
+    pass1, pass2, per_thread = saturating
+    assert _count(pass1, "FSEL") + _count(pass1, "SEL") == 0, pass1["opcodes"]
+    per_element = (pass1["instructions"] + pass2["instructions"]) / per_thread
+    assert per_element <= MAX_INSTRUCTIONS_PER_ELEMENT, (pass1["instructions"], pass2["instructions"], per_thread)
