@@ -74,12 +74,12 @@ def quantize_group_rows(
     q_rows = q_ptr + rows[:, None] * stride_qr
     if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
         scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, K, stride_xk, BLOCK_R, BLOCK_K, True, INT64_INDEX,
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     else:
         scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, K, stride_xk, BLOCK_R, BLOCK_K, False, INT64_INDEX,
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)

@@ -67,7 +67,7 @@ def _rowwise_scale_and_cast_kernel(
     x_rows = x_ptr + pid_b * stride_xb + rows[:, None] * stride_xs  # (BLOCK_S, 1)
     q_rows = q_ptr + pid_b * stride_qb + rows[:, None] * stride_qs
     scale = quantize_span(
-        x_rows, q_rows, row_mask, 0, L, L, stride_xl, BLOCK_S, BLOCK_L, ONE_PASS, INT64_INDEX,
+        x_rows, q_rows, row_mask, 0, L, stride_xl, BLOCK_S, BLOCK_L, ONE_PASS, INT64_INDEX,
         FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
     tl.store(scales_ptr + pid_b * S + rows, scale, mask=row_mask)

@@ -3,22 +3,22 @@
 The batched row kernel (fp8moe.kernels._rows) quantizes whole rows, the per-group kernel (fp8moe.kernels._per_group)
 the columns of one group; both are this loop on a span [start, end) of an (R, K) view, one scale per row.
 
-Tiles start at ``start`` rounded down to a multiple of 16 elements and loads stop at ``end`` rounded up to one, so
-that Triton can prove 16-byte alignment and issue vector loads and stores: a tile starting at the raw group offset
-compiled to 2-byte loads and 1-byte stores (PTX for sm_90, triton 3.9: 48 ld.global.b16 and 32 st.global.b8 per
-16x256 tile). The few elements read outside the span lie in sectors the span touches anyway and are masked out of
-the amax. Stores must stay inside the span (the neighbouring group belongs to another program), so the tile stores
-only the aligned interior [ceil16(start), floor16(end)) and the two partial 16-column edges are stored from a small
-reload with an exact mask.
+The span splits into its 16-aligned interior [ceil16(start), floor16(end)) and at most two partial 16-column edges.
+Interior tiles start at a multiple of 16 elements, so Triton can prove 16-byte alignment and issue vector loads and
+stores (a tile starting at the raw group offset compiled to 2-byte loads and 1-byte stores: PTX for sm_90, triton
+3.9, 48 ld.global.b16 and 32 st.global.b8 per 16x256 tile), and every element they load lies in the span, so the amax
+needs no span mask (its select and compares were a third of pass 1's instructions). The edges, present only where a
+group edge is unaligned, are loaded with exact masks (scalar accesses; stores must stay inside the span, the
+neighbouring group belongs to another program), folded into the amax, and reloaded to be quantized.
 
-When the span fits one tile (ONE_PASS) x stays in registers: one read. Otherwise pass 1 keeps an elementwise running
-max over the tiles (one cross-lane reduction at the end) and pass 2 reads the span again, walking backwards so that
-the most recently read tiles, the likeliest still in L2, come first. Both passes load the next tile before working on
-the current one: Triton does not pipeline these loops (no cp.async in the PTX at num_stages=3, triton 3.9), and with
-one tile in flight per program the per-group kernels reached 41-76% of copy bandwidth on the H200
-(benchmarks/results/h200-configs-2026-12-01.md). The prefetch keeps two tiles in flight for 95 instead of 94
-registers (64x64 tile, 4 warps, rowwise) or 151 instead of 118 (colwise: 3 programs per SM instead of 4, 6 tiles in
-flight instead of 4).
+When the interior fits one tile (ONE_PASS) x stays in registers: one read. Otherwise pass 1 keeps an elementwise
+running max over the tiles, in the input dtype where Triton keeps it there (one packed bf16 max per two elements),
+with one cross-lane reduction at the end, and pass 2 reads the span again, walking backwards so that the most
+recently read tiles, the likeliest still in L2, come first. Both passes load the next tile before working on the
+current one: Triton does not pipeline these loops (no cp.async in the PTX at num_stages=3, triton 3.9). Measured on
+the H200 (benchmarks/results/h200-bench-2026-12-01-s5-summary.md) the row kernels were issue-bound, which is why the
+loop bodies are kept short: `python benchmarks/sass_counts.py` counts them (tests/test_kernel_instructions.py keeps
+the cuts).
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ def quantize_span(
     row_mask,
     start,
     end,
-    K,
     stride_xk,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -77,8 +76,8 @@ def quantize_span(
         x_rows: (BLOCK_R, 1) pointers to column 0 of each row of x; columns are ``stride_xk`` apart.
         q_rows: (BLOCK_R, 1) pointers to column 0 of each row of q; columns are contiguous.
         row_mask: (BLOCK_R,) rows that exist.
-        start, end: the span, 0 <= start <= end <= K (an empty span gives the EPS-derived scale, stores nothing).
-        K: the row length; loads stay inside the span, so K only documents the bound.
+        start, end: the span, 0 <= start <= end <= the row length (loads and stores stay inside it; an empty span
+            gives the EPS-derived scale and stores nothing).
         ONE_PASS: the caller guarantees that the aligned interior fits one tile,
             floor16(end) - ceil16(start) <= BLOCK_K.
     """
