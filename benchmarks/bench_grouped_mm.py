@@ -28,6 +28,7 @@ import time
 import torch
 
 import fp8moe  # noqa: F401  (imported before triton, as fp8moe requires)
+from fp8moe import frozen_weights
 from fp8moe import ops as qops
 from fp8moe.grouped_mm import grouped_mm, quantize_operands, scaled_grouped_mm
 from fp8ref import grouped_mm as ref
@@ -162,6 +163,37 @@ def quant_layouts(shapes, emit) -> None:
             torch.cuda.empty_cache()
 
 
+def micro_batches(shapes, count: int, emit) -> None:
+    """Per micro-batch GPU time of ``count`` fwd+bwd micro-batches on one weight (gradient accumulation): bf16, fp8,
+    and fp8 inside fp8moe.frozen_weights() (each weight quantized once per ``count`` micro-batches). One graph
+    replays all ``count`` steps, scope included, so the frozen run pays its one weight quantization each replay."""
+    emit(f"Gradient accumulation: {count} fwd+bwd micro-batches on the same weights, GPU time per micro-batch in ms.")
+    emit()
+    emit("| M, K, N, E | bf16 | fp8 | fp8, frozen_weights | speed-up fp8 / frozen vs bf16 | outputs equal |")
+    emit("|---|---:|---:|---:|---:|---|")
+    for shape in shapes:
+        A, B_t, grad_out, offs = _inputs(shape, pad=False)
+        bf16_step, fp8_step = _steps(A, B_t, grad_out, offs, pad=False)
+
+        def repeated(step):
+            return lambda: [step() for _ in range(count)]
+
+        def frozen(step=fp8_step):
+            with frozen_weights():
+                return [step() for _ in range(count)]
+
+        plain_out, frozen_out = fp8_step(), frozen()[-1]
+        equal = all(torch.equal(a, b) for a, b in zip(plain_out, frozen_out))
+        t_bf16, t_fp8, t_frozen = (_graph_ms(fn) / count for fn in (repeated(bf16_step), repeated(fp8_step), frozen))
+        emit(
+            f"| {', '.join(map(str, shape))} | {t_bf16:.3f} | {t_fp8:.3f} | {t_frozen:.3f} | "
+            f"{t_bf16 / t_fp8:.2f}x / **{t_bf16 / t_frozen:.2f}x** | {'yes' if equal else 'NO'} |"
+        )
+        del A, B_t, grad_out
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
+
+
 def _triton_gemm(ops, offs) -> str:
     """One scaled grouped GEMM through Inductor's Triton template (max-autotune, Triton backend only): graph time
     and SQNR against the vendor GEMM on the same operands."""
@@ -203,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quant-layouts", action="store_true", help="only: quantization time per call, both B_t layouts"
     )
+    parser.add_argument(
+        "--micro-batches", type=int, default=0, help="only: N micro-batches per weight, with / without frozen_weights"
+    )
     args = parser.parse_args(argv)
     global DEVICE
     DEVICE = args.device
@@ -219,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.quant_layouts:
         quant_layouts(shapes, emit)
+        return 0
+    if args.micro_batches:
+        micro_batches(shapes, args.micro_batches, emit)
         return 0
 
     emit(f"# FP8 grouped GEMM fwd+bwd vs bf16 on {device_name}")

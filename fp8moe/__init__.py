@@ -5,6 +5,7 @@ from fp8moe.backend import Backend, backend_for, use_interpreter_if_no_gpu
 # Before any @triton.jit decorator runs: without a GPU, kernels run in the Triton interpreter (same bytes).
 use_interpreter_if_no_gpu()
 
+from fp8moe.frozen_weights import frozen_weights  # noqa: E402
 from fp8moe.grouped_mm import grouped_mm  # noqa: E402  (shadows the submodule name: import its helpers from it)
 from fp8moe.ops import (  # noqa: E402  (kernels are defined on import: after the interpreter switch above)
     colwise_3d_scale_and_cast,
@@ -19,6 +20,7 @@ __all__ = [
     "Backend",
     "backend_for",
     "colwise_3d_scale_and_cast",
+    "frozen_weights",
     "grouped_mm",
     "per_group_colwise_scales",
     "per_group_colwise_scales_dual",

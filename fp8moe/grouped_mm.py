@@ -17,6 +17,7 @@ import torch
 
 from fp8moe import ops as _ops
 from fp8moe.backend import Backend, backend_for
+from fp8moe.frozen_weights import active_weight_ops
 from fp8ref import grouped_mm as _ref
 from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, GroupedMMResult, PathOperands
 
@@ -82,10 +83,13 @@ class _Fp8GroupedMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, A, B_t, offs, out_dtype, fp8_dtype):
         # Detached: the kernels' direct eager call (no dispatcher, SPEC §7 host overhead) needs non-grad inputs.
+        # (detach() shares the version counter, which a frozen_weights scope checks.)
         A, B_t = A.detach(), B_t.detach()
-        out = scaled_grouped_mm(_ref.forward_operands(A, B_t, fp8_dtype, _ops), offs, out_dtype)
+        weight_ops = active_weight_ops()  # a frozen_weights scope quantizes B_t once; None: every call
+        out = scaled_grouped_mm(_ref.forward_operands(A, B_t, fp8_dtype, weight_ops or _ops), offs, out_dtype)
         ctx.save_for_backward(A, B_t, offs)
         ctx.fp8_dtype = fp8_dtype
+        ctx.weight_ops = weight_ops  # the backward may run on autograd's thread, outside the scope's context
         return out
 
     @staticmethod
@@ -93,7 +97,7 @@ class _Fp8GroupedMM(torch.autograd.Function):
         A, B_t, offs = ctx.saved_tensors
         grad_A = grad_B_t = None
         if ctx.needs_input_grad[0]:
-            dgrad = _ref.dgrad_operands(grad_out, B_t, ctx.fp8_dtype, _ops)
+            dgrad = _ref.dgrad_operands(grad_out, B_t, ctx.fp8_dtype, ctx.weight_ops or _ops)
             grad_A = scaled_grouped_mm(dgrad, offs).to(A.dtype)
         if ctx.needs_input_grad[1]:
             wgrad = _ref.wgrad_operands(grad_out, A, offs, ctx.fp8_dtype, _ops)
@@ -160,6 +164,9 @@ def grouped_mm(
         pad_groups: pad every group to a multiple of 16 rows on the device (a static bound of M + 15 E rows, no host
             sync), run the GEMMs on the padded rows and gather the result back. Needed for grad_B_t when group sizes
             are not multiples of 16; costs a copy of A and grad_out in and of out and grad_A back.
+
+    Inside ``with fp8moe.frozen_weights():`` B_t's two quantizations are computed once and reused by later calls
+    with the same, unmodified weight (gradient accumulation, activation checkpointing): fp8moe.frozen_weights.
 
     Returns:
         out (M, N) out_dtype. Rows past offs[-1] are unspecified (the GEMM does not write them), as are the same
