@@ -7,7 +7,8 @@ which the interpreter this process runs has replaced):
 
 - with a saturating hardware cast (CAST_SATURATING_NATIVE) pass 2 has no clamp: no FMNMX at all, while the clamped
   cast mode has its NaN-keeping min/max per element (so the check can fail);
-- pass 1 has no span select (no FSEL/SEL): it walks the 16-aligned interior only.
+- pass 1 has no span select (no FSEL/SEL): it walks the 16-aligned interior only;
+- pass 1 takes the max of |x| as an integer max of bit patterns (no float max, no bf16 -> f32 conversion).
 """
 
 from __future__ import annotations
@@ -78,5 +79,7 @@ def test_a_saturating_cast_leaves_no_clamp_in_pass_2(saturating):
 def test_pass_1_has_no_span_select_and_the_loops_stay_cheap(saturating):
     pass1, pass2, per_thread = saturating
     assert _count(pass1, "FSEL") + _count(pass1, "SEL") == 0, pass1["opcodes"]
+    assert _count(pass1, "FMNMX") == 0, pass1["opcodes"]
+    assert _count(pass1, "VIMNMX") + _count(pass1, "IMNMX") > 0, pass1["opcodes"]
     per_element = (pass1["instructions"] + pass2["instructions"]) / per_thread
     assert per_element <= MAX_INSTRUCTIONS_PER_ELEMENT, (pass1["instructions"], pass2["instructions"], per_thread)

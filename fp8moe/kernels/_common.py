@@ -20,9 +20,11 @@ __all__ = [
     "CAST_SATURATING_NATIVE",
     "TL_FP8",
     "abs_max_keep_nan",
+    "amax_of_magnitude_bits",
     "cast_to_fp8",
     "encode_fp8_bits",
     "fp8_constexprs",
+    "magnitude_bits",
     "max_keep_nan",
     "max_of_amaxes",
     "quantize",
@@ -80,6 +82,32 @@ def abs_max_keep_nan(x, axis: tl.constexpr):
     has_nan = tl.max((a != a).to(tl.int32), axis)
     quiet_nan = tl.full([], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)
     return tl.where(has_nan > 0, quiet_nan, tl.max(a, axis))
+
+
+@triton.jit
+def magnitude_bits(x):
+    """|x| as its bit pattern, a signed integer of x's width with the sign bit cleared.
+
+    For non-negative floats the integer order of the patterns is the value order (zero, subnormals, normals, inf),
+    and every NaN pattern lies above inf's: an integer max over these is the NaN-keeping max |x|, exact, with no
+    float conversion per element (:func:`amax_of_magnitude_bits` turns it back).
+    """
+    if x.dtype.primitive_bitwidth == 16:
+        return x.to(tl.int16, bitcast=True) & 0x7FFF
+    else:
+        return x.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+
+
+@triton.jit
+def amax_of_magnitude_bits(bits, X_DTYPE: tl.constexpr, axis: tl.constexpr):
+    """max |x| along ``axis`` in f32 from :func:`magnitude_bits` of x (X_DTYPE), a NaN as the quiet NaN 0x7FC00000 of
+    :func:`abs_max_keep_nan`."""
+    top = tl.max(bits, axis)  # Triton widens a 16-bit integer reduction to 32 bits; the values fit 16
+    if X_DTYPE.primitive_bitwidth == 16:
+        top = top.to(tl.int16)
+    amax = top.to(X_DTYPE, bitcast=True).to(tl.float32)
+    quiet_nan = tl.full([], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)
+    return tl.where(amax != amax, quiet_nan, amax)
 
 
 @triton.jit

@@ -26,7 +26,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from fp8moe.kernels._common import abs_max_keep_nan, max_keep_nan, max_of_amaxes, quantize, scale_from_amax
+from fp8moe.kernels._common import (
+    abs_max_keep_nan,
+    amax_of_magnitude_bits,
+    magnitude_bits,
+    max_of_amaxes,
+    quantize,
+    scale_from_amax,
+)
 
 __all__ = ["quantize_span"]
 
@@ -106,18 +113,17 @@ def quantize_span(
         q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
         _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
     else:
-        # Pass 1 needs no span mask: every interior element is in the span, and masked lanes load 0. The running
-        # max stays in x's dtype where Triton keeps it there (a max of values is exact in it; bf16 pairs pack into
-        # one instruction, triton 3.9); triton 3.6 widens a bf16 maximum to f32, so acc takes whatever type the
-        # maximum of two x-typed tiles has.
-        zeros = tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty)
-        acc = max_keep_nan(zeros, zeros)
+        # Pass 1 needs no span mask: every interior element is in the span, and masked lanes load 0. The running max
+        # is an integer max of |x|'s bit patterns (magnitude_bits: exact and NaN-keeping, one instruction per
+        # element, no conversion; a float max of bf16 cost a conversion and a max per element on triton 3.6).
+        acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
         x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
         for k0 in range(inner_lo, inner_hi, BLOCK_K):
             x = x_next
             x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
-            acc = max_keep_nan(acc, tl.abs(x))
-        scale = scale_from_amax(max_of_amaxes(abs_max_keep_nan(acc, 1), edge_amax), FP8_MAX, ROUND_POW2)
+            acc = tl.maximum(acc, magnitude_bits(x))
+        amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
+        scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
         num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
         last = inner_lo + (num_tiles - 1) * BLOCK_K
         x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
