@@ -73,15 +73,14 @@ def max_keep_nan(a, b):
 
 @triton.jit
 def abs_max_keep_nan(x, axis: tl.constexpr):
-    """max |x| along ``axis`` in f32, NaN-propagating like torch.amax. Masked lanes must be loaded as 0.
+    """max |x| along ``axis`` in f32, NaN-propagating like torch.amax, a NaN as the quiet NaN 0x7FC00000. Masked
+    lanes must be loaded as 0.
 
-    A plain max plus a separate any-NaN reduction rather than tl.reduce with a NaN-propagating combine: same bits,
-    and the interpreter runs a custom combine in Python per element (2.6x slower launches, measured on this CPU).
+    An integer max of the sign-cleared bit patterns (:func:`magnitude_bits`), converted to f32 once per result:
+    exact, and with no per-element conversion, NaN test or custom combine (the interpreter runs a custom combine in
+    Python per element).
     """
-    a = tl.abs(x.to(tl.float32))
-    has_nan = tl.max((a != a).to(tl.int32), axis)
-    quiet_nan = tl.full([], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)
-    return tl.where(has_nan > 0, quiet_nan, tl.max(a, axis))
+    return amax_of_magnitude_bits(magnitude_bits(x), x.dtype, axis)
 
 
 @triton.jit
