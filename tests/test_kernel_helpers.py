@@ -20,6 +20,7 @@ from fp8moe.kernels._common import (
     _pow2_log2_rule,
     abs_max_keep_nan,
     fp8_constexprs,
+    max_of_amaxes,
     quantize,
     scale_from_amax,
 )
@@ -69,6 +70,12 @@ def _row_amax_kernel(x_ptr, out_ptr, N: tl.constexpr):
     row = tl.program_id(0)
     x = tl.load(x_ptr + row * N + tl.arange(0, N))
     tl.store(out_ptr + row, abs_max_keep_nan(x, 0))
+
+
+@triton.jit
+def _max_of_amaxes_kernel(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, max_of_amaxes(tl.load(a_ptr + offs), tl.load(b_ptr + offs)))
 
 
 def _grid(n):
@@ -138,3 +145,77 @@ def test_amax_helper_keeps_nan_that_triton_max_would_drop(device):
     assert math.isnan(got[1].item())
     assert got[2].item() == math.inf
     assert got[3].view(torch.int32).item() == 0
+
+
+QUIET_NAN = 0x7FC00000
+
+
+def _nan_patterns(dtype: torch.dtype) -> torch.Tensor:
+    """NaNs of both signs with several payloads, in dtype."""
+    if dtype == torch.float32:
+        bits = torch.tensor([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFFFFFFFF], dtype=torch.int64).to(torch.int32)
+        return bits.view(torch.float32)
+    quiet, top = (0x7FC0, 0x7F81) if dtype == torch.bfloat16 else (0x7E00, 0x7C01)
+    return torch.tensor([quiet, quiet | 0x8000, top, 0xFFFF], dtype=torch.int32).to(torch.int16).view(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=["bf16", "f16", "f32"])
+def test_amax_helper_equals_torch_amax_and_returns_one_quiet_nan(dtype, device):
+    # abs_max_keep_nan is an integer max of the sign-cleared bit patterns: its value must be torch's max |x| on
+    # every mix of signs, zeros, subnormals, normals and infinities, and any NaN in a row gives the quiet NaN.
+    g = torch.Generator().manual_seed(3)
+    n = 64
+    x = (torch.randn(48, n, generator=g) * torch.logspace(-40, 30, 48, base=2.0)[:, None]).to(dtype)
+    tiny = torch.finfo(dtype).tiny
+    # Zeros and subnormals only. bf16 subnormals only on a GPU: the interpreter widens them wrongly
+    # (tests/test_interpreter_canary.py); there the row is signed zeros.
+    sub = 0.0 if dtype == torch.bfloat16 and device.type == "cpu" else 1.0
+    x[1, :4] = torch.tensor([-0.0, 0.0, -tiny / 4 * sub, tiny / 8 * sub]).to(dtype)
+    x[1, 4:] = 0.0
+    x[2, 7] = -math.inf
+    x[3, 9] = math.inf
+    x[4:8, 5] = _nan_patterns(dtype)
+    x[8, 0] = -torch.finfo(dtype).max
+    out = torch.empty(x.shape[0], device=device)
+    _row_amax_kernel[(x.shape[0],)](x.to(device), out, N=n)
+    got = out.cpu()
+    expected = x.float().abs().amax(dim=1)
+    nan_rows = expected.isnan()
+    assert nan_rows.sum() == 4
+    assert torch.equal(got[~nan_rows], expected[~nan_rows])
+    assert (got[nan_rows].view(torch.int32) == QUIET_NAN).all(), [hex(v) for v in got[nan_rows].view(torch.int32)]
+
+
+def test_amax_helper_on_every_bf16_pattern(device):
+    # Row r holds 256 consecutive patterns: the integer order of |x|'s patterns must be the value order everywhere,
+    # the NaN block (0x7F81..0x7FFF, 0xFF81..0xFFFF) included.
+    x = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).reshape(256, 256)
+    out = torch.empty(256, device=device)
+    _row_amax_kernel[(256,)](x.to(device), out, N=256)
+    got = out.cpu()
+    expected = x.float().abs().amax(dim=1)
+    nan_rows = expected.isnan()
+    assert int(nan_rows.sum()) == 2  # the rows of 0x7F00-0x7FFF and 0xFF00-0xFFFF
+    # Every row's max is a normal number (0x0080 is the smallest), which the interpreter widens exactly too.
+    assert torch.equal(got[~nan_rows], expected[~nan_rows])
+    assert (got[nan_rows].view(torch.int32) == QUIET_NAN).all()
+
+
+def test_combined_amaxes_return_one_quiet_nan(device):
+    # PTX max.NaN would return 0x7FFFFFFF and a plain NaN-propagating max the operand's payload: the scale's NaN bits
+    # must not depend on which part of a slice held the NaN (atomic vs reduction transpose, strict NaN tests).
+    nans = _nan_patterns(torch.float32)
+    a = torch.cat([nans, torch.tensor([1.0, 3.0, 0.0, math.inf])])
+    b = torch.cat([torch.tensor([2.0, 0.0, math.inf, 1.0]), nans.flip(0)])
+    out = torch.empty(8, device=device)
+    _max_of_amaxes_kernel[(1,)](a.to(device), b.to(device), out, N=8)
+    got = out.cpu()
+    assert (got.view(torch.int32) == QUIET_NAN).all(), [hex(v) for v in got.view(torch.int32).tolist()]
+    finite_a, finite_b = torch.tensor([1.0, 3.0]), torch.tensor([2.0, 1.0])
+    _max_of_amaxes_kernel[(1,)](
+        torch.cat([finite_a, finite_a, finite_a, finite_a]).to(device),
+        torch.cat([finite_b, finite_b, finite_b, finite_b]).to(device),
+        out,
+        N=8,
+    )
+    assert out.cpu().tolist() == [2.0, 3.0] * 4

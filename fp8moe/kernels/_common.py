@@ -25,7 +25,6 @@ __all__ = [
     "encode_fp8_bits",
     "fp8_constexprs",
     "magnitude_bits",
-    "max_keep_nan",
     "max_of_amaxes",
     "quantize",
     "saturate_keep_nan",
@@ -63,12 +62,6 @@ def fp8_constexprs(fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, cas
         "ROUND_POW2": bool(round_scales_to_power_of_2),
         "CAST_MODE": int(cast_mode),
     }
-
-
-@triton.jit
-def max_keep_nan(a, b):
-    """max(a, b) that returns NaN when either is NaN (Triton's default maximum drops NaN, SPEC §4)."""
-    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
@@ -113,8 +106,9 @@ def amax_of_magnitude_bits(bits, X_DTYPE: tl.constexpr, axis: tl.constexpr):
 def max_of_amaxes(a, b):
     """max of two amaxes of abs_max_keep_nan, NaN returned as the same quiet NaN (0x7FC00000) it returns.
 
-    Not max_keep_nan: PTX max.NaN returns the canonical NaN 0x7FFFFFFF, and the scale's NaN bits would then depend
-    on which part of a slice held the NaN (the atomic and reduction transposes must agree bit for bit).
+    Not ``tl.maximum(..., propagate_nan=ALL)``: PTX max.NaN returns the canonical NaN 0x7FFFFFFF, and the scale's NaN
+    bits would then depend on which part of a slice held the NaN (the atomic and reduction transposes must agree bit
+    for bit).
     """
     quiet_nan = tl.full([], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)
     return tl.where((a != a) | (b != b), quiet_nan, tl.maximum(a, b))
