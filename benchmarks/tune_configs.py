@@ -133,6 +133,23 @@ def summarize(paths: list[str]) -> list[str]:
     return lines
 
 
+def select_points(
+    points, only: str | None = None, select: str | None = None, max_elements: float | None = None
+) -> list[Point]:
+    """The points to tune: op name containing one of the comma-separated ``only``, '<op> <variant> <layout>'
+    containing ``select``, inputs of at most ``max_elements`` elements (None: no filter)."""
+    chosen = []
+    for p in points:
+        if only and not any(o in p.op for o in only.split(",")):
+            continue
+        if select and select not in f"{p.op} {p.variant} {p.layout}":
+            continue
+        if max_elements and sum(map(math.prod, contract(p.op).input_shapes(p.shape))) > max_elements:
+            continue
+        chosen.append(p)
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -168,10 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(header), flush=True)
     lines, all_exact = list(header), True
     points = ISSUE11_POINTS if args.points == "issue11" else moe_points()
-    points = [p for p in points if not args.only or any(o in p.op for o in args.only.split(","))]
-    if args.max_elements:
-        points = [p for p in points if sum(map(math.prod, contract(p.op).input_shapes(p.shape))) <= args.max_elements]
-    points = [p for p in points if not args.select or args.select in f"{p.op} {p.variant} {p.layout}"]
+    points = select_points(points, args.only, args.select, args.max_elements)
     for point in points:
         try:
             rows = tune_point(point, do_bench_cudagraph)

@@ -18,6 +18,7 @@ tune_configs = pytest.importorskip("tune_configs")
 
 from fp8moe import bench  # noqa: E402
 from fp8ref.contracts import contract  # noqa: E402
+from fp8ref.pytest_plugin import needs_interpreter  # noqa: E402
 
 
 def _point(**overrides) -> bench.Point:
@@ -171,3 +172,67 @@ def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
         ("reference", True, 5.0, 6.0),
         ("mine", False, 5.0, 6.0),
     ]
+
+
+def test_tune_point_filters_combine_ops_select_and_size():
+    points = bench.ISSUE11_POINTS
+    per_group = tune_configs.select_points(points, only="per_group_rowwise,rowwise_2d")
+    assert {p.op for p in per_group} == {"per_group_rowwise_scales", "rowwise_2d_scale_and_cast"}
+    small = tune_configs.select_points(points, only="colwise_3d", max_elements=2e9)
+    assert small
+    assert all(p.shape != (128, 5120, 8192) for p in small)
+    assert tune_configs.select_points(points, select="offs=random") == [p for p in points if "offs=random" in p.variant]
+    assert tune_configs.select_points(points) == list(points)
+
+
+def test_ncu_summary_groups_launches_by_marker_and_converts_units(tmp_path):
+    # Two points; the second launches two kernels (the atomic transpose) plus its own float fill, which must not be
+    # taken for the marker (FillFunctor<double>).
+    profile_kernels = pytest.importorskip("profile_kernels")
+    header = '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+    stall = "smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio"
+    rows = [
+        (0, "at::FillFunctor<double> fill", "Duration", "ns", "1000"),
+        (1, "_per_group_rows_kernel", "Duration", "ns", "86,171"),
+        (1, "_per_group_rows_kernel", "dram__bytes_read.sum", "byte", "170000000"),
+        (1, "_per_group_rows_kernel", "dram__bytes_write.sum", "Mbyte", "85"),
+        (1, "_per_group_rows_kernel", "Registers Per Thread", "register/thread", "80"),
+        (1, "_per_group_rows_kernel", stall, "", "2.24"),
+        (2, "at::FillFunctor<double> fill", "Duration", "ns", "1000"),
+        (3, "at::FillFunctor<float> zero", "Duration", "ns", "1000"),
+        (4, "_transpose_rhs_amax_kernel", "Duration", "us", "303.4"),
+        (5, "_transpose_rhs_quantize_kernel", "Duration", "ms", "0.47"),
+    ]
+    log = tmp_path / "ncu.csv"
+    log.write_text(
+        "# point | per_group_rowwise_scales | 5120x16640 G=64 | offs=aligned16 | row_major | 255000000\n"
+        "# point | rowwise_3d_transpose_rhs | 16x8192x5120 G=1 | method=atomic | row_major | 2013790208\n"
+        + header
+        + "\n"
+        + "\n".join(",".join(f'"{v}"' for v in row) for row in rows)
+        + "\n"
+    )
+    table = profile_kernels.summarize(str(log)).splitlines()
+    body = [line.split(" | ") for line in table[2:]]
+    assert [(cells[0].lstrip("| "), cells[1]) for cells in body] == [
+        ("per_group_rowwise_scales 5120x16640 G=64", "_per_group_rows_kernel"),
+        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1", "at::FillFunctor<float> zero"),
+        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1", "_transpose_rhs_amax_kernel"),
+        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1", "_transpose_rhs_quantize_kernel"),
+    ]
+    assert body[0][2] == "86.2"  # us, from ns with a thousands separator
+    assert body[0][-2] == "1.00"  # (170 MB + 85 MB) / 255 MB ideal
+    assert body[0][-1].startswith("not_selected 2.24")
+    assert (body[2][2], body[3][2]) == ("303.4", "470.0")
+
+
+@needs_interpreter
+def test_micro_batch_bench_runs_on_the_cpu_and_finds_frozen_weights_bitwise_equal(monkeypatch):
+    # The GPU run of bench_grouped_mm --micro-batches (fp8moe.frozen_weights) is a table of times; its logic, and the
+    # equality of the frozen and plain steps it reports, run here on the interpreter.
+    bench_grouped_mm = pytest.importorskip("bench_grouped_mm")
+    monkeypatch.setattr(bench_grouped_mm, "DEVICE", "cpu")
+    lines = []
+    bench_grouped_mm.micro_batches([(32, 32, 32, 2)], 2, lambda line="": lines.append(line))
+    [row] = [line for line in lines if line.startswith("| 32, 32, 32, 2 |")]
+    assert row.endswith("| yes |"), row

@@ -133,3 +133,25 @@ def test_interpreter_native_decode_is_exact_on_finite_codes():
     want = codes.view(E4M3).to(torch.float32)
     finite = want.isfinite()
     assert torch.equal(got[finite].view(torch.int32), want[finite].view(torch.int32))
+
+
+@pytest.mark.parametrize(("emulated", "status"), [("satfinite", "pass"), ("torch-2.12-eager", "fail")])
+def test_fingerprint_fails_a_path_whose_profile_the_kernels_require_and_do_not_get(monkeypatch, emulated, status):
+    # A native cast the kernels leave saturation to must be `satfinite`: one that follows another named profile
+    # (here torch's, which differs only on overflow / inf / NaN) is a failure, and it is checked against satfinite.
+    from fp8ref.bringup import steps
+
+    path = CastPath(
+        "triton.native",
+        lambda x, d: cast_codes(x.float(), d, emulated),
+        lambda c, d: c.view(d).float(),
+        (E4M3,),
+        True,
+        "test",
+        required_profile="satfinite",
+    )
+    monkeypatch.setattr(steps, "cast_paths", lambda device, fp8_dtypes: [path])
+    _, _, profiles, results = steps.fingerprint_steps(torch.device("cpu"), (E4M3,))
+    assert profiles[("triton.native", "e4m3fn")] == ("satfinite", emulated == "satfinite")
+    [step] = results
+    assert step.status == status, step.note
