@@ -45,11 +45,24 @@ from fp8moe.kernels._per_group import _per_group_rows_kernel  # noqa: E402
 _POINTERS = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "offs_ptr": "*i32"}
 
 
-def compile_per_group(block_r: int, block_k: int, warps: int, colwise: bool, cast_mode: int, x_type: str = "bf16"):
-    """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32")."""
+def compile_per_group(
+    block_r: int,
+    block_k: int,
+    warps: int,
+    colwise: bool,
+    cast_mode: int,
+    x_type: str = "bf16",
+    pack_k: int | None = None,
+):
+    """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
+
+    ``pack_k``: the PACK_K constexpr; None picks the launcher's choice for the view (4 colwise, 1 rowwise).
+    """
     kernel = _per_group_rows_kernel
     constants = dict(fp8_constexprs(torch.float8_e4m3fn, False, cast_mode))
-    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, INT64_INDEX=False)
+    if pack_k is None:
+        pack_k = 4 if colwise else 1
+    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, "i32") for name in kernel.arg_names}
@@ -99,13 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cast-mode", type=int, default=CAST_SATURATING_NATIVE, help="CAST_MODE (fp8moe.backend)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--x-type", default="bf16", choices=("bf16", "fp16", "fp32"), help="the input's type")
+    parser.add_argument(
+        "--pack", type=int, choices=(1, 4), default=None, help="PACK_K (default: the launcher's, 4 colwise, 1 rowwise)"
+    )
     args = parser.parse_args(argv)
     block_r, block_k, warps = (int(v) for v in args.tile.split(","))
     per_thread = block_r * block_k // (32 * warps)
     result = {}
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
-        counts = loops(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode, args.x_type))
+        counts = loops(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack))
         result[view] = {**counts, "elements_per_thread": per_thread}
         if not args.json:
             print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")

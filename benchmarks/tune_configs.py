@@ -57,18 +57,36 @@ def forced(names: set[str], index: int):
         KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS = original_fixed, original_min
 
 
+#: The launcher modules that pick PACK_K (fp8moe.kernels._span.pack_k) by name.
+_PACK_K_USERS = ("fp8moe.kernels._per_group", "fp8moe.kernels._rows", "fp8moe.kernels.per_group_colwise_scales_dual")
+
+
+@contextlib.contextmanager
+def byte_stores():
+    """Launch every row kernel with PACK_K = 1 (byte stores) inside the block, whatever the layout."""
+    modules = [sys.modules[name] for name in _PACK_K_USERS]
+    originals = [m.pack_k for m in modules]
+    for m in modules:
+        m.pack_k = lambda x_strides_k, *qs: 1
+    try:
+        yield
+    finally:
+        for m, original in zip(modules, originals):
+            m.pack_k = original
+
+
 def _describe(config) -> str:
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
-    steps = config.kwargs.get("ROW_STEPS", 1)
-    return f"{tile}{f'/s{steps}' if steps > 1 else ''}/w{config.num_warps}"
+    return f"{tile}/w{config.num_warps}"
 
 
 def point_label(point: Point) -> str:
     return "x".join(map(str, point.shape)) + (f" G={point.groups}" if point.offs else "")
 
 
-def tune_point(point: Point, do_bench, device: str = "cuda") -> list[str]:
-    """Markdown rows for one point: one per candidate, the best marked."""
+def tune_point(point: Point, do_bench, device: str = "cuda", with_byte_stores: bool = False) -> list[str]:
+    """Markdown rows for one point: one per candidate, the best marked; ``with_byte_stores``: one more per candidate
+    with PACK_K forced to 1 (config suffix ``/bytes``), to compare the word stores of transposing views with bytes."""
     c = contract(point.op)
     xs, offs = make_inputs(c, point, device)
     fixed_args = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
@@ -77,9 +95,12 @@ def tune_point(point: Point, do_bench, device: str = "cuda") -> list[str]:
     owners = kernel_configs_of(point.op, point.kwargs)
     candidates = owners[0].cuda
     untuned = candidates.index(owners[0].smallest_cuda)
+    runs = [(i, False) for i in range(len(candidates))]
+    if with_byte_stores:
+        runs += [(i, True) for i in range(len(candidates))]
     times, exact = [], []
-    for i in range(len(candidates)):
-        with forced({k.name for k in owners}, i):
+    for i, bytes_only in runs:
+        with forced({k.name for k in owners}, i), byte_stores() if bytes_only else contextlib.nullcontext():
             out = c.call(kernel, xs, offs, **fixed_args, **point.kwargs)
             exact.append(same_outputs(out, expected))
             del out
@@ -92,11 +113,12 @@ def tune_point(point: Point, do_bench, device: str = "cuda") -> list[str]:
     )
     variant = variant or "-"
     rows = []
-    for i, (config, ms) in enumerate(zip(candidates, times)):
-        marks = [m for m, on in (("best", ms == best), ("untuned-small", i == untuned)) if on]
+    for k, ((i, bytes_only), ms) in enumerate(zip(runs, times)):
+        marks = [m for m, on in (("best", ms == best), ("untuned-small", i == untuned and not bytes_only)) if on]
+        config = _describe(candidates[i]) + ("/bytes" if bytes_only else "")
         rows.append(
-            f"| {point.op} | {point_label(point)} | {variant} | {_describe(config)} | {ms * 1e3:.1f} | "
-            f"{ms / best:.2f} | {' '.join(marks) or '-'} | {'yes' if exact[i] else 'NO'} |"
+            f"| {point.op} | {point_label(point)} | {variant} | {config} | {ms * 1e3:.1f} | "
+            f"{ms / best:.2f} | {' '.join(marks) or '-'} | {'yes' if exact[k] else 'NO'} |"
         )
     return rows
 
@@ -163,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
     parser.add_argument("--select", default=None, help="substring filter on '<op> <variant> <layout>' of a point")
     parser.add_argument("--points", choices=("issue11", "moe"), default="issue11", help="issue #11 shapes or SPEC §7's")
+    parser.add_argument(
+        "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"
+    )
     args = parser.parse_args(argv)
     if args.summarize:
         print("\n".join(summarize(args.summarize)))
@@ -188,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     points = select_points(points, args.only, args.select, args.max_elements)
     for point in points:
         try:
-            rows = tune_point(point, do_bench_cudagraph)
+            rows = tune_point(point, do_bench_cudagraph, with_byte_stores=args.byte_stores)
         except Exception as exc:  # one failing point must not lose the others
             print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             continue

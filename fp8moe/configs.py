@@ -312,6 +312,7 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=8),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
@@ -326,6 +327,8 @@ PER_GROUP_DUAL = KernelConfigs(
     cuda=(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=8),
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),

@@ -31,6 +31,7 @@ from fp8moe.kernels import (
     per_group_colwise_scales_dual,
     per_group_rowwise_scales,
 )
+from fp8moe.kernels._span import pack_k
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
 from fp8ref.formats import all_formats, fmt
@@ -247,6 +248,47 @@ def test_dual_matches_reference_bitwise(fp8_dtype, pow2, device):
         backend_for(device),
     )
     _assert_dual_equal(out, _dual_reference(x1, x2, ends, fp8_dtype, pow2), ends[-1])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Word stores: transposing views store four columns per 4-byte word (fp8moe.kernels._span.pack_k)
+# ---------------------------------------------------------------------------------------------------------------
+
+#: A jagged length that is a multiple of 4: the colwise ops' (N, Ktot) outputs then have 4-byte aligned rows and
+#: row-major inputs take the word stores. LENGTH (150) keeps the byte stores.
+WORD_LENGTH = 152
+
+
+def test_pack_k_stores_words_only_for_transposing_views_with_aligned_rows():
+    q = torch.empty((ROWS, WORD_LENGTH), dtype=E4)
+    assert pack_k((ROWS,), q) == 4  # x.t() of a row-major (152, 12) input: K stride 12
+    assert pack_k((ROWS, 20), q, q) == 4
+    assert pack_k((1,), q) == 1  # contiguous along K: load and store layouts agree, nothing to pack
+    assert pack_k((ROWS, 1), q, q) == 1  # the dual op with one column-major input
+    assert pack_k((ROWS,), torch.empty((ROWS, LENGTH), dtype=E4)) == 1  # rows 150 bytes apart
+    misaligned = torch.empty(ROWS * WORD_LENGTH + 1, dtype=E4)[1:].view(ROWS, WORD_LENGTH)
+    assert pack_k((ROWS,), misaligned) == 1
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_colwise_word_stores_match_reference_bitwise(layout, device):
+    """Every layout through the word stores: one- and two-pass groups, edge chunks, empty groups, a tail."""
+    op = OPS[1]
+    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=13)
+    assert pack_k((x.stride(0),), torch.empty((ROWS, WORD_LENGTH), dtype=E4)) == 4
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
+
+
+@pytest.mark.parametrize("fp8_dtype", FP8_DTYPES, ids=_fmt_id)
+def test_dual_word_stores_match_reference_bitwise(fp8_dtype, device):
+    _skip_unless_native(fp8_dtype, device)
+    x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=14)
+    x2 = _values((WORD_LENGTH, 20), torch.bfloat16, seed=15)
+    ends = LAYOUTS["many_groups"]
+    out = per_group_colwise_scales_dual.launch(
+        x1.to(device), x2.to(device), _offs(ends, device), fp8_dtype, True, backend_for(device)
+    )
+    _assert_dual_equal(out, _dual_reference(x1, x2, ends, fp8_dtype, True), ends[-1])
 
 
 @pytest.mark.parametrize("layout", ["uneven", "tail"])

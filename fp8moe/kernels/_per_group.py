@@ -23,7 +23,7 @@ import triton.language as tl
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._span import quantize_span
+from fp8moe.kernels._span import pack_k, quantize_span
 
 __all__ = ["launch_jagged_rows", "quantize_group_rows"]
 
@@ -43,6 +43,7 @@ def quantize_group_rows(
     stride_qr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr,
@@ -74,12 +75,12 @@ def quantize_group_rows(
     q_rows = q_ptr + rows[:, None] * stride_qr
     if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
         scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, INT64_INDEX,
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     else:
         scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, INT64_INDEX,
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
@@ -99,6 +100,7 @@ def _per_group_rows_kernel(
     stride_qr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr,
@@ -114,7 +116,8 @@ def _per_group_rows_kernel(
     """
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
-        stride_qr, BLOCK_R, BLOCK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
+        CAST_MODE,
     )  # fmt: skip
 
 
@@ -148,6 +151,7 @@ def launch_jagged_rows(
         stride_xr=x.stride(0),
         stride_xk=x.stride(1),
         stride_qr=q.stride(0),
+        PACK_K=pack_k((x.stride(1),), q),
         INT64_INDEX=configs.needs_int64_index(x, q, scales),
         **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     )

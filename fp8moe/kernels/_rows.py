@@ -22,7 +22,7 @@ import triton.language as tl
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._span import quantize_span
+from fp8moe.kernels._span import pack_k, quantize_span
 
 __all__ = ["launch_rows"]
 
@@ -44,6 +44,7 @@ def _rowwise_scale_and_cast_kernel(
     BLOCK_S: tl.constexpr,
     BLOCK_L: tl.constexpr,
     ONE_PASS: tl.constexpr,
+    PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr,
@@ -67,7 +68,7 @@ def _rowwise_scale_and_cast_kernel(
     x_rows = x_ptr + pid_b * stride_xb + rows[:, None] * stride_xs  # (BLOCK_S, 1)
     q_rows = q_ptr + pid_b * stride_qb + rows[:, None] * stride_qs
     scale = quantize_span(
-        x_rows, q_rows, row_mask, 0, L, stride_xl, BLOCK_S, BLOCK_L, ONE_PASS, INT64_INDEX,
+        x_rows, q_rows, row_mask, 0, L, stride_xl, BLOCK_S, BLOCK_L, ONE_PASS, PACK_K, INT64_INDEX,
         FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
     tl.store(scales_ptr + pid_b * S + rows, scale, mask=row_mask)
@@ -112,6 +113,7 @@ def launch_rows(
         stride_xl=x.stride(2),
         stride_qb=q.stride(0),
         stride_qs=q.stride(1),
+        PACK_K=pack_k((x.stride(2),), q),
         INT64_INDEX=configs.needs_int64_index(x, q, scales),
         **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     )

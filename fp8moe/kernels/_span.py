@@ -23,6 +23,7 @@ the cuts).
 
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -35,7 +36,22 @@ from fp8moe.kernels._common import (
     scale_from_amax,
 )
 
-__all__ = ["quantize_span"]
+__all__ = ["pack_k", "quantize_span"]
+
+
+def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
+    """The PACK_K launch constexpr of :func:`quantize_span`: 4 (store words of four columns) when no x is
+    contiguous along K, so every tile changes layout between its load and its store, and every q's rows start
+    4-byte aligned (data pointer and every stride but the unit K stride divisible by 4); else 1 (bytes).
+
+    Args:
+        x_strides_k: the K stride of each input the launch reads.
+        qs: every fp8 output the launch writes, K last.
+    """
+    if any(stride == 1 for stride in x_strides_k):
+        return 1
+    aligned = all(q.data_ptr() % 4 == 0 and all(s % 4 == 0 for s in q.stride()[:-1]) for q in qs)
+    return 4 if aligned else 1
 
 
 @triton.jit
@@ -58,53 +74,14 @@ def _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX: tl.constexpr):
 
 
 @triton.jit
-def quantize_span(
-    x_rows,
-    q_rows,
-    row_mask,
-    start,
-    end,
-    stride_xk,
-    BLOCK_R: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    ONE_PASS: tl.constexpr,
-    INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr,
-    FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr,
-    CAST_MODE: tl.constexpr,
-):
-    """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
-
-    Args:
-        x_rows: (BLOCK_R, 1) pointers to column 0 of each row of x; columns are ``stride_xk`` apart.
-        q_rows: (BLOCK_R, 1) pointers to column 0 of each row of q; columns are contiguous.
-        row_mask: (BLOCK_R,) rows that exist.
-        start, end: the span, 0 <= start <= end <= the row length (loads and stores stay inside it; an empty span
-            gives the EPS-derived scale and stores nothing).
-        ONE_PASS: the caller guarantees that the aligned interior fits one tile,
-            floor16(end) - ceil16(start) <= BLOCK_K.
-    """
-    inner_lo = (start + 15) // 16 * 16
-    inner_hi = end // 16 * 16
-    # The span is a head [start, min(inner_lo, end)), the aligned interior [inner_lo, inner_hi) and a tail
-    # [max(inner_hi, inner_lo), end). Head and tail are partial 16-column chunks, each empty when its group edge is
-    # 16-aligned: they are loaded with exact masks (scalar accesses), only when not empty, and reloaded for pass 2.
-    edge = tl.arange(0, 16)
-    head_cols = start // 16 * 16 + edge
-    head_hi = tl.minimum(inner_lo, end)
-    tail_lo = tl.maximum(inner_hi, inner_lo)
-    tail_cols = tail_lo + edge
-    edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
-    if start < head_hi:
-        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
-    if tail_lo < end:
-        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
+def _quantize_interior(
+    x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk,
+    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, ONE_PASS: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """The aligned interior [inner_lo, inner_hi) of the span in (BLOCK_R, BLOCK_K) tiles; returns the row scales
+    (the amax folds in ``edge_amax``, the head and tail chunks')."""
     block = tl.arange(0, BLOCK_K)
     if ONE_PASS:
         cols = inner_lo + block
@@ -133,6 +110,168 @@ def quantize_span(
             x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX)
             q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
             _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+    return scale
+
+
+@triton.jit
+def _load_quad(x_rows, row_mask, k0, lo, hi, stride_xk, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr):
+    """Columns k0 + 4w + j of the rows for j = 0..3: four (BLOCK_R, BLOCK_W) tiles, 0 outside [lo, hi)."""
+    cols = k0 + 4 * tl.arange(0, BLOCK_W)
+    x0 = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
+    x1 = _load_cols(x_rows, row_mask, cols + 1, lo, hi, stride_xk, INT64_INDEX)
+    x2 = _load_cols(x_rows, row_mask, cols + 2, lo, hi, stride_xk, INT64_INDEX)
+    x3 = _load_cols(x_rows, row_mask, cols + 3, lo, hi, stride_xk, INT64_INDEX)
+    return x0, x1, x2, x3
+
+
+@triton.jit
+def _fp8_byte(q):
+    return q.to(tl.uint8, bitcast=True).to(tl.uint32)
+
+
+@triton.jit
+def _store_quad(
+    q_rows, row_mask, k0, hi, x0, x1, x2, x3, scale,
+    BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Quantize the four tiles of :func:`_load_quad` and store them as little-endian words: byte j of word w is
+    column k0 + 4w + j. k0 and every row of q are 4-byte aligned; words at or past ``hi`` are not stored."""
+    q0 = _fp8_byte(quantize(x0, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE))
+    q1 = _fp8_byte(quantize(x1, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE))
+    q2 = _fp8_byte(quantize(x2, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE))
+    q3 = _fp8_byte(quantize(x3, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE))
+    words = q0 | (q1 << 8) | (q2 << 16) | (q3 << 24)
+    word_cols = k0 // 4 + tl.arange(0, BLOCK_W)
+    if INT64_INDEX:
+        word_cols = word_cols.to(tl.int64)
+    # Bounded in words (hi is a multiple of 16): a contiguous index against a multiple of 4 keeps the mask constant
+    # over four words, so the stores stay 16-byte vectors (k0 + 4w < hi compiled to 4-byte stores).
+    mask = row_mask[:, None] & (word_cols < hi // 4)[None, :]
+    tl.store(q_rows.to(tl.pointer_type(tl.uint32)) + word_cols[None, :], words, mask=mask)
+
+
+@triton.jit
+def _quantize_interior_packed(
+    x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk,
+    BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, ONE_PASS: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """:func:`_quantize_interior` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
+    columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored as 4-byte words.
+
+    x's fast dim is R and q's is K, so a tile changes layout on its way out; Triton does it through shared memory.
+    Packing four columns into one word before that makes the exchange a quarter of the elements at four bytes each
+    (a byte tile compiled to one STS.U8 per element, benchmarks/sass_counts.py).
+    """
+    BLOCK_K: tl.constexpr = 4 * BLOCK_W
+    if ONE_PASS:
+        x0, x1, x2, x3 = _load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        amax = max_of_amaxes(
+            max_of_amaxes(abs_max_keep_nan(x0, 1), abs_max_keep_nan(x1, 1)),
+            max_of_amaxes(abs_max_keep_nan(x2, 1), abs_max_keep_nan(x3, 1)),
+        )
+        scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
+        _store_quad(
+            q_rows, row_mask, inner_lo, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+        )  # fmt: skip
+    else:
+        acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
+        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        for k0 in range(inner_lo, inner_hi, BLOCK_K):
+            x0, x1, x2, x3 = n0, n1, n2, n3
+            n0, n1, n2, n3 = _load_quad(
+                x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX
+            )
+            acc = tl.maximum(
+                acc,
+                tl.maximum(
+                    tl.maximum(magnitude_bits(x0), magnitude_bits(x1)),
+                    tl.maximum(magnitude_bits(x2), magnitude_bits(x3)),
+                ),
+            )
+        amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
+        scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
+        num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+        last = inner_lo + (num_tiles - 1) * BLOCK_K
+        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        for i in range(num_tiles):
+            k0 = last - i * BLOCK_K
+            x0, x1, x2, x3 = n0, n1, n2, n3
+            n0, n1, n2, n3 = _load_quad(
+                x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX
+            )
+            _store_quad(
+                q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+    return scale
+
+
+@triton.jit
+def quantize_span(
+    x_rows,
+    q_rows,
+    row_mask,
+    start,
+    end,
+    stride_xk,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    ONE_PASS: tl.constexpr,
+    PACK_K: tl.constexpr,
+    INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr,
+    FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):
+    """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
+
+    Args:
+        x_rows: (BLOCK_R, 1) pointers to column 0 of each row of x; columns are ``stride_xk`` apart.
+        q_rows: (BLOCK_R, 1) pointers to column 0 of each row of q; columns are contiguous.
+        row_mask: (BLOCK_R,) rows that exist.
+        start, end: the span, 0 <= start <= end <= the row length (loads and stores stay inside it; an empty span
+            gives the EPS-derived scale and stores nothing).
+        ONE_PASS: the caller guarantees that the aligned interior fits one tile,
+            floor16(end) - ceil16(start) <= BLOCK_K.
+        PACK_K: 4 to store the interior as 4-byte words of four columns (:func:`_quantize_interior_packed`), for
+            views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
+            1 stores bytes.
+    """
+    inner_lo = (start + 15) // 16 * 16
+    inner_hi = end // 16 * 16
+    # The span is a head [start, min(inner_lo, end)), the aligned interior [inner_lo, inner_hi) and a tail
+    # [max(inner_hi, inner_lo), end). Head and tail are partial 16-column chunks, each empty when its group edge is
+    # 16-aligned: they are loaded with exact masks (scalar accesses), only when not empty, and reloaded for pass 2.
+    edge = tl.arange(0, 16)
+    head_cols = start // 16 * 16 + edge
+    head_hi = tl.minimum(inner_lo, end)
+    tail_lo = tl.maximum(inner_hi, inner_lo)
+    tail_cols = tail_lo + edge
+    edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
+    if start < head_hi:
+        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
+    if tail_lo < end:
+        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
+    if PACK_K == 4 and BLOCK_K >= 4:
+        scale = _quantize_interior_packed(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_R, BLOCK_K // 4, ONE_PASS,
+            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+    else:
+        scale = _quantize_interior(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_R, BLOCK_K, ONE_PASS,
+            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
     if start < head_hi:
         x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
         q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)

@@ -17,6 +17,7 @@ from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
 from fp8moe.kernels._per_group import quantize_group_rows
+from fp8moe.kernels._span import pack_k
 
 __all__ = ["launch"]
 
@@ -40,6 +41,7 @@ def _per_group_colwise_scales_dual_kernel(
     stride_x2k,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr,
@@ -71,6 +73,7 @@ def _per_group_colwise_scales_dual_kernel(
             K,
             BLOCK_R,
             BLOCK_K,
+            PACK_K,
             INT64_INDEX,
             FP8_DTYPE,
             FP8_MAX,
@@ -95,6 +98,7 @@ def _per_group_colwise_scales_dual_kernel(
             K,
             BLOCK_R,
             BLOCK_K,
+            PACK_K,
             INT64_INDEX,
             FP8_DTYPE,
             FP8_MAX,
@@ -157,6 +161,7 @@ def launch(
         stride_x1k=x1.stride(0),
         stride_x2n=x2.stride(1),
         stride_x2k=x2.stride(0),
+        PACK_K=pack_k((x1.stride(0), x2.stride(0)), q1_t, q2_t),
         INT64_INDEX=configs.needs_int64_index(x1, x2, q1_t, q2_t, s1, s2),
         **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     )
