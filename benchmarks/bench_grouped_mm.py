@@ -252,20 +252,24 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.out, "w") as f:
                 f.write("\n".join(lines) + "\n")
 
-    if args.quant_layouts:
-        quant_layouts(shapes, emit)
-        return 0
-    if args.micro_batches:
-        micro_batches(shapes, args.micro_batches, emit)
-        return 0
-
     emit(f"# FP8 grouped GEMM fwd+bwd vs bf16 on {device_name}")
     emit()
+    versions = (
+        f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}."
+    )
+    if args.quant_layouts or args.micro_batches:
+        emit(versions)
+        emit()
+        if args.quant_layouts:
+            quant_layouts(shapes, emit)
+        else:
+            micro_batches(shapes, args.micro_batches, emit)
+        return 0
     emit(
-        f"torch {torch.__version__}, triton {sys.modules['triton'].__version__}, python {platform.python_version()}. "
-        "GPU time of CUDA-graph replays (median, triton.testing.do_bench_cudagraph); `eager` is do_bench's median "
-        "with host overhead. Groups: fp8ref.grouped_mm.skewed_offs (uneven, one empty, multiples of 16). Speed-up = "
-        "bf16 time / fp8 time. quant = the five fp8moe quantization calls of a step; its share is of the fp8 GEMMs."
+        f"{versions} GPU time of CUDA-graph replays (median, triton.testing.do_bench_cudagraph); `eager` is "
+        "do_bench's median with host overhead. Groups: fp8ref.grouped_mm.skewed_offs (uneven, one empty, "
+        "multiples of 16). Speed-up = bf16 time / fp8 time. quant = the five fp8moe quantization calls of a step; "
+        "its share is of the fp8 GEMMs."
     )
     emit()
     emit(

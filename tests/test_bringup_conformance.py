@@ -136,7 +136,9 @@ def test_interpreter_native_decode_is_exact_on_finite_codes():
 
 
 @pytest.mark.parametrize(("emulated", "status"), [("satfinite", "pass"), ("torch-2.12-eager", "fail")])
-def test_fingerprint_fails_a_path_whose_profile_the_kernels_require_and_do_not_get(monkeypatch, emulated, status):
+def test_fingerprint_fails_a_path_whose_profile_the_kernels_require_and_do_not_get(
+    monkeypatch, emulated, status, device
+):
     # A native cast the kernels leave saturation to must be `satfinite`: one that follows another named profile
     # (here torch's, which differs only on overflow / inf / NaN) is a failure, and it is checked against satfinite.
     from fp8ref.bringup import steps
@@ -151,7 +153,7 @@ def test_fingerprint_fails_a_path_whose_profile_the_kernels_require_and_do_not_g
         required_profile="satfinite",
     )
     monkeypatch.setattr(steps, "cast_paths", lambda device, fp8_dtypes: [path])
-    _, _, profiles, results = steps.fingerprint_steps(torch.device("cpu"), (E4M3,))
+    _, _, profiles, results = steps.fingerprint_steps(device, (E4M3,))  # the device the kernels run on
     assert profiles[("triton.native", "e4m3fn")] == ("satfinite", emulated == "satfinite")
     [step] = results
     assert step.status == status, step.note
