@@ -75,11 +75,6 @@ def byte_stores():
             m.pack_k = original
 
 
-def _describe(config) -> str:
-    tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
-    return f"{tile}/w{config.num_warps}"
-
-
 def point_label(point: Point) -> str:
     return "x".join(map(str, point.shape)) + (f" G={point.groups}" if point.offs else "")
 
@@ -115,7 +110,7 @@ def tune_point(point: Point, do_bench, device: str = "cuda", with_byte_stores: b
     rows = []
     for k, ((i, bytes_only), ms) in enumerate(zip(runs, times)):
         marks = [m for m, on in (("best", ms == best), ("untuned-small", i == untuned and not bytes_only)) if on]
-        config = _describe(candidates[i]) + ("/bytes" if bytes_only else "")
+        config = configs_module.describe(candidates[i]) + ("/bytes" if bytes_only else "")
         rows.append(
             f"| {point.op} | {point_label(point)} | {variant} | {config} | {ms * 1e3:.1f} | "
             f"{ms / best:.2f} | {' '.join(marks) or '-'} | {'yes' if exact[k] else 'NO'} |"

@@ -138,6 +138,7 @@ def make_row(
     compile_us: float | None,
     bitwise_ok: bool,
     first_call_ms: float | None = None,
+    config: str | None = None,
 ) -> dict:
     """One JSON row; bandwidth and speed-up are derived from the graph time ``us`` (None where it is missing)."""
     gbps = None if not us else nbytes / us / 1e3
@@ -155,6 +156,7 @@ def make_row(
         "speedup_vs_compile": None if not (us and compile_us) else compile_us / us,
         "bitwise_ok": bitwise_ok,
         "first_call_ms": first_call_ms,
+        "config": config,
     }
 
 
@@ -166,8 +168,8 @@ def markdown_table(rows: Sequence[dict]) -> list[str]:
     """The rows as a Markdown table, one line per row, in the given order."""
     lines = [
         "| op | impl | shape | G | variant | layout | us (graph) | eager us | GB/s | % of copy | vs compile "
-        "| bitwise | first call ms |",
-        "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|",
+        "| bitwise | first call ms | config |",
+        "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in rows:
         lines.append(
@@ -175,7 +177,8 @@ def markdown_table(rows: Sequence[dict]) -> list[str]:
             f"{r['layout']} | {_cell(r['us'], '.1f')} | {_cell(r['eager_us'], '.1f')} | {_cell(r['gbps'], '.0f')} | "
             f"{_cell(r['pct_of_copy_bw'], '.0f')}{'%' if r['pct_of_copy_bw'] is not None else ''} | "
             f"{_cell(r['speedup_vs_compile'], '.2f')}{'x' if r['speedup_vs_compile'] is not None else ''} | "
-            f"{'yes' if r['bitwise_ok'] else 'NO'} | {_cell(r.get('first_call_ms'), '.0f')} |"
+            f"{'yes' if r['bitwise_ok'] else 'NO'} | {_cell(r.get('first_call_ms'), '.0f')} | "
+            f"{r.get('config') or '-'} |"
         )
     return lines
 
@@ -374,13 +377,25 @@ def bench_point(
             ok = ok and _checked(fn, c, point, kwargs, check_elements, device)
         del out
         graph, eager = _time(call)
-        timed[name] = (graph, eager, ok, first_ms if name == "fp8moe" else None)
+        timed[name] = (graph, eager, ok, first_ms if name == "fp8moe" else None, _launch_configs(point, name))
     compile_us = timed.get("torch.compile", (None,))[0]
     rows = [
-        make_row(point, name, g, e, nbytes, copy_gbps, compile_us, ok, first)
-        for name, (g, e, ok, first) in timed.items()
+        make_row(point, name, g, e, nbytes, copy_gbps, compile_us, ok, first, config)
+        for name, (g, e, ok, first, config) in timed.items()
     ]
     return rows
+
+
+def _launch_configs(point: Point, impl: str) -> str | None:
+    """The launch configs fp8moe's kernels ran with at the point (after its timed calls: the autotuner's choice), in
+    launch order, ``+``-joined; None for other implementations."""
+    if impl != "fp8moe":
+        return None
+    from fp8moe import configs
+
+    method = point.kwargs.get("method")
+    lists = configs.CONFIGS_BY_SPEC[f"{point.op}[{method}]" if method else point.op]
+    return "+".join(configs.describe(configs.LAST_CONFIG.get(k.name)) for k in lists)
 
 
 def _compiled_reference(op: str):

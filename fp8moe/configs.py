@@ -39,6 +39,7 @@ __all__ = [
     "INTERPRETER_MAX_TILE",
     "INTERPRETER_ONE_PASS_UP_TO",
     "INTERPRETER_ROW_SPLIT_UP_TO",
+    "LAST_CONFIG",
     "PER_GROUP",
     "PER_GROUP_DUAL",
     "RESULT_ARGS",
@@ -48,9 +49,11 @@ __all__ = [
     "InterpreterTiles",
     "KernelConfigs",
     "autotuned",
+    "describe",
     "interpreter_block",
     "launch",
     "needs_int64_index",
+    "persistent_grid",
 ]
 
 #: Below this many elements in the largest tensor argument, CUDA launches use a fixed config instead of autotuning.
@@ -161,10 +164,11 @@ class KernelConfigs:
         return min(self.cuda, key=lambda c: _tile_elements(c.kwargs))
 
 
-def _tile_elements(block_sizes: Mapping[str, int]) -> int:
+def _tile_elements(kwargs: Mapping[str, int]) -> int:
     n = 1
-    for size in block_sizes.values():
-        n *= size
+    for name, size in kwargs.items():
+        if name.startswith("BLOCK_"):
+            n *= size
     return n
 
 
@@ -184,6 +188,19 @@ def autotuned(kernel: triton.runtime.JITFunction, configs: KernelConfigs) -> tri
 #: with the key go straight to the kernel: the autotuner's own call path cost 16 us per launch on the H200 host
 #: (benchmarks/results/h200-host-overhead-<date>.txt: rowwise launch autotuned 75.7 us vs fixed config 59.8 us).
 _CHOSEN: dict[tuple, triton.Config] = {}
+
+#: KernelConfigs name -> the config of that kernel's latest launch (None while the autotuner's first run picks it):
+#: what fp8moe.bench reports beside each time.
+LAST_CONFIG: dict[str, triton.Config | None] = {}
+
+
+def describe(config: triton.Config | None) -> str:
+    """A config as ``<blocks>/w<warps>[/p<programs per SM>]``, e.g. ``64x64/w4`` or ``16x512/w4/p1``."""
+    if config is None:
+        return "-"
+    tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
+    per_sm = config.kwargs.get("PROGRAMS_PER_SM", 0)
+    return f"{tile}/w{config.num_warps}" + (f"/p{per_sm}" if per_sm else "")
 
 
 def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args) -> None:
@@ -211,11 +228,30 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
                 chosen = getattr(tuner, "best_config", None)
                 if isinstance(chosen, triton.Config):
                     _CHOSEN[key] = chosen
+                LAST_CONFIG[configs.name] = chosen if isinstance(chosen, triton.Config) else None
                 return
         else:
             config = configs.fixed(backend, args)
+        LAST_CONFIG[configs.name] = config
         meta = {**args, **config.kwargs}
         kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
+
+
+@functools.cache
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def persistent_grid(tiles: int, meta: Mapping[str, object], device: torch.device) -> int:
+    """Programs to launch for ``tiles`` work tiles: one per tile, or for a persistent config (PROGRAMS_PER_SM > 0)
+    at most that many per multiprocessor, each looping over tiles (fp8moe.kernels._span's long spans: fewer slices
+    in flight, so a slice's second read finds it in L2)."""
+    per_sm = int(meta.get("PROGRAMS_PER_SM", 0))
+    if per_sm == 0:
+        return tiles
+    # The interpreter counts as one multiprocessor, so the CPU tests run the loop over many tiles per program.
+    sms = _sm_count(device.index if device.index is not None else 0) if device.type == "cuda" else 1
+    return max(1, min(tiles, per_sm * sms))
 
 
 def needs_int64_index(*tensors: torch.Tensor) -> bool:
@@ -253,6 +289,9 @@ ROWWISE = KernelConfigs(
         triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4),
         triton.Config({"BLOCK_S": 32, "BLOCK_L": 256}, num_warps=4),
         triton.Config({"BLOCK_S": 64, "BLOCK_L": 128}, num_warps=8),
+        triton.Config({"BLOCK_S": 16, "BLOCK_L": 512, "PROGRAMS_PER_SM": 1}, num_warps=4),
+        triton.Config({"BLOCK_S": 16, "BLOCK_L": 1024, "PROGRAMS_PER_SM": 1}, num_warps=8),
+        triton.Config({"BLOCK_S": 16, "BLOCK_L": 512, "PROGRAMS_PER_SM": 2}, num_warps=4),
     ),
     rocm=triton.Config({"BLOCK_S": 4, "BLOCK_L": 2048}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_S": ("S",), "BLOCK_L": ("L",)}, reduced="BLOCK_L"),
@@ -312,7 +351,9 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=8),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 256, "PROGRAMS_PER_SM": 1}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "PROGRAMS_PER_SM": 2}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "PROGRAMS_PER_SM": 1}, num_warps=8),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
@@ -327,8 +368,9 @@ PER_GROUP_DUAL = KernelConfigs(
     cuda=(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
-        triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "PROGRAMS_PER_SM": 1}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "PROGRAMS_PER_SM": 2}, num_warps=4),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "PROGRAMS_PER_SM": 1}, num_warps=8),
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),

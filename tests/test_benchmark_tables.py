@@ -29,7 +29,7 @@ def _point(**overrides) -> bench.Point:
 
 def test_bench_row_derives_bandwidth_and_speedup_from_graph_time():
     # 4e6 bytes in 1000 us = 4 GB/s = 50% of 8; compile's 3000 us graph time over 1000 us = 3x.
-    row = bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True, 250.0)
+    row = bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True, 250.0, "64x64/w4")
     assert row == {
         "op": "per_group_rowwise_scales",
         "impl": "fp8moe",
@@ -44,6 +44,7 @@ def test_bench_row_derives_bandwidth_and_speedup_from_graph_time():
         "speedup_vs_compile": 3.0,
         "bitwise_ok": True,
         "first_call_ms": 250.0,
+        "config": "64x64/w4",
     }
 
 
@@ -54,7 +55,7 @@ def test_bench_row_without_graph_time_has_no_bandwidth():
 
 def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missing_values():
     rows = [
-        bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True),
+        bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True, None, "16x512/w4/p1"),
         bench.make_row(
             _point(op="rowwise_2d_scale_and_cast", groups=1, offs=None), "mine", None, 20.0, 1, 8.0, None, False
         ),
@@ -63,9 +64,11 @@ def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missin
     assert len(lines) == 4
     assert lines[2] == (
         "| per_group_rowwise_scales | fp8moe | 8x64 | 2 | offs=random | row_major | 1000.0 | 1500.0 | 4 | 50% | 3.00x "
-        "| yes | - |"
+        "| yes | - | 16x512/w4/p1 |"
     )
-    assert lines[3] == "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | NO | - |"
+    assert lines[3] == (
+        "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | NO | - | - |"
+    )
 
 
 @pytest.mark.parametrize(
