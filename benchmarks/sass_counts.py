@@ -53,19 +53,16 @@ def compile_per_group(
     cast_mode: int,
     x_type: str = "bf16",
     pack_k: int | None = None,
-    programs_per_sm: int = 0,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
     ``pack_k``: the PACK_K constexpr; None picks the launcher's choice for the view (4 colwise, 1 rowwise).
-    ``programs_per_sm``: > 0 compiles the persistent variant (a loop over tiles around the same body).
     """
     kernel = _per_group_rows_kernel
     constants = dict(fp8_constexprs(torch.float8_e4m3fn, False, cast_mode))
     if pack_k is None:
         pack_k = 4 if colwise else 1
     constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
-    constants.update(PROGRAMS_PER_SM=programs_per_sm)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, "i32") for name in kernel.arg_names}
@@ -115,7 +112,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cast-mode", type=int, default=CAST_SATURATING_NATIVE, help="CAST_MODE (fp8moe.backend)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--x-type", default="bf16", choices=("bf16", "fp16", "fp32"), help="the input's type")
-    parser.add_argument("--persistent", type=int, default=0, help="PROGRAMS_PER_SM (0: one program per tile)")
     parser.add_argument(
         "--pack", type=int, choices=(1, 4), default=None, help="PACK_K (default: the launcher's, 4 colwise, 1 rowwise)"
     )
@@ -125,10 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {}
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
-        compiled = compile_per_group(
-            block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack, args.persistent
-        )
-        counts = loops(compiled)
+        counts = loops(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack))
         result[view] = {**counts, "elements_per_thread": per_thread}
         if not args.json:
             print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")

@@ -53,7 +53,6 @@ __all__ = [
     "interpreter_block",
     "launch",
     "needs_int64_index",
-    "persistent_grid",
 ]
 
 #: Below this many elements in the largest tensor argument, CUDA launches use a fixed config instead of autotuning.
@@ -164,11 +163,10 @@ class KernelConfigs:
         return min(self.cuda, key=lambda c: _tile_elements(c.kwargs))
 
 
-def _tile_elements(kwargs: Mapping[str, int]) -> int:
+def _tile_elements(block_sizes: Mapping[str, int]) -> int:
     n = 1
-    for name, size in kwargs.items():
-        if name.startswith("BLOCK_"):
-            n *= size
+    for size in block_sizes.values():
+        n *= size
     return n
 
 
@@ -195,12 +193,11 @@ LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
 def describe(config: triton.Config | None) -> str:
-    """A config as ``<blocks>/w<warps>[/p<programs per SM>]``, e.g. ``64x64/w4`` or ``16x512/w4/p1``."""
+    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
-    per_sm = config.kwargs.get("PROGRAMS_PER_SM", 0)
-    return f"{tile}/w{config.num_warps}" + (f"/p{per_sm}" if per_sm else "")
+    return f"{tile}/w{config.num_warps}"
 
 
 def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args) -> None:
@@ -235,23 +232,6 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
         LAST_CONFIG[configs.name] = config
         meta = {**args, **config.kwargs}
         kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
-
-
-@functools.cache
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def persistent_grid(tiles: int, meta: Mapping[str, object], device: torch.device) -> int:
-    """Programs to launch for ``tiles`` work tiles: one per tile, or for a persistent config (PROGRAMS_PER_SM > 0)
-    at most that many per multiprocessor, each looping over tiles (fp8moe.kernels._span's long spans: fewer slices
-    in flight, so a slice's second read finds it in L2)."""
-    per_sm = int(meta.get("PROGRAMS_PER_SM", 0))
-    if per_sm == 0:
-        return tiles
-    # The interpreter counts as one multiprocessor, so the CPU tests run the loop over many tiles per program.
-    sms = _sm_count(device.index if device.index is not None else 0) if device.type == "cuda" else 1
-    return max(1, min(tiles, per_sm * sms))
 
 
 def needs_int64_index(*tensors: torch.Tensor) -> bool:
@@ -289,9 +269,6 @@ ROWWISE = KernelConfigs(
         triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4),
         triton.Config({"BLOCK_S": 32, "BLOCK_L": 256}, num_warps=4),
         triton.Config({"BLOCK_S": 64, "BLOCK_L": 128}, num_warps=8),
-        triton.Config({"BLOCK_S": 16, "BLOCK_L": 512, "PROGRAMS_PER_SM": 1}, num_warps=4),
-        triton.Config({"BLOCK_S": 16, "BLOCK_L": 1024, "PROGRAMS_PER_SM": 1}, num_warps=8),
-        triton.Config({"BLOCK_S": 16, "BLOCK_L": 512, "PROGRAMS_PER_SM": 2}, num_warps=4),
     ),
     rocm=triton.Config({"BLOCK_S": 4, "BLOCK_L": 2048}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_S": ("S",), "BLOCK_L": ("L",)}, reduced="BLOCK_L"),
@@ -351,9 +328,6 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
-        triton.Config({"BLOCK_R": 32, "BLOCK_K": 256, "PROGRAMS_PER_SM": 1}, num_warps=8),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "PROGRAMS_PER_SM": 2}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "PROGRAMS_PER_SM": 1}, num_warps=8),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
@@ -368,9 +342,6 @@ PER_GROUP_DUAL = KernelConfigs(
     cuda=(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "PROGRAMS_PER_SM": 1}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "PROGRAMS_PER_SM": 2}, num_warps=4),
-        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "PROGRAMS_PER_SM": 1}, num_warps=8),
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),

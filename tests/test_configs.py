@@ -84,14 +84,8 @@ def test_every_config_sets_exactly_the_kernels_block_constexprs(name):
     blocks = {p for p in params if p.startswith("BLOCK_")}
     interpreter = kernel_configs.interpreter.config(_sample_args(kernel_configs))
     for config in (*kernel_configs.cuda, kernel_configs.rocm, interpreter):
-        block_kwargs = {k: v for k, v in config.kwargs.items() if k.startswith("BLOCK_")}
-        assert set(block_kwargs) == blocks, f"{kernel_configs.name}: {config}"
-        assert all(v & (v - 1) == 0 for v in block_kwargs.values()), f"block sizes must be powers of two: {config}"
-        # Besides its blocks a config may only make the launch persistent, where the kernel can loop over tiles.
-        others = set(config.kwargs) - blocks
-        assert others <= {"PROGRAMS_PER_SM"}, f"{kernel_configs.name}: {config}"
-        assert others <= set(params), f"{kernel_configs.name} cannot run persistent: {config}"
-        assert config.kwargs.get("PROGRAMS_PER_SM", 0) >= 0
+        assert set(config.kwargs) == blocks, f"{kernel_configs.name}: {config}"
+        assert all(v & (v - 1) == 0 for v in config.kwargs.values()), f"block sizes must be powers of two: {config}"
     assert kernel_configs.interpreter.reduced in blocks
     assert all(a in params for dims in kernel_configs.interpreter.extents.values() for a in dims)
 
@@ -345,16 +339,6 @@ def _meta(shape, stride, dtype=torch.bfloat16):
     return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
 
 
-def test_persistent_grid_caps_programs_per_multiprocessor(monkeypatch):
-    monkeypatch.setattr(configs, "_sm_count", lambda index: 132)
-    cuda = torch.device("cuda", 0)
-    assert configs.persistent_grid(1000, {"BLOCK_R": 64}, cuda) == 1000  # not persistent: one program per tile
-    assert configs.persistent_grid(1000, {"PROGRAMS_PER_SM": 2}, cuda) == 264
-    assert configs.persistent_grid(100, {"PROGRAMS_PER_SM": 2}, cuda) == 100  # never more programs than tiles
-    # The interpreter is one multiprocessor: a persistent config loops over every tile in P programs.
-    assert configs.persistent_grid(1000, {"PROGRAMS_PER_SM": 2}, torch.device("cpu")) == 2
-
-
 @pytest.mark.parametrize(
     ("shape", "stride", "expected"),
     [
@@ -475,7 +459,7 @@ def test_every_fp8moe_launch_variant_names_its_candidate_lists():
     assert all(isinstance(c, KernelConfigs) for lists in CONFIGS_BY_SPEC.values() for c in lists)
 
 
-def test_launch_records_its_config_and_describe_names_blocks_warps_and_persistence(monkeypatch):
+def test_launch_records_its_config_and_describe_names_blocks_and_warps():
     launched = []
 
     class Kernel:
@@ -488,7 +472,4 @@ def test_launch_records_its_config_and_describe_names_blocks_warps_and_persisten
     assert len(launched) == 1
     assert configs.LAST_CONFIG["rowwise_scale_and_cast"] == configs.ROWWISE.interpreter.config(args)
     assert configs.describe(triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4)) == "16x512/w4"
-    assert configs.describe(triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "PROGRAMS_PER_SM": 2}, num_warps=4)) == (
-        "64x64/w4/p2"
-    )
     assert configs.describe(None) == "-"

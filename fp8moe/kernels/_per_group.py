@@ -109,27 +109,16 @@ def _per_group_rows_kernel(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
-    PROGRAMS_PER_SM: tl.constexpr = 0,
 ):
-    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R), G), or for a persistent
-    config (PROGRAMS_PER_SM > 0, fp8moe.configs.persistent_grid) fewer programs looping over those tiles in order.
+    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R), G).
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
-    if PROGRAMS_PER_SM == 0:
-        quantize_group_rows(
-            x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
-            stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-            CAST_MODE,
-        )  # fmt: skip
-    else:
-        r_blocks = tl.cdiv(R, BLOCK_R)
-        for tile in range(tl.program_id(0), r_blocks * G, tl.num_programs(0)):
-            quantize_group_rows(
-                x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tile % r_blocks, tile // r_blocks, stride_xr, stride_xk,
-                stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
-                ROUND_POW2, CAST_MODE,
-            )  # fmt: skip
+    quantize_group_rows(
+        x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
+        stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
+        CAST_MODE,
+    )  # fmt: skip
 
 
 def launch_jagged_rows(
@@ -151,11 +140,7 @@ def launch_jagged_rows(
         _per_group_rows_kernel,
         configs.PER_GROUP,
         backend,
-        lambda meta: (
-            (triton.cdiv(rows, meta["BLOCK_R"]), num_groups)
-            if not meta.get("PROGRAMS_PER_SM")
-            else (configs.persistent_grid(triton.cdiv(rows, meta["BLOCK_R"]) * num_groups, meta, x.device),)
-        ),
+        lambda meta: (triton.cdiv(rows, meta["BLOCK_R"]), num_groups),
         x_ptr=x,
         q_ptr=q,
         scales_ptr=scales,

@@ -27,28 +27,6 @@ from fp8moe.kernels._span import pack_k, quantize_span
 __all__ = ["launch_rows"]
 
 
-@triton.jit
-def _row_block(
-    x_ptr, q_ptr, scales_ptr, S, L, pid_s, pid_b, stride_xb, stride_xs, stride_xl, stride_qb, stride_qs,
-    BLOCK_S: tl.constexpr, BLOCK_L: tl.constexpr, ONE_PASS: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """Rows [pid_s * BLOCK_S, +BLOCK_S) of matrix pid_b."""
-    rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
-    if INT64_INDEX:
-        pid_b = pid_b.to(tl.int64)
-        rows = rows.to(tl.int64)
-    row_mask = rows < S
-    x_rows = x_ptr + pid_b * stride_xb + rows[:, None] * stride_xs  # (BLOCK_S, 1)
-    q_rows = q_ptr + pid_b * stride_qb + rows[:, None] * stride_qs
-    scale = quantize_span(
-        x_rows, q_rows, row_mask, 0, L, stride_xl, BLOCK_S, BLOCK_L, ONE_PASS, PACK_K, INT64_INDEX,
-        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-    )  # fmt: skip
-    tl.store(scales_ptr + pid_b * S + rows, scale, mask=row_mask)
-
-
 @triton.heuristics({"ONE_PASS": lambda args: args["L"] <= args["BLOCK_L"]})
 @triton.jit
 def _rowwise_scale_and_cast_kernel(
@@ -75,28 +53,25 @@ def _rowwise_scale_and_cast_kernel(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
-    PROGRAMS_PER_SM: tl.constexpr = 0,
 ):
-    """x (B, S, L) any strides -> q (B, S, L) with unit stride along L, scales[b * S + s]. Grid (cdiv(S, BLOCK_S), B),
-    or for a persistent config (PROGRAMS_PER_SM > 0, fp8moe.configs.persistent_grid) fewer programs looping over
-    those tiles in order.
+    """x (B, S, L) any strides -> q (B, S, L) with unit stride along L, scales[b * S + s]. Grid (cdiv(S, BLOCK_S), B).
 
     B is only the grid's second axis; it is an argument so that the CUDA autotune key sees it.
     """
-    if PROGRAMS_PER_SM == 0:
-        _row_block(
-            x_ptr, q_ptr, scales_ptr, S, L, tl.program_id(0), tl.program_id(1), stride_xb, stride_xs, stride_xl,
-            stride_qb, stride_qs, BLOCK_S, BLOCK_L, ONE_PASS, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-            FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
-    else:
-        s_blocks = tl.cdiv(S, BLOCK_S)
-        for tile in range(tl.program_id(0), s_blocks * B, tl.num_programs(0)):
-            _row_block(
-                x_ptr, q_ptr, scales_ptr, S, L, tile % s_blocks, tile // s_blocks, stride_xb, stride_xs, stride_xl,
-                stride_qb, stride_qs, BLOCK_S, BLOCK_L, ONE_PASS, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-            )  # fmt: skip
+    pid_s = tl.program_id(0)
+    pid_b = tl.program_id(1)
+    rows = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
+    if INT64_INDEX:
+        pid_b = pid_b.to(tl.int64)
+        rows = rows.to(tl.int64)
+    row_mask = rows < S
+    x_rows = x_ptr + pid_b * stride_xb + rows[:, None] * stride_xs  # (BLOCK_S, 1)
+    q_rows = q_ptr + pid_b * stride_qb + rows[:, None] * stride_qs
+    scale = quantize_span(
+        x_rows, q_rows, row_mask, 0, L, stride_xl, BLOCK_S, BLOCK_L, ONE_PASS, PACK_K, INT64_INDEX,
+        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+    )  # fmt: skip
+    tl.store(scales_ptr + pid_b * S + rows, scale, mask=row_mask)
 
 
 def launch_rows(
@@ -126,11 +101,7 @@ def launch_rows(
         _rowwise_scale_and_cast_kernel,
         configs.ROWWISE,
         backend,
-        lambda meta: (
-            (triton.cdiv(s, meta["BLOCK_S"]), b)
-            if not meta.get("PROGRAMS_PER_SM")
-            else (configs.persistent_grid(triton.cdiv(s, meta["BLOCK_S"]) * b, meta, x.device),)
-        ),
+        lambda meta: (triton.cdiv(s, meta["BLOCK_S"]), b),
         x_ptr=x,
         q_ptr=q,
         scales_ptr=scales,

@@ -23,28 +23,6 @@ __all__ = ["launch"]
 
 
 @triton.jit
-def _dual_tile(
-    x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, N1, N2, K, pid_r, pid_g,
-    stride_x1n, stride_x1k, stride_x2n, stride_x2k,
-    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """Column block pid_r of the two tensors' blocks (x1's first) within group pid_g."""
-    blocks_1 = tl.cdiv(N1, BLOCK_R)
-    if pid_r < blocks_1:
-        quantize_group_rows(
-            x1_ptr, q1_ptr, scales1_ptr, offs_ptr, N1, K, pid_r, pid_g, stride_x1n, stride_x1k, K,
-            BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
-    else:
-        quantize_group_rows(
-            x2_ptr, q2_ptr, scales2_ptr, offs_ptr, N2, K, pid_r - blocks_1, pid_g, stride_x2n, stride_x2k, K,
-            BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
-
-
-@triton.jit
 def _per_group_colwise_scales_dual_kernel(
     x1_ptr,
     q1_ptr,
@@ -72,28 +50,64 @@ def _per_group_colwise_scales_dual_kernel(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
-    PROGRAMS_PER_SM: tl.constexpr = 0,
 ):
-    """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid (cdiv(N1) + cdiv(N2), G), or
-    for a persistent config (PROGRAMS_PER_SM > 0, fp8moe.configs.persistent_grid) fewer programs looping over those
-    tiles in order.
+    """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid (cdiv(N1) + cdiv(N2), G).
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
-    if PROGRAMS_PER_SM == 0:
-        _dual_tile(
-            x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, N1, N2, K, tl.program_id(0),
-            tl.program_id(1), stride_x1n, stride_x1k, stride_x2n, stride_x2k, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
+    pid_r = tl.program_id(0)
+    pid_g = tl.program_id(1)
+    blocks_1 = tl.cdiv(N1, BLOCK_R)
+    if pid_r < blocks_1:
+        quantize_group_rows(
+            x1_ptr,
+            q1_ptr,
+            scales1_ptr,
+            offs_ptr,
+            N1,
+            K,
+            pid_r,
+            pid_g,
+            stride_x1n,
+            stride_x1k,
+            K,
+            BLOCK_R,
+            BLOCK_K,
+            PACK_K,
+            INT64_INDEX,
+            FP8_DTYPE,
+            FP8_MAX,
+            MAN_BITS,
+            EMIN,
+            FNUZ,
+            ROUND_POW2,
+            CAST_MODE,
+        )
     else:
-        r_blocks = tl.cdiv(N1, BLOCK_R) + tl.cdiv(N2, BLOCK_R)
-        for tile in range(tl.program_id(0), r_blocks * G, tl.num_programs(0)):
-            _dual_tile(
-                x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, N1, N2, K, tile % r_blocks,
-                tile // r_blocks, stride_x1n, stride_x1k, stride_x2n, stride_x2k, BLOCK_R, BLOCK_K, PACK_K,
-                INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-            )  # fmt: skip
+        quantize_group_rows(
+            x2_ptr,
+            q2_ptr,
+            scales2_ptr,
+            offs_ptr,
+            N2,
+            K,
+            pid_r - blocks_1,
+            pid_g,
+            stride_x2n,
+            stride_x2k,
+            K,
+            BLOCK_R,
+            BLOCK_K,
+            PACK_K,
+            INT64_INDEX,
+            FP8_DTYPE,
+            FP8_MAX,
+            MAN_BITS,
+            EMIN,
+            FNUZ,
+            ROUND_POW2,
+            CAST_MODE,
+        )
 
 
 def launch(
@@ -131,15 +145,7 @@ def launch(
         _per_group_colwise_scales_dual_kernel,
         configs.PER_GROUP_DUAL,
         backend,
-        lambda meta: (
-            (triton.cdiv(n1, meta["BLOCK_R"]) + triton.cdiv(n2, meta["BLOCK_R"]), num_groups)
-            if not meta.get("PROGRAMS_PER_SM")
-            else (
-                configs.persistent_grid(
-                    (triton.cdiv(n1, meta["BLOCK_R"]) + triton.cdiv(n2, meta["BLOCK_R"])) * num_groups, meta, x1.device
-                ),
-            )
-        ),
+        lambda meta: (triton.cdiv(n1, meta["BLOCK_R"]) + triton.cdiv(n2, meta["BLOCK_R"]), num_groups),
         x1_ptr=x1,
         q1_ptr=q1_t,
         scales1_ptr=s1,
