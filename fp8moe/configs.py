@@ -193,12 +193,11 @@ LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
 def describe(config: triton.Config | None) -> str:
-    """A config as ``<blocks>/w<warps>[/r<register cap>]``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps) or
-    ``64x64/w4/r64`` (at most 64 registers per thread); ``-`` for None."""
+    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
-    return f"{tile}/w{config.num_warps}" + (f"/r{config.maxnreg}" if getattr(config, "maxnreg", None) else "")
+    return f"{tile}/w{config.num_warps}"
 
 
 def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args) -> None:
@@ -232,9 +231,7 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
             config = configs.fixed(backend, args)
         LAST_CONFIG[configs.name] = config
         meta = {**args, **config.kwargs}
-        # A register cap (maxnreg, CUDA candidates only) is a launch option like num_warps, as the autotuner passes it.
-        cap = {"maxnreg": config.maxnreg} if getattr(config, "maxnreg", None) else {}
-        kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages, **cap)
+        kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
 
 
 def needs_int64_index(*tensors: torch.Tensor) -> bool:
@@ -272,8 +269,6 @@ ROWWISE = KernelConfigs(
         triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4),
         triton.Config({"BLOCK_S": 32, "BLOCK_L": 256}, num_warps=4),
         triton.Config({"BLOCK_S": 64, "BLOCK_L": 128}, num_warps=8),
-        triton.Config({"BLOCK_S": 64, "BLOCK_L": 128}, num_warps=8, maxnreg=64),
-        triton.Config({"BLOCK_S": 32, "BLOCK_L": 256}, num_warps=4, maxnreg=64),
     ),
     rocm=triton.Config({"BLOCK_S": 4, "BLOCK_L": 2048}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_S": ("S",), "BLOCK_L": ("L",)}, reduced="BLOCK_L"),
@@ -333,9 +328,6 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4, maxnreg=64),
-        triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8, maxnreg=64),
-        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4, maxnreg=72),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
@@ -350,8 +342,6 @@ PER_GROUP_DUAL = KernelConfigs(
     cuda=(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4, maxnreg=64),
-        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4, maxnreg=72),
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),

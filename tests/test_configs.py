@@ -472,20 +472,4 @@ def test_launch_records_its_config_and_describe_names_blocks_and_warps():
     assert len(launched) == 1
     assert configs.LAST_CONFIG["rowwise_scale_and_cast"] == configs.ROWWISE.interpreter.config(args)
     assert configs.describe(triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4)) == "16x512/w4"
-    assert configs.describe(triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4, maxnreg=64)) == "64x64/w4/r64"
     assert configs.describe(None) == "-"
-
-
-def test_fixed_config_launch_passes_the_register_cap(monkeypatch):
-    launched = []
-
-    class Kernel:
-        def __getitem__(self, grid):
-            return lambda **kw: launched.append(kw)
-
-    capped = triton.Config({"BLOCK_S": 64, "BLOCK_L": 128}, num_warps=8, maxnreg=64)
-    monkeypatch.setattr(configs.KernelConfigs, "fixed", lambda self, backend, args: capped)
-    interpreter = Backend("interpreter", "cpu", FN, exact_encode=True, autotune=False)
-    configs.launch(Kernel(), configs.ROWWISE, interpreter, lambda meta: (1,), B=1, S=8, L=100)
-    [kw] = launched
-    assert (kw["maxnreg"], kw["num_warps"], kw["BLOCK_S"]) == (64, 8, 64)
