@@ -2,13 +2,15 @@
 
 On the H200 the row kernels were issue-bound (Nsight Compute: warps ready but not selected) at 15.7 instructions per
 element; the span loop now takes 7.1 (benchmarks/results/h200-bench-2026-12-01-s5-summary.md). These tests keep the
-two cuts that made the difference, through benchmarks/sass_counts.py in a subprocess (it needs Triton's compiler,
+cuts that made the difference, through benchmarks/sass_counts.py in a subprocess (it needs Triton's compiler,
 which the interpreter this process runs has replaced):
 
 - with a saturating hardware cast (CAST_SATURATING_NATIVE) pass 2 has no clamp: no FMNMX at all, while the clamped
   cast mode has its NaN-keeping min/max per element (so the check can fail);
 - pass 1 has no span select (no FSEL/SEL): it walks the 16-aligned interior only;
-- pass 1 takes the max of |x| as an integer max of bit patterns (no float max, no bf16 -> f32 conversion).
+- pass 1 takes the max of |x| as an integer max of bit patterns (no float max, no bf16 -> f32 conversion);
+- the colwise view's pass 2 moves its tile through shared memory as 4-byte words, not bytes, and keeps 16-byte
+  global stores (fp8moe.kernels._span, PACK_K).
 """
 
 from __future__ import annotations
@@ -42,26 +44,43 @@ pytestmark = pytest.mark.skipif(
 MAX_INSTRUCTIONS_PER_ELEMENT = 9.0
 
 
-def _rowwise_loops(cast_mode: int) -> tuple[dict, dict, int]:
+def _views(cast_mode: int, pack: int | None = None) -> dict:
+    """benchmarks/sass_counts.py's counts of both views (rowwise, colwise) of the 64x64/w4 tile."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "benchmarks/sass_counts.py", "--json", "--tile", "64,64,4", "--cast-mode", str(cast_mode)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    command = [
+        sys.executable,
+        "benchmarks/sass_counts.py",
+        "--json",
+        "--tile",
+        "64,64,4",
+        "--cast-mode",
+        str(cast_mode),
+    ]
+    if pack is not None:
+        command += ["--pack", str(pack)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    rowwise = json.loads(done.stdout.strip().splitlines()[-1])["rowwise"]
-    assert len(rowwise["loops"]) == 2, rowwise["loops"]  # pass 1 (amax), pass 2 (quantize), in code order
-    pass1, pass2 = rowwise["loops"]
-    return pass1, pass2, rowwise["elements_per_thread"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _two_loops(view: dict) -> tuple[dict, dict, int]:
+    assert len(view["loops"]) == 2, view["loops"]  # pass 1 (amax), pass 2 (quantize), in code order
+    pass1, pass2 = view["loops"]
+    return pass1, pass2, view["elements_per_thread"]
+
+
+def _rowwise_loops(cast_mode: int) -> tuple[dict, dict, int]:
+    return _two_loops(_views(cast_mode)["rowwise"])
 
 
 @pytest.fixture(scope="module")
-def saturating():
-    return _rowwise_loops(CAST_SATURATING_NATIVE)
+def saturating_views():
+    return _views(CAST_SATURATING_NATIVE)
+
+
+@pytest.fixture(scope="module")
+def saturating(saturating_views):
+    return _two_loops(saturating_views["rowwise"])
 
 
 def _count(loop: dict, prefix: str) -> int:
@@ -83,3 +102,16 @@ def test_pass_1_has_no_span_select_and_the_loops_stay_cheap(saturating):
     assert _count(pass1, "VIMNMX") + _count(pass1, "IMNMX") > 0, pass1["opcodes"]
     per_element = (pass1["instructions"] + pass2["instructions"]) / per_thread
     assert per_element <= MAX_INSTRUCTIONS_PER_ELEMENT, (pass1["instructions"], pass2["instructions"], per_thread)
+
+
+def test_colwise_tiles_cross_shared_memory_as_words_and_keep_16_byte_stores(saturating_views):
+    # The colwise view loads along R and stores along K: its pass 2 exchanges the tile through shared memory. With
+    # word stores (PACK_K = 4, the launcher's choice there) that is one 4-byte STS per four codes instead of one
+    # STS.U8 per code, and the global stores stay 16-byte vectors.
+    _, words, per_thread = _two_loops(saturating_views["colwise"])
+    _, byte_stores, _ = _two_loops(_views(CAST_SATURATING_NATIVE, pack=1)["colwise"])
+    assert _count(byte_stores, "STS.U8") >= per_thread, byte_stores["opcodes"]  # the check can fail
+    assert _count(words, "STS.U8") == 0, words["opcodes"]
+    assert 0 < _count(words, "STS") <= per_thread // 4, words["opcodes"]
+    assert words["opcodes"].get("STG.E.128", 0) > 0, words["opcodes"]
+    assert _count(words, "STG") == words["opcodes"]["STG.E.128"], words["opcodes"]  # no narrower global store

@@ -19,6 +19,11 @@ current one: Triton does not pipeline these loops (no cp.async in the PTX at num
 the H200 (benchmarks/results/h200-bench-2026-12-01-s5-summary.md) the row kernels were issue-bound, which is why the
 loop bodies are kept short: `python benchmarks/sass_counts.py` counts them (tests/test_kernel_instructions.py keeps
 the cuts).
+
+Views whose x is not contiguous along K (the colwise ops read x.t()) change a tile's layout between load and store,
+through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read as four interleaved column tiles and
+stored as 4-byte words of four codes, so the exchange moves words, not bytes (H200: dual op 9-15% faster,
+benchmarks/results/h200-bench-2026-12-01-s6-summary.md).
 """
 
 from __future__ import annotations
