@@ -24,12 +24,14 @@ with a message when matplotlib is missing). The pure parts (points, bytes, rows,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import platform
+import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -407,18 +409,39 @@ def _compiled_reference(op: str):
     return torch.compile(lambda *a, **k: ref(*a, **k), dynamic=False)
 
 
+class Stopped(BaseException):
+    """SIGTERM arrived (e.g. from ``timeout``) inside :func:`sigterm_stops`. A BaseException, like
+    KeyboardInterrupt, so that handlers of ordinary errors (one failing point) let it through."""
+
+
+@contextlib.contextmanager
+def sigterm_stops() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`Stopped` instead of killing the process, so a time limit still lets
+    the caller write what it has; the previous handler is restored on exit."""
+
+    def stop(signum, frame):
+        raise Stopped(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m fp8moe.bench``; returns the exit status.
 
     Times every selected point, printing its table rows and rewriting ``<out>.json`` and ``<out>.md`` after each (a
-    time limit keeps what was measured), then plots ``<out>.png``. A point whose benchmark raises is reported on
-    stderr and skipped; the others still run.
+    time limit keeps what was measured), then plots ``<out>.png``, also when SIGTERM (``timeout``) cuts the run
+    short. A point whose benchmark raises is reported on stderr and skipped; the others still run.
 
     Args:
         argv: the command-line arguments (see :func:`parse_args`); None reads ``sys.argv``.
 
     Returns:
-        0 when every timed implementation was bitwise correct at every point (``bitwise_ok``), 1 otherwise.
+        0 when every timed implementation was bitwise correct at every point (``bitwise_ok``), 1 otherwise, 3 when
+        SIGTERM stopped the run before its last point.
     """
     args = parse_args(argv)
     import torch
@@ -445,27 +468,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(env, flush=True)
     rows: list[dict] = []
     compiled_ops: set[str] = set()
-    for point in points:
-        impls: dict[str, Callable] = {}
-        if args.compile == "all" or (args.compile == "first" and point.op not in compiled_ops):
-            impls["torch.compile"] = _compiled_reference(point.op)
-            compiled_ops.add(point.op)
-        if not args.no_fp8moe:
-            impls["fp8moe"] = getattr(fp8moe, point.op)
-        if foreign is not None:
-            impls[foreign.label] = foreign.fn
-        try:
-            new = bench_point(point, impls, copy_gbps, args.check_elements)
-        except Exception as exc:  # one broken point must not lose the others' numbers
-            print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            continue
-        rows.extend(new)
-        for line in markdown_table(new)[2:]:
-            print(line, flush=True)
-        torch._dynamo.reset()
-        torch.cuda.empty_cache()
-        _write(args.out, env, copy_gbps, rows)  # after every point: a time limit keeps what was measured
+    stopped = False
+    try:
+        with sigterm_stops():
+            for point in points:
+                impls: dict[str, Callable] = {}
+                if args.compile == "all" or (args.compile == "first" and point.op not in compiled_ops):
+                    impls["torch.compile"] = _compiled_reference(point.op)
+                    compiled_ops.add(point.op)
+                if not args.no_fp8moe:
+                    impls["fp8moe"] = getattr(fp8moe, point.op)
+                if foreign is not None:
+                    impls[foreign.label] = foreign.fn
+                try:
+                    new = bench_point(point, impls, copy_gbps, args.check_elements)
+                except Exception as exc:  # one broken point must not lose the others' numbers
+                    print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                    continue
+                rows.extend(new)
+                for line in markdown_table(new)[2:]:
+                    print(line, flush=True)
+                torch._dynamo.reset()
+                torch.cuda.empty_cache()
+                _write(args.out, env, copy_gbps, rows)  # after every point: a time limit keeps what was measured
+    except Stopped:
+        stopped = True
+        print(f"stopped by SIGTERM after {len({_point_label(r) for r in rows})} points", file=sys.stderr, flush=True)
     print(plot(rows, f"{args.out}.png"))
+    if stopped:
+        return 3
     return 0 if all(r["bitwise_ok"] for r in rows) else 1
 
 

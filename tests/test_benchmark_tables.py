@@ -264,3 +264,23 @@ def test_tune_point_times_every_candidate_with_word_and_byte_stores_and_checks_e
     from fp8moe.kernels._span import pack_k
 
     assert per_group_module.pack_k is pack_k  # byte_stores() restored the launcher's choice
+
+
+def test_sigterm_inside_the_bench_loop_raises_stopped_and_the_handler_is_restored():
+    import os
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    reached = []
+
+    def one_point():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)  # os.kill runs the handler before it returns
+            reached.append("after kill")
+        except Exception:  # an ordinary error handler (one failing point) must not swallow it
+            reached.append("swallowed")
+
+    with bench.sigterm_stops(), pytest.raises(bench.Stopped):
+        one_point()
+    assert reached == []
+    assert signal.getsignal(signal.SIGTERM) is before
