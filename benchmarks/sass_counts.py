@@ -41,6 +41,7 @@ from triton.compiler import ASTSource  # noqa: E402
 from fp8moe.backend import CAST_SATURATING_NATIVE  # noqa: E402
 from fp8moe.kernels._common import fp8_constexprs  # noqa: E402
 from fp8moe.kernels._per_group import _per_group_rows_kernel  # noqa: E402
+from fp8moe.kernels._span import pack_k as span_pack_k  # noqa: E402
 
 _POINTERS = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "offs_ptr": "*i32"}
 
@@ -56,12 +57,14 @@ def compile_per_group(
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
-    ``pack_k``: the PACK_K constexpr; None picks the launcher's choice for the view (4 colwise, 1 rowwise).
+    ``pack_k``: the PACK_K constexpr; None takes the launchers' rule (fp8moe.kernels._span.pack_k) for the view and
+    a row-major output whose rows are 16-byte aligned, as the strides declared below are.
     """
     kernel = _per_group_rows_kernel
     constants = dict(fp8_constexprs(torch.float8_e4m3fn, False, cast_mode))
     if pack_k is None:
-        pack_k = 4 if colwise else 1
+        q_meta = torch.empty((block_r, 1024), dtype=torch.float8_e4m3fn, device="meta")
+        pack_k = span_pack_k((16 if colwise else 1,), q_meta)
     constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
@@ -113,7 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--x-type", default="bf16", choices=("bf16", "fp16", "fp32"), help="the input's type")
     parser.add_argument(
-        "--pack", type=int, choices=(1, 4), default=None, help="PACK_K (default: the launcher's, 4 colwise, 1 rowwise)"
+        "--pack",
+        type=int,
+        choices=(1, 4),
+        default=None,
+        help="PACK_K (default: the launchers' rule: 4 colwise, 1 rowwise)",
     )
     args = parser.parse_args(argv)
     block_r, block_k, warps = (int(v) for v in args.tile.split(","))

@@ -57,22 +57,24 @@ def forced(names: set[str], index: int):
         KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS = original_fixed, original_min
 
 
-#: The launcher modules that pick PACK_K (fp8moe.kernels._span.pack_k) by name.
-_PACK_K_USERS = ("fp8moe.kernels._per_group", "fp8moe.kernels._rows", "fp8moe.kernels.per_group_colwise_scales_dual")
-
-
 @contextlib.contextmanager
 def byte_stores():
-    """Launch every row kernel with PACK_K = 1 (byte stores) inside the block, whatever the layout."""
-    modules = [sys.modules[name] for name in _PACK_K_USERS]
-    originals = [m.pack_k for m in modules]
+    """Launch every row kernel with PACK_K = 1 (byte stores) inside the block, whatever the layout: every loaded
+    fp8moe.kernels module that imported fp8moe.kernels._span.pack_k gets a stand-in."""
+    from fp8moe.kernels._span import pack_k
+
+    modules = [
+        m
+        for name, m in list(sys.modules.items())
+        if name.startswith("fp8moe.kernels") and getattr(m, "pack_k", None) is pack_k
+    ]
     for m in modules:
         m.pack_k = lambda x_strides_k, *qs: 1
     try:
         yield
     finally:
-        for m, original in zip(modules, originals):
-            m.pack_k = original
+        for m in modules:
+            m.pack_k = pack_k
 
 
 def point_label(point: Point) -> str:
