@@ -23,6 +23,7 @@ import platform
 import sys
 
 import torch
+import triton
 
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.configs as configs_module
@@ -75,6 +76,42 @@ def byte_stores():
     finally:
         for m in modules:
             m.pack_k = pack_k
+
+
+def parse_candidates(specs: list[str]) -> dict[str, list[triton.Config]]:
+    """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order, as fp8moe.configs.describe writes
+    them) -> extra candidates per list."""
+    by_name = {k.name: k for owners in CONFIGS_BY_SPEC.values() for k in owners}
+    extra: dict[str, list[triton.Config]] = {}
+    for spec in specs:
+        name, _, tiles = spec.partition("=")
+        if name not in by_name:
+            raise SystemExit(f"--candidates: no candidate list {name!r}; lists: {', '.join(sorted(by_name))}")
+        block_names = list(by_name[name].cuda[0].kwargs)
+        for tile in tiles.split(","):
+            sizes, _, warps = tile.partition("/w")
+            values = [int(v) for v in sizes.split("x")]
+            if len(values) != len(block_names) or not warps.isdigit():
+                raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>")
+            extra.setdefault(name, []).append(triton.Config(dict(zip(block_names, values)), num_warps=int(warps)))
+    return extra
+
+
+@contextlib.contextmanager
+def extra_candidates(extra: dict[str, list[triton.Config]]):
+    """Append candidates to the named lists inside the block (for timing tiles before adding them to
+    fp8moe.configs): tune_point forces each in turn like the listed ones."""
+    owners = {k.name: k for ks in CONFIGS_BY_SPEC.values() for k in ks}
+    saved = {name: owners[name].cuda for name in extra}
+    for name, configs in extra.items():
+        object.__setattr__(owners[name], "cuda", (*saved[name], *configs))  # frozen dataclass: a tool-only patch
+        owners[name].__dict__.pop("smallest_cuda", None)
+    try:
+        yield
+    finally:
+        for name, cuda in saved.items():
+            object.__setattr__(owners[name], "cuda", cuda)
+            owners[name].__dict__.pop("smallest_cuda", None)
 
 
 def point_label(point: Point) -> str:
@@ -185,7 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"
     )
+    parser.add_argument(
+        "--candidates",
+        action="append",
+        default=[],
+        metavar="LIST=RxK/wN,...",
+        help="extra candidates appended to a candidate list for this run, e.g. per_group_scales=32x256/w8",
+    )
     args = parser.parse_args(argv)
+    extra = parse_candidates(args.candidates)
     if args.summarize:
         print("\n".join(summarize(args.summarize)))
         return 0
@@ -210,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     points = select_points(points, args.only, args.select, args.max_elements)
     for point in points:
         try:
-            rows = tune_point(point, do_bench_cudagraph, with_byte_stores=args.byte_stores)
+            with extra_candidates(extra):
+                rows = tune_point(point, do_bench_cudagraph, with_byte_stores=args.byte_stores)
         except Exception as exc:  # one failing point must not lose the others
             print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             continue
