@@ -23,7 +23,6 @@ import platform
 import sys
 
 import torch
-import triton
 
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.configs as configs_module
@@ -78,27 +77,34 @@ def byte_stores():
             m.pack_k = pack_k
 
 
-def parse_candidates(specs: list[str]) -> dict[str, list[triton.Config]]:
-    """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order, as fp8moe.configs.describe writes
-    them) -> extra candidates per list."""
+def parse_candidates(specs: list[str]) -> dict[str, list]:
+    """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
+    them, ``RxK:1pN/wW`` for a per-group one-pass bound) -> extra triton.Config candidates per list."""
+    import triton  # after fp8moe, which must be imported first
+
     by_name = {k.name: k for owners in CONFIGS_BY_SPEC.values() for k in owners}
-    extra: dict[str, list[triton.Config]] = {}
+    extra: dict[str, list] = {}
     for spec in specs:
         name, _, tiles = spec.partition("=")
         if name not in by_name:
             raise SystemExit(f"--candidates: no candidate list {name!r}; lists: {', '.join(sorted(by_name))}")
-        block_names = list(by_name[name].cuda[0].kwargs)
+        names = list(by_name[name].cuda[0].kwargs)
+        block_names = [n for n in names if n.startswith("BLOCK_")]
         for tile in tiles.split(","):
             sizes, _, warps = tile.partition("/w")
+            sizes, _, one_pass = sizes.partition(":1p")
             values = [int(v) for v in sizes.split("x")]
-            if len(values) != len(block_names) or not warps.isdigit():
+            if len(values) != len(block_names) or not warps.isdigit() or (one_pass and "ONE_PASS_K" not in names):
                 raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>")
-            extra.setdefault(name, []).append(triton.Config(dict(zip(block_names, values)), num_warps=int(warps)))
+            kwargs = dict(zip(block_names, values))
+            if "ONE_PASS_K" in names:
+                kwargs["ONE_PASS_K"] = int(one_pass) if one_pass else kwargs["BLOCK_K"]
+            extra.setdefault(name, []).append(triton.Config(kwargs, num_warps=int(warps)))
     return extra
 
 
 @contextlib.contextmanager
-def extra_candidates(extra: dict[str, list[triton.Config]]):
+def extra_candidates(extra: dict[str, list]):
     """Append candidates to the named lists inside the block (for timing tiles before adding them to
     fp8moe.configs): tune_point forces each in turn like the listed ones."""
     owners = {k.name: k for ks in CONFIGS_BY_SPEC.values() for k in ks}
