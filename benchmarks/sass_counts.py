@@ -54,7 +54,6 @@ def compile_per_group(
     cast_mode: int,
     x_type: str = "bf16",
     pack_k: int | None = None,
-    one_pass_k: int | None = None,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
@@ -66,9 +65,7 @@ def compile_per_group(
     if pack_k is None:
         q_meta = torch.empty((block_r, 1024), dtype=torch.float8_e4m3fn, device="meta")
         pack_k = span_pack_k((16 if colwise else 1,), q_meta)
-    constants.update(
-        BLOCK_R=block_r, BLOCK_K=block_k, ONE_PASS_K=one_pass_k or block_k, PACK_K=pack_k, INT64_INDEX=False
-    )
+    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, "i32") for name in kernel.arg_names}
@@ -114,9 +111,7 @@ def loops(compiled) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """Print the counts for the requested tile, both views (``--json``: one JSON object per view)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--tile", default="64,64,4", help="BLOCK_R,BLOCK_K,num_warps[,ONE_PASS_K] (ONE_PASS_K defaults to BLOCK_K)"
-    )
+    parser.add_argument("--tile", default="64,64,4", help="BLOCK_R,BLOCK_K,num_warps")
     parser.add_argument("--cast-mode", type=int, default=CAST_SATURATING_NATIVE, help="CAST_MODE (fp8moe.backend)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--x-type", default="bf16", choices=("bf16", "fp16", "fp32"), help="the input's type")
@@ -128,15 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         help="PACK_K (default: the launchers' rule: 4 colwise, 1 rowwise)",
     )
     args = parser.parse_args(argv)
-    block_r, block_k, warps, *rest = (int(v) for v in args.tile.split(","))
-    one_pass_k = rest[0] if rest else None
+    block_r, block_k, warps = (int(v) for v in args.tile.split(","))
     per_thread = block_r * block_k // (32 * warps)
     result = {}
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
-        counts = loops(
-            compile_per_group(block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack, one_pass_k)
-        )
+        counts = loops(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack))
         result[view] = {**counts, "elements_per_thread": per_thread}
         if not args.json:
             print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")

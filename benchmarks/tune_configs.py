@@ -79,7 +79,7 @@ def byte_stores():
 
 def parse_candidates(specs: list[str]) -> dict[str, list]:
     """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
-    them, ``RxK:1pN/wW`` for a per-group one-pass bound) -> extra triton.Config candidates per list."""
+    them) -> extra triton.Config candidates per list."""
     import triton  # after fp8moe, which must be imported first
 
     by_name = {k.name: k for owners in CONFIGS_BY_SPEC.values() for k in owners}
@@ -88,18 +88,13 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
         name, _, tiles = spec.partition("=")
         if name not in by_name:
             raise SystemExit(f"--candidates: no candidate list {name!r}; lists: {', '.join(sorted(by_name))}")
-        names = list(by_name[name].cuda[0].kwargs)
-        block_names = [n for n in names if n.startswith("BLOCK_")]
+        block_names = list(by_name[name].cuda[0].kwargs)
         for tile in tiles.split(","):
             sizes, _, warps = tile.partition("/w")
-            sizes, _, one_pass = sizes.partition(":1p")
-            values = [int(v) for v in sizes.split("x")]
-            if len(values) != len(block_names) or not warps.isdigit() or (one_pass and "ONE_PASS_K" not in names):
+            values = [int(v) for v in sizes.split("x") if v.isdigit()]
+            if len(values) != len(block_names) or len(values) != sizes.count("x") + 1 or not warps.isdigit():
                 raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>")
-            kwargs = dict(zip(block_names, values))
-            if "ONE_PASS_K" in names:
-                kwargs["ONE_PASS_K"] = int(one_pass) if one_pass else kwargs["BLOCK_K"]
-            extra.setdefault(name, []).append(triton.Config(kwargs, num_warps=int(warps)))
+            extra.setdefault(name, []).append(triton.Config(dict(zip(block_names, values)), num_warps=int(warps)))
     return extra
 
 

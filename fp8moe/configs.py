@@ -21,7 +21,6 @@ every CUDA candidate, against the same reference). The policy per backend:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping
@@ -114,12 +113,9 @@ class InterpreterTiles:
     extents: Mapping[str, tuple[str, ...]]
     reduced: str
     num_warps: int = 4
-    same_as: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def config(self, args: Mapping[str, object]) -> triton.Config:
-        """The config for one launch's arguments; each constexpr in ``same_as`` takes the value of the block it
-        names (the per-group kernels' ONE_PASS_K = BLOCK_K: the interpreter keeps one-pass and two-pass paths at
-        the one boundary the CPU tests are built around)."""
+        """The config for one launch's arguments."""
         blocks = {
             name: interpreter_block(max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO)
             if name == self.reduced
@@ -129,7 +125,6 @@ class InterpreterTiles:
         while math.prod(blocks.values()) > INTERPRETER_MAX_TILE:
             largest = max(blocks, key=blocks.get)
             blocks[largest] //= 2
-        blocks.update({name: blocks[block] for name, block in self.same_as.items()})
         return triton.Config(blocks, num_warps=self.num_warps)
 
 
@@ -168,12 +163,10 @@ class KernelConfigs:
         return min(self.cuda, key=lambda c: _tile_elements(c.kwargs))
 
 
-def _tile_elements(kwargs: Mapping[str, int]) -> int:
-    """Elements of a config's tile: the product of its BLOCK_ sizes (ONE_PASS_K is a bound, not a tile dim)."""
+def _tile_elements(block_sizes: Mapping[str, int]) -> int:
     n = 1
-    for name, size in kwargs.items():
-        if name.startswith("BLOCK_"):
-            n *= size
+    for size in block_sizes.values():
+        n *= size
     return n
 
 
@@ -200,24 +193,11 @@ LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
 def describe(config: triton.Config | None) -> str:
-    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``:1p<n>`` after the
-    blocks where a per-group config reads groups of up to n columns in one pass (ONE_PASS_K > BLOCK_K), e.g.
-    ``64x64:1p512/w8``; ``-`` for None."""
+    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps); ``-`` for None."""
     if config is None:
         return "-"
-    kwargs = config.kwargs
-    tile = "x".join(str(v) for k, v in kwargs.items() if k.startswith("BLOCK_"))
-    if kwargs.get("ONE_PASS_K", 0) > kwargs.get("BLOCK_K", 0):
-        tile += f":1p{kwargs['ONE_PASS_K']}"
+    tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
     return f"{tile}/w{config.num_warps}"
-
-
-def per_group_config(block_r: int, block_k: int, num_warps: int, one_pass_k: int | None = None) -> triton.Config:
-    """A per-group kernel config: (BLOCK_R, BLOCK_K) tiles, groups of up to ``one_pass_k`` (default BLOCK_K)
-    aligned columns in one pass."""
-    return triton.Config(
-        {"BLOCK_R": block_r, "BLOCK_K": block_k, "ONE_PASS_K": one_pass_k or block_k}, num_warps=num_warps
-    )
 
 
 def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args) -> None:
@@ -338,26 +318,24 @@ TRANSPOSE_QUANTIZE = KernelConfigs(
 #: at G=16 rowwise; 4x1024/w8 and 8x512/w8 within 5% there), 32x128/w8 (best at G=64 rowwise), 64x64/w4 (best at
 #: G=128 rowwise and 5 of 7 colwise points), 128x32/w4 and 128x64/w8 (colwise, G=16 and G=128). Large one-pass
 #: tiles (64x256/w8, 1x4096/w8, ...) lose up to 10x: their 175-186 registers per thread leave one program per SM.
+#: 64x128/w4 joined on 2026-12-02 (h200-s7-tune-candidates.md: best at 4 of 7 colwise points, 4% ahead of 64x64/w4
+#: at G=64; the autotuner chose it at 5 colwise points of h200-bench-2026-12-02-s7.md). Measured the same day and
+#: not kept: 32x256, 64x256, 16x512, 32x512 (1.3-6x slower colwise) and a one-pass tile of 256 or 512 columns beside
+#: a 64-column two-pass loop (1.03-6.1x slower even with byte stores, h200-s7-tune-one-pass-tiles.md).
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
-        per_group_config(4, 512, 4),
-        per_group_config(4, 1024, 8),
-        per_group_config(8, 512, 8),
-        per_group_config(32, 128, 8),
-        per_group_config(64, 64, 4),
-        per_group_config(64, 128, 4),
-        per_group_config(128, 32, 4),
-        per_group_config(128, 64, 8),
-        per_group_config(64, 64, 4, one_pass_k=256),
-        per_group_config(64, 64, 8, one_pass_k=512),
-        per_group_config(32, 64, 4, one_pass_k=512),
-        per_group_config(32, 128, 8, one_pass_k=512),
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 512}, num_warps=4),
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024}, num_warps=8),
+        triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=8),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
     ),
-    rocm=per_group_config(32, 128, 8),
-    interpreter=InterpreterTiles(
-        {"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K", same_as={"ONE_PASS_K": "BLOCK_K"}
-    ),
+    rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
+    interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
     key=("R", "K", "G", "stride_xr", "stride_xk", "FP8_DTYPE", "ROUND_POW2"),
 )
 
@@ -367,15 +345,11 @@ PER_GROUP = KernelConfigs(
 PER_GROUP_DUAL = KernelConfigs(
     name="per_group_colwise_scales_dual",
     cuda=(
-        per_group_config(64, 64, 4),
-        per_group_config(128, 32, 4),
-        per_group_config(64, 64, 4, one_pass_k=256),
-        per_group_config(64, 64, 8, one_pass_k=512),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
     ),
     rocm=PER_GROUP.rocm,
-    interpreter=InterpreterTiles(
-        {"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K", same_as={"ONE_PASS_K": "BLOCK_K"}
-    ),
+    interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
     key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "ROUND_POW2"),
 )
 

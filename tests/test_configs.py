@@ -8,7 +8,6 @@ switch to int64 offsets exactly when some element offset exceeds int32.
 from __future__ import annotations
 
 import inspect
-import math
 
 import pytest
 import torch
@@ -82,13 +81,11 @@ def _sample_args(kernel_configs) -> dict:
 def test_every_config_sets_exactly_the_kernels_block_constexprs(name):
     kernel, kernel_configs = KERNELS[name]
     params = inspect.signature(_python_fn(kernel)).parameters
-    blocks = {p for p in params if p.startswith("BLOCK_") or p == "ONE_PASS_K"}
+    blocks = {p for p in params if p.startswith("BLOCK_")}
     interpreter = kernel_configs.interpreter.config(_sample_args(kernel_configs))
     for config in (*kernel_configs.cuda, kernel_configs.rocm, interpreter):
         assert set(config.kwargs) == blocks, f"{kernel_configs.name}: {config}"
         assert all(v & (v - 1) == 0 for v in config.kwargs.values()), f"block sizes must be powers of two: {config}"
-        if "ONE_PASS_K" in config.kwargs:  # a bound on the one-pass tile, at least the loop's tile
-            assert config.kwargs["ONE_PASS_K"] >= config.kwargs["BLOCK_K"], config
     assert kernel_configs.interpreter.reduced in blocks
     assert all(a in params for dims in kernel_configs.interpreter.extents.values() for a in dims)
 
@@ -133,7 +130,7 @@ def test_interpreter_blocks_split_every_dim_into_two_or_more_blocks_with_a_tail_
 def test_interpreter_tile_is_capped_by_halving_its_largest_block():
     tiles = configs.PER_GROUP.interpreter
     config = tiles.config({"R": 10_000, "K": 100_000})
-    assert config.kwargs == {"BLOCK_R": 1024, "BLOCK_K": 1024, "ONE_PASS_K": 1024}  # 8192 x 16384 halved, largest first
+    assert config.kwargs == {"BLOCK_R": 1024, "BLOCK_K": 1024}  # 8192 x 16384 halved, largest first
     assert config.kwargs["BLOCK_R"] * config.kwargs["BLOCK_K"] <= configs.INTERPRETER_MAX_TILE
 
 
@@ -246,7 +243,7 @@ def test_cuda_launch_of_a_small_problem_takes_the_smallest_tile_without_autotuni
     kernel = _RecordingKernel()
     x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS - 1, device="meta")
     configs.launch(kernel, kernel_configs, CUDA, lambda meta: (2,), x_ptr=x)
-    tile = lambda c: math.prod(v for k, v in c.kwargs.items() if k.startswith("BLOCK_"))  # ONE_PASS_K: a bound
+    tile = lambda c: torch.tensor(list(c.kwargs.values())).prod().item()
     smallest = min(tile(c) for c in kernel_configs.cuda)
     [(_, kwargs)] = kernel.launches
     assert tile(triton.Config({k: kwargs[k] for k in kernel_configs.cuda[0].kwargs})) == smallest
@@ -475,6 +472,4 @@ def test_launch_records_its_config_and_describe_names_blocks_and_warps():
     assert len(launched) == 1
     assert configs.LAST_CONFIG["rowwise_scale_and_cast"] == configs.ROWWISE.interpreter.config(args)
     assert configs.describe(triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4)) == "16x512/w4"
-    assert configs.describe(configs.per_group_config(64, 64, 8, one_pass_k=512)) == "64x64:1p512/w8"
-    assert configs.describe(configs.per_group_config(64, 64, 4)) == "64x64/w4"
     assert configs.describe(None) == "-"

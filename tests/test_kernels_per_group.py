@@ -291,45 +291,6 @@ def test_dual_word_stores_match_reference_bitwise(fp8_dtype, device):
     _assert_dual_equal(out, _dual_reference(x1, x2, ends, fp8_dtype, True), ends[-1])
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# One-pass tiles longer than the loop's (ONE_PASS_K > BLOCK_K: CUDA candidates; the interpreter's own configs keep
-# ONE_PASS_K = BLOCK_K, so these tests force such a config)
-# ---------------------------------------------------------------------------------------------------------------
-
-#: Over a jagged length of 304 with ONE_PASS_K = 64: [0, 64) an interior of exactly 64 (one pass at the bound),
-#: [64, 144) 80 (two passes), [144, 150) edges only, an empty group, [150, 215) and [215, 296) unaligned edges around
-#: interiors of 48 and 64 (one pass); columns 296..303 belong to no group.
-ONE_PASS_ENDS = [64, 144, 150, 150, 215, 296]
-ONE_PASS_LENGTH = 304
-
-
-@pytest.fixture(params=[(8, 32, 64), (8, 16, 64)], ids=lambda p: f"{p[0]}x{p[1]}:1p{p[2]}")
-def one_pass_config(request, monkeypatch):
-    """Every per-group launch inside the test runs with BLOCK_R x BLOCK_K tiles and ONE_PASS_K = 64."""
-    from fp8moe import configs
-
-    block_r, block_k, one_pass_k = request.param
-    forced = configs.per_group_config(block_r, block_k, 4, one_pass_k=one_pass_k)
-    monkeypatch.setattr(configs.KernelConfigs, "fixed", lambda self, backend, args: forced)
-    monkeypatch.setattr(configs, "AUTOTUNE_MIN_ELEMENTS", float("inf"))
-    return forced
-
-
-@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
-def test_one_pass_tiles_longer_than_the_loop_tile_match_reference_bitwise(op, one_pass_config, device):
-    x = _values(op.shape(ROWS, ONE_PASS_LENGTH), torch.bfloat16, seed=16)
-    _check_against_reference(op, x, ONE_PASS_ENDS, E4, True, device)
-
-
-def test_dual_with_one_pass_tiles_longer_than_the_loop_tile_matches_reference_bitwise(one_pass_config, device):
-    x1 = _values((ONE_PASS_LENGTH, 12), torch.bfloat16, seed=17)
-    x2 = _values((ONE_PASS_LENGTH, 20), torch.bfloat16, seed=18)
-    out = per_group_colwise_scales_dual.launch(
-        x1.to(device), x2.to(device), _offs(ONE_PASS_ENDS, device), E4, False, backend_for(device)
-    )
-    _assert_dual_equal(out, _dual_reference(x1, x2, ONE_PASS_ENDS, E4, False), ONE_PASS_ENDS[-1])
-
-
 @pytest.mark.parametrize("layout", ["uneven", "tail"])
 def test_dual_equals_two_single_calls_bitwise(layout, device):
     x1 = _values((LENGTH, 12), torch.float32, seed=9).to(device)

@@ -43,7 +43,6 @@ def quantize_group_rows(
     stride_qr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    ONE_PASS_K: tl.constexpr,
     PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
@@ -57,11 +56,6 @@ def quantize_group_rows(
     """Scale and cast rows [pid_r * BLOCK_R, +BLOCK_R) of an (R, Ktot) view within group pid_g; store
     scales[g * R + r]. q has unit stride along K.
 
-    ONE_PASS_K: a group whose aligned interior has at most this many columns is read once, as one
-        (BLOCK_R, ONE_PASS_K) tile held in registers; a longer one is read twice in (BLOCK_R, BLOCK_K) tiles (the
-        second read mostly from L2). A power of two >= BLOCK_K; = BLOCK_K is the plain span loop. A larger one-pass
-        tile puts a whole group's loads in flight at once: on the H200 a two-pass loop over 256-token slices reached
-        65-76% of copy bandwidth and one 256-token tile per slice 89% (benchmarks/results/h200-s7-transpose-ceiling*).
     INT64_INDEX: element offsets in int64, needed once an offset passes 2^31 - 1 (e.g. 16384 rows x 131072 tokens).
     """
     start = tl.load(offs_ptr + pid_g - 1, mask=pid_g > 0, other=0)
@@ -79,9 +73,9 @@ def quantize_group_rows(
     row_mask = rows < R
     x_rows = x_ptr + rows[:, None] * stride_xr  # (BLOCK_R, 1)
     q_rows = q_ptr + rows[:, None] * stride_qr
-    if end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_PASS_K:  # the group's aligned interior fits one tile
+    if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
         scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_PASS_K, True, PACK_K, INT64_INDEX,
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     else:
@@ -106,7 +100,6 @@ def _per_group_rows_kernel(
     stride_qr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    ONE_PASS_K: tl.constexpr,
     PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
@@ -123,8 +116,8 @@ def _per_group_rows_kernel(
     """
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
-        stride_qr, BLOCK_R, BLOCK_K, ONE_PASS_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
-        ROUND_POW2, CAST_MODE,
+        stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
+        CAST_MODE,
     )  # fmt: skip
 
 
