@@ -7,6 +7,8 @@ The GPU claims (SQNR vs bf16 at the MoE shapes, compile, no syncs) are in tests/
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -128,6 +130,32 @@ def test_fp8_path_is_within_derived_sqnr_of_bf16():
     assert min(per_expert) >= ref.SQNR_VS_BF16.min_db, per_expert
     q, s = fp8ref.rowwise_2d_scale_and_cast(A)
     assert 31.0 <= fp8ref.sqnr(A, fp8ref.dequantize(q, s)) <= 32.0  # the per-operand term of the derivation
+
+
+def test_input_gradient_through_two_fp8_gemms_in_series_is_about_25_5_db():
+    """The named case behind issue #12's input-gradient floor: an expert MLP's input gradient passes two dgrad GEMMs
+    in series (down projection, then up projection), and the second quantizes the first's FP8-noisy result again,
+    so the noise powers of the two GEMMs add: 28.5 - 10*log10(2) = 25.5 dB against bf16. The issue's 29 dB floor
+    is above that for any FP8 rowwise path of this recipe (benchmarks/train_moe.py reports it; measured 24.8 dB at
+    initialization on the H200, benchmarks/results/h200-train-moe-run2.md). Linear in between: an elementwise
+    activation scales the noise and the signal alike."""
+    g = torch.Generator().manual_seed(3)
+    m, k, hidden, n, e = 1024, 256, 256, 128, 4
+    A = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    w_up = torch.randn(e, k, hidden, generator=g).to(torch.bfloat16)
+    w_down = torch.randn(e, hidden, n, generator=g).to(torch.bfloat16)
+    grad_out = torch.randn(m, n, generator=g).to(torch.bfloat16)
+    h = torch.randn(m, hidden, generator=g).to(torch.bfloat16)  # the down projection's input: dgrad ignores it
+    offs = _offs([128, 512, 512, 1024])
+    grad_h = ref.grouped_mm(h, w_down, offs, grad_out).grad_A
+    grad_h_bf16 = ref.grouped_mm_bf16(h, w_down, offs, grad_out).grad_A
+    grad_A = ref.grouped_mm(A, w_up, offs, grad_h).grad_A
+    grad_A_bf16 = ref.grouped_mm_bf16(A, w_up, offs, grad_h_bf16).grad_A
+    one_gemm = fp8ref.sqnr(grad_h_bf16, grad_h)
+    two_gemms = fp8ref.sqnr(grad_A_bf16, grad_A)
+    assert 28.0 <= one_gemm <= 29.0, one_gemm
+    assert abs(two_gemms - (one_gemm - 10 * math.log10(2))) <= 0.5, (one_gemm, two_gemms)
+    assert two_gemms < 29.0
 
 
 def test_reference_gemm_equals_a_per_group_loop():
