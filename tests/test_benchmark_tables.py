@@ -205,6 +205,34 @@ def test_tune_candidates_parse_as_describe_writes_them_and_are_appended_only_ins
             tune_configs.parse_candidates([bad])
 
 
+@needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
+@pytest.mark.parametrize("slice_len", [0, 32, 64])
+@pytest.mark.parametrize("mode", ["ptr", "tma", "ptr+tma", "tma+ptr", "join4", "rows"])
+def test_transpose_ceiling_kernels_write_what_the_script_expects(mode, slice_len):
+    """Integers in [-7, 7] with a 7 in every (slice, column): the per-slice scale is 448 / 7 = 64, so every scaled
+    value is an exact e4m3 code and the interpreter's cast (wrong only for inexact values) gives true bytes."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    transpose_ceiling = pytest.importorskip("transpose_ceiling")
+    kt, n, block_k, block_n = 128, 64, 32, 32
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-6, 7, (kt, n), generator=g).float()
+    if slice_len:
+        x[::slice_len] = 7.0  # one 7 per slice and column (slice 0: the constant scale 64 needs none)
+    x = x.to(torch.bfloat16)
+    q = torch.empty((kt, n) if mode == "rows" else (n, kt), dtype=torch.float8_e4m3fn)
+    x_desc = TensorDescriptor.from_tensor(x, [block_k, block_n])
+    q_desc = TensorDescriptor.from_tensor(q, [block_n, block_k]) if mode != "rows" else x_desc
+    grid = (kt // (slice_len or block_k), n // block_n)
+    transpose_ceiling._cast_t_kernel[grid](
+        x, q, x_desc, q_desc, kt, n, SLICE=slice_len, BLOCK_K=block_k, BLOCK_N=block_n,
+        MODE=transpose_ceiling.MODES[mode],
+    )  # fmt: skip
+    expected = transpose_ceiling.expected(x, slice_len, mode)
+    assert torch.equal(q.view(torch.uint8), expected.view(torch.uint8))
+
+
 def test_ncu_summary_groups_launches_by_marker_and_converts_units(tmp_path):
     # Two points; the second launches two kernels (the atomic transpose) plus its own float fill, which must not be
     # taken for the marker (FillFunctor<double>).
