@@ -58,7 +58,8 @@ def _store_tile_t(q_ptr, q_desc, q, k0, n0, KT, BLOCK_K: tl.constexpr, BLOCK_N: 
 
 @triton.jit
 def _store_join4_t(q_ptr, x_ptr, k0, n0, N, KT, scale, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The join4 tile: four token tiles k0 + 4w + j, cast, joined so four consecutive tokens sit in one thread."""
+    """The join4 tile: four token tiles k0 + 4w + j, scaled by ``scale`` (BLOCK_N,), cast, joined so four
+    consecutive tokens sit in one thread, stored as q^T."""
     BW: tl.constexpr = BLOCK_K // 4
     ks = k0 + 4 * tl.arange(0, BW)
     ns = n0 + tl.arange(0, BLOCK_N)
@@ -66,13 +67,46 @@ def _store_join4_t(q_ptr, x_ptr, k0, n0, N, KT, scale, BLOCK_K: tl.constexpr, BL
     x1 = tl.load(x_ptr + (ks + 1)[:, None] * N + ns[None, :])
     x2 = tl.load(x_ptr + (ks + 2)[:, None] * N + ns[None, :])
     x3 = tl.load(x_ptr + (ks + 3)[:, None] * N + ns[None, :])
-    t0 = tl.trans(x0.to(tl.float32) * scale)
-    t1 = tl.trans(x1.to(tl.float32) * scale)
-    t2 = tl.trans(x2.to(tl.float32) * scale)
-    t3 = tl.trans(x3.to(tl.float32) * scale)
+    t0 = tl.trans(x0.to(tl.float32) * scale[None, :])
+    t1 = tl.trans(x1.to(tl.float32) * scale[None, :])
+    t2 = tl.trans(x2.to(tl.float32) * scale[None, :])
+    t3 = tl.trans(x3.to(tl.float32) * scale[None, :])
     q = tl.reshape(tl.join(tl.join(t0, t2), tl.join(t1, t3)).to(tl.float8e4nv), (BLOCK_N, BLOCK_K))
     kk = k0 + tl.arange(0, BLOCK_K)
     tl.store(q_ptr + ns[:, None] * KT + kk[None, :], q)
+
+
+@triton.jit
+def _store_scaled(
+    q_ptr, q_desc, x, k0, n0, N, KT, scale, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, MODE: tl.constexpr
+):  # fmt: skip
+    """Cast the loaded tile x (BLOCK_K, BLOCK_N) times ``scale`` (BLOCK_N,) and store it: q^T, or q (rows mode)."""
+    q = (x.to(tl.float32) * scale[None, :]).to(tl.float8e4nv)
+    if MODE == 5:
+        ks = k0 + tl.arange(0, BLOCK_K)
+        ns = n0 + tl.arange(0, BLOCK_N)
+        tl.store(q_ptr + ks[:, None] * N + ns[None, :], q)
+    else:
+        _store_tile_t(q_ptr, q_desc, q, k0, n0, KT, BLOCK_K, BLOCK_N, MODE == 1 or MODE == 2)
+
+
+@triton.jit
+def _quantize_tile(
+    x_ptr, q_ptr, x_desc, q_desc, k0, n0, N, KT, scale, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+    MODE: tl.constexpr,
+):  # fmt: skip
+    """Load tile (k0, n0), scale, cast and store it the way MODE does."""
+    if MODE == 4:
+        _store_join4_t(q_ptr, x_ptr, k0, n0, N, KT, scale, BLOCK_K, BLOCK_N)
+    else:
+        x = _load_tile(x_ptr, x_desc, k0, n0, N, BLOCK_K, BLOCK_N, MODE == 1 or MODE == 3)
+        _store_scaled(q_ptr, q_desc, x, k0, n0, N, KT, scale, BLOCK_K, BLOCK_N, MODE)
+
+
+@triton.jit
+def _slice_scale(acc, BLOCK_N: tl.constexpr):
+    """448 / max over the slice of the running |x| maximum ``acc`` (BLOCK_K, BLOCK_N), correctly rounded."""
+    return tl.math.div_rn(tl.full((BLOCK_N,), 448.0, tl.float32), tl.maximum(tl.max(acc, 0), 1e-12))
 
 
 @triton.jit
@@ -80,71 +114,31 @@ def _cast_t_kernel(
     x_ptr, q_ptr, x_desc, q_desc, KT, N,
     SLICE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, MODE: tl.constexpr,
 ):  # fmt: skip
-    """Program (slice s, column block): scale = 448 / max|x| over its SLICE tokens (two passes when SLICE > BLOCK_K,
-    64 for SLICE == 0, one pass), then q^T of its tiles. MODE: see MODES."""
+    """Program (slice s, column block): scale = 448 / max|x| over its SLICE tokens, then its tiles cast and stored.
+    SLICE == 0: one pass at the constant scale 64; SLICE == BLOCK_K: the slice is one tile, read once and kept in
+    registers (join4 stores it like ptr there); SLICE > BLOCK_K: two passes, the second walking backwards. MODE:
+    see MODES."""
     pid_s = tl.program_id(0)
     n0 = tl.program_id(1) * BLOCK_N
     TMA_LOAD: tl.constexpr = MODE == 1 or MODE == 3
-    TMA_STORE: tl.constexpr = MODE == 1 or MODE == 2
     if SLICE == 0:
+        scale = tl.full((BLOCK_N,), 64.0, tl.float32)
+        _quantize_tile(x_ptr, q_ptr, x_desc, q_desc, pid_s * BLOCK_K, n0, N, KT, scale, BLOCK_K, BLOCK_N, MODE)
+    elif SLICE == BLOCK_K:
         k0 = pid_s * BLOCK_K
-        if MODE == 4:
-            _store_join4_t(q_ptr, x_ptr, k0, n0, N, KT, 64.0, BLOCK_K, BLOCK_N)
-        elif MODE == 5:
-            ks = k0 + tl.arange(0, BLOCK_K)
-            ns = n0 + tl.arange(0, BLOCK_N)
-            x = tl.load(x_ptr + ks[:, None] * N + ns[None, :])
-            tl.store(q_ptr + ks[:, None] * N + ns[None, :], (x.to(tl.float32) * 64.0).to(tl.float8e4nv))
-        else:
-            x = _load_tile(x_ptr, x_desc, k0, n0, N, BLOCK_K, BLOCK_N, TMA_LOAD)
-            q = (x.to(tl.float32) * 64.0).to(tl.float8e4nv)
-            _store_tile_t(q_ptr, q_desc, q, k0, n0, KT, BLOCK_K, BLOCK_N, TMA_STORE)
-    elif SLICE == BLOCK_K:  # the whole slice in registers: one read
-        k0 = pid_s * BLOCK_K
-        ks = k0 + tl.arange(0, BLOCK_K)
-        ns = n0 + tl.arange(0, BLOCK_N)
-        x = tl.load(x_ptr + ks[:, None] * N + ns[None, :])
-        amax = tl.max(tl.abs(x.to(tl.float32)), 0)
-        scale = tl.math.div_rn(tl.full((BLOCK_N,), 448.0, tl.float32), tl.maximum(amax, 1e-12))
-        q = (x.to(tl.float32) * scale[None, :]).to(tl.float8e4nv)
-        if MODE == 5:
-            tl.store(q_ptr + ks[:, None] * N + ns[None, :], q)
-        else:
-            tl.store(q_ptr + ns[:, None] * KT + ks[None, :], tl.trans(q))
+        x = _load_tile(x_ptr, x_desc, k0, n0, N, BLOCK_K, BLOCK_N, TMA_LOAD)
+        scale = _slice_scale(tl.abs(x.to(tl.float32)), BLOCK_N)
+        _store_scaled(q_ptr, q_desc, x, k0, n0, N, KT, scale, BLOCK_K, BLOCK_N, 0 if MODE == 4 else MODE)
     else:
         base = pid_s * SLICE
         acc = tl.zeros((BLOCK_K, BLOCK_N), dtype=tl.float32)
         for k0 in range(base, base + SLICE, BLOCK_K):
             x = _load_tile(x_ptr, x_desc, k0, n0, N, BLOCK_K, BLOCK_N, TMA_LOAD)
             acc = tl.maximum(acc, tl.abs(x.to(tl.float32)))
-        scale = tl.math.div_rn(tl.full((BLOCK_N,), 448.0, tl.float32), tl.maximum(tl.max(acc, 0), 1e-12))
+        scale = _slice_scale(acc, BLOCK_N)
         for i in range(SLICE // BLOCK_K):
             k0 = base + SLICE - (i + 1) * BLOCK_K  # backwards: the latest tiles are likeliest in L2
-            if MODE == 4:
-                BW: tl.constexpr = BLOCK_K // 4
-                ks = k0 + 4 * tl.arange(0, BW)
-                ns = n0 + tl.arange(0, BLOCK_N)
-                x0 = tl.load(x_ptr + ks[:, None] * N + ns[None, :])
-                x1 = tl.load(x_ptr + (ks + 1)[:, None] * N + ns[None, :])
-                x2 = tl.load(x_ptr + (ks + 2)[:, None] * N + ns[None, :])
-                x3 = tl.load(x_ptr + (ks + 3)[:, None] * N + ns[None, :])
-                t0 = tl.trans(x0.to(tl.float32) * scale[None, :])
-                t1 = tl.trans(x1.to(tl.float32) * scale[None, :])
-                t2 = tl.trans(x2.to(tl.float32) * scale[None, :])
-                t3 = tl.trans(x3.to(tl.float32) * scale[None, :])
-                q = tl.reshape(tl.join(tl.join(t0, t2), tl.join(t1, t3)).to(tl.float8e4nv), (BLOCK_N, BLOCK_K))
-                kk = k0 + tl.arange(0, BLOCK_K)
-                tl.store(q_ptr + ns[:, None] * KT + kk[None, :], q)
-            elif MODE == 5:
-                ks = k0 + tl.arange(0, BLOCK_K)
-                ns = n0 + tl.arange(0, BLOCK_N)
-                x = tl.load(x_ptr + ks[:, None] * N + ns[None, :])
-                q = (x.to(tl.float32) * scale[None, :]).to(tl.float8e4nv)
-                tl.store(q_ptr + ks[:, None] * N + ns[None, :], q)
-            else:
-                x = _load_tile(x_ptr, x_desc, k0, n0, N, BLOCK_K, BLOCK_N, TMA_LOAD)
-                q = (x.to(tl.float32) * scale[None, :]).to(tl.float8e4nv)
-                _store_tile_t(q_ptr, q_desc, q, k0, n0, KT, BLOCK_K, BLOCK_N, TMA_STORE)
+            _quantize_tile(x_ptr, q_ptr, x_desc, q_desc, k0, n0, N, KT, scale, BLOCK_K, BLOCK_N, MODE)
 
 
 def expected(x: torch.Tensor, slice_len: int, mode: str) -> torch.Tensor:
