@@ -21,9 +21,11 @@ loop bodies are kept short: `python benchmarks/sass_counts.py` counts them (test
 the cuts).
 
 Views whose x is not contiguous along K (the colwise ops read x.t()) change a tile's layout between load and store,
-through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read as four interleaved column tiles and
-stored as 4-byte words of four codes, so the exchange moves words, not bytes (H200: dual op 9-15% faster,
-benchmarks/results/h200-bench-2026-12-01-s6-summary.md).
+through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read as four interleaved column tiles,
+joined so that the codes of four consecutive columns sit in one thread, and the exchange moves 4-byte units, not
+bytes (H200: dual op 9-15% faster with words, benchmarks/results/h200-bench-2026-12-01-s6-summary.md; the join
+another 2-5% on the colwise ops, h200-bench-2026-12-02-s7-summary.md). A transposing cast alone runs at 97% of copy
+bandwidth on the H200 (benchmarks/transpose_ceiling.py): what the colwise ops lose is the two passes.
 """
 
 from __future__ import annotations
@@ -150,7 +152,8 @@ def _store_quad(
     cols = k0 + tl.arange(0, 4 * BLOCK_W)
     if INT64_INDEX:
         cols = cols.to(tl.int64)
-    # hi is a multiple of 16 and k0 of 4 * BLOCK_W, so the mask is constant over 16 columns: 16-byte stores.
+    # k0 and hi are multiples of 16, so the mask is constant over each 16 columns: 16-byte stores (the SASS guard in
+    # tests/test_kernel_instructions.py checks that they stay 16 bytes wide).
     mask = row_mask[:, None] & (cols < hi)[None, :]
     tl.store(q_rows + cols[None, :], q, mask=mask)
 
@@ -163,7 +166,7 @@ def _quantize_interior_packed(
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """:func:`_quantize_interior` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
-    columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored as 4-byte words.
+    columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units (:func:`_store_quad`).
 
     x's fast dim is R and q's is K, so a tile changes layout on its way out; Triton does it through shared memory.
     Packing four columns into one word before that makes the exchange a quarter of the elements at four bytes each
