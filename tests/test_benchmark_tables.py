@@ -39,6 +39,7 @@ def test_bench_row_derives_bandwidth_and_speedup_from_graph_time():
         "layout": "row_major",
         "us": 1000.0,
         "eager_us": 1500.0,
+        "loop_us": None,
         "gbps": 4.0,
         "pct_of_copy_bw": 50.0,
         "speedup_vs_compile": 3.0,
@@ -55,7 +56,9 @@ def test_bench_row_without_graph_time_has_no_bandwidth():
 
 def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missing_values():
     rows = [
-        bench.make_row(_point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True, None, "16x512/w4/p1"),
+        bench.make_row(
+            _point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True, None, "16x512/w4/p1", loop_us=1100.0
+        ),
         bench.make_row(
             _point(op="rowwise_2d_scale_and_cast", groups=1, offs=None), "mine", None, 20.0, 1, 8.0, None, False
         ),
@@ -63,11 +66,11 @@ def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missin
     lines = bench.markdown_table(rows)
     assert len(lines) == 4
     assert lines[2] == (
-        "| per_group_rowwise_scales | fp8moe | 8x64 | 2 | offs=random | row_major | 1000.0 | 1500.0 | 4 | 50% | 3.00x "
-        "| yes | - | 16x512/w4/p1 |"
+        "| per_group_rowwise_scales | fp8moe | 8x64 | 2 | offs=random | row_major | 1000.0 | 1500.0 | 1100.0 | 4 | 50% "
+        "| 3.00x | yes | - | 16x512/w4/p1 |"
     )
     assert lines[3] == (
-        "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | NO | - | - |"
+        "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | - | NO | - | - |"
     )
 
 
@@ -175,6 +178,16 @@ def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
         ("reference", True, 5.0, 6.0),
         ("mine", False, 5.0, 6.0),
     ]
+    assert all(r["loop_us"] > 0 for r in rows)  # the back-to-back loop ran the call itself (CPU: its wall time)
+
+
+def test_loop_us_is_the_median_batch_wall_time_per_call():
+    """Five batches of back-to-back calls, one sync each; a batch aims at LOOP_BATCH_US of calls (at least 5)."""
+    ticks = iter([0.0, 0.010, 1.0, 1.020, 2.0, 2.030, 3.0, 3.040, 4.0, 4.050])  # 10/20/30/40/50 ms batches
+    calls = []
+    us = bench.loop_us(lambda: calls.append(1), "cpu", per_call_us=400.0, clock=lambda: next(ticks))
+    assert us == pytest.approx(30e3 / 5)
+    assert len(calls) == 1 + 5 * 5  # one warm-up call, then 5 batches of 2000 us / 400 us = 5 calls
 
 
 def test_tune_point_filters_combine_ops_select_and_size():

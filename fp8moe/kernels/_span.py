@@ -24,7 +24,7 @@ Views whose x is not contiguous along K (the colwise ops read x.t()) change a ti
 through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read as four interleaved column tiles,
 joined so that the codes of four consecutive columns sit in one thread, and the exchange moves 4-byte units, not
 bytes (H200: dual op 9-15% faster with words, benchmarks/results/h200-bench-2026-12-01-s6-summary.md; the join
-another 2-5% on the colwise ops, h200-bench-2026-12-02-s7-summary.md). A transposing cast alone runs at 97% of copy
+0-3 points of copy bandwidth more, h200-bench-2026-12-02-s7-summary.md). A transposing cast alone runs at 97% of copy
 bandwidth on the H200 (benchmarks/transpose_ceiling.py): what the colwise ops lose is the two passes.
 """
 
