@@ -5,9 +5,10 @@
 The transposing ops (per-group colwise, the dual op, colwise 3D on row-major input) read x (Ktot, N) along N and
 write q^T (N, Ktot) along Ktot. They sit at 53-62% of copy bandwidth on the H200 while the row kernels over the same
 bytes reach 88-103% (benchmarks/results/h200-bench-2026-12-01-s6-summary.md). This script times stripped-down
-kernels that do only the data movement of those ops, with a constant scale (one pass) or a per-slice amax over
-fixed-size token slices (two passes, as the per-group kernel does for a group), with each way Triton offers to move
-a tile:
+kernels that do only the data movement of those ops: with a constant scale (one pass, ``--slices 0``), or with a
+per-slice amax over fixed-size token slices, in two passes as the per-group kernel does for a group (slice longer
+than the tile) or read once with the slice held in registers (slice = the tile's token extent). Each way Triton
+offers to move a tile:
 
 - ``ptr``: pointer loads and stores; ``tl.trans`` of the fp8 tile, which Triton turns into a layout conversion
   through shared memory;
@@ -17,8 +18,9 @@ a tile:
 - ``ptr+tma`` and ``tma+ptr``: one side each;
 - ``rows``: the non-transposing control (x and q both along N).
 
-Every kernel's output is checked against torch before it is timed (all bytes). Times are CUDA-graph medians;
-percentages are of ideal bytes (2 read + 1 written per element) over a device copy timed in the same run.
+Every kernel's output is checked against torch before it is timed (all bytes; ``bitwise`` column). Times are
+CUDA-graph medians; percentages are of ideal bytes (2 read + 1 written per element) over the device copy
+bandwidth timed in the same run (fp8moe.bench.copy_bandwidth_gbps).
 """
 
 from __future__ import annotations
@@ -156,7 +158,7 @@ def expected(x: torch.Tensor, slice_len: int, mode: str) -> torch.Tensor:
 
 
 def run_point(x, slice_len, block_k, block_n, warps, mode):
-    """(us, ok) of one variant; None when it does not compile here."""
+    """(us, bitwise ok) of one variant; raises where this Triton cannot build the mode (main reports it, goes on)."""
     from triton.testing import do_bench_cudagraph
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -179,15 +181,6 @@ def run_point(x, slice_len, block_k, block_n, warps, mode):
     return us, ok
 
 
-def copy_gbps() -> float:
-    from triton.testing import do_bench
-
-    a = torch.empty(2**30, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    ms = do_bench(lambda: b.copy_(a), rep=100, return_mode="median")
-    return 2 * 2**30 / ms / 1e6
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="Markdown table path")
@@ -196,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--tiles", default="64x64/w4,128x64/w4,64x128/w4,128x128/w8,32x128/w4", help="BKxBN/wW")
     args = parser.parse_args(argv)
-    bw = copy_gbps()
+    from fp8moe.bench import copy_bandwidth_gbps
+
+    bw = copy_bandwidth_gbps()
     tiles = [(*map(int, t.split("/w")[0].split("x")), int(t.split("/w")[1])) for t in args.tiles.split(",")]
     lines = [
         f"# transpose ceiling: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__};"
