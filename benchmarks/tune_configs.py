@@ -77,12 +77,17 @@ def byte_stores():
             m.pack_k = pack_k
 
 
+def _lists_by_name() -> dict[str, KernelConfigs]:
+    """Every candidate list fp8moe launches with, by its KernelConfigs name."""
+    return {k.name: k for owners in CONFIGS_BY_SPEC.values() for k in owners}
+
+
 def parse_candidates(specs: list[str]) -> dict[str, list]:
     """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
     them) -> extra triton.Config candidates per list."""
     import triton  # after fp8moe, which must be imported first
 
-    by_name = {k.name: k for owners in CONFIGS_BY_SPEC.values() for k in owners}
+    by_name = _lists_by_name()
     extra: dict[str, list] = {}
     for spec in specs:
         name, _, tiles = spec.partition("=")
@@ -102,7 +107,7 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
 def extra_candidates(extra: dict[str, list]):
     """Append candidates to the named lists inside the block (for timing tiles before adding them to
     fp8moe.configs): tune_point forces each in turn like the listed ones."""
-    owners = {k.name: k for ks in CONFIGS_BY_SPEC.values() for k in ks}
+    owners = _lists_by_name()
     saved = {name: owners[name].cuda for name in extra}
     for name, configs in extra.items():
         object.__setattr__(owners[name], "cuda", (*saved[name], *configs))  # frozen dataclass: a tool-only patch

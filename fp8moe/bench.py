@@ -8,8 +8,8 @@ the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.co
 
 - ``us``: GPU time of one call replayed from a CUDA graph (no Python, no launch overhead), median;
 - ``eager_us``: the same call from Python, timed by ``triton.testing.do_bench`` (device events around each call,
-  an L2 flush between calls, whose ~80 us of GPU time hides that much host time: the call shows its host cost only
-  where that is larger), median;
+  an L2 flush between calls: a 256 MB memset, ~65-80 us of GPU time at the H200's bandwidth by estimate, not
+  timed, during which the host runs ahead, so the call shows its host cost only where that is larger), median;
 - ``loop_us``: wall time per call of the call repeated back to back from Python with one device sync per batch,
   median of batches: what an eager training loop sees, the larger of the host's and the GPU's time per call (no
   flush, so an input that fits in L2 stays there);
