@@ -104,13 +104,15 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
 
 
 @contextlib.contextmanager
-def extra_candidates(extra: dict[str, list]):
+def extra_candidates(extra: dict[str, list], replace: bool = False):
     """Append candidates to the named lists inside the block (for timing tiles before adding them to
-    fp8moe.configs): tune_point forces each in turn like the listed ones."""
+    fp8moe.configs), or with ``replace`` make them the whole list: tune_point forces each in turn like the listed
+    ones."""
     owners = _lists_by_name()
     saved = {name: owners[name].cuda for name in extra}
     for name, configs in extra.items():
-        object.__setattr__(owners[name], "cuda", (*saved[name], *configs))  # frozen dataclass: a tool-only patch
+        listed = () if replace else saved[name]
+        object.__setattr__(owners[name], "cuda", (*listed, *configs))  # frozen dataclass: a tool-only patch
         owners[name].__dict__.pop("smallest_cuda", None)
     try:
         yield
@@ -235,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LIST=RxK/wN,...",
         help="extra candidates appended to a candidate list for this run, e.g. per_group_scales=32x256/w8",
     )
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="the --candidates replace their lists for this run (time a few tiles against a baseline you name)",
+    )
     args = parser.parse_args(argv)
     extra = parse_candidates(args.candidates)
     if args.summarize:
@@ -261,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     points = select_points(points, args.only, args.select, args.max_elements)
     for point in points:
         try:
-            with extra_candidates(extra):
+            with extra_candidates(extra, replace=args.replace):
                 rows = tune_point(point, do_bench_cudagraph, with_byte_stores=args.byte_stores)
         except Exception as exc:  # one failing point must not lose the others
             print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
