@@ -25,7 +25,10 @@ through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read a
 joined so that the codes of four consecutive columns sit in one thread, and the exchange moves 4-byte units, not
 bytes (H200: dual op 9-15% faster with words, benchmarks/results/h200-bench-2026-12-01-s6-summary.md; the join
 0-3 points of copy bandwidth more, h200-bench-2026-12-02-s7-summary.md). A transposing cast alone runs at 97% of copy
-bandwidth on the H200 (benchmarks/transpose_ceiling.py): what the colwise ops lose is the two passes.
+bandwidth on the H200 (benchmarks/transpose_ceiling.py): what the colwise ops lose is the two passes. Where slices
+are long, pass 2 misses L2 once the slices in flight outgrow it (1.66-1.92x the input read from DRAM, Nsight Compute,
+h200-bench-2026-12-02-s8-summary.md); where they are short, the bytes are ideal and the two dependent passes leave
+too few loads in flight.
 """
 
 from __future__ import annotations
