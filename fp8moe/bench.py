@@ -330,16 +330,20 @@ def _time(fn) -> tuple[float | None, float]:
     return graph, eager
 
 
-#: Batches of :func:`loop_us`, and the wall time one batch aims at (long against a sync, short against the budget).
+#: Batches of :func:`loop_us`, the wall time one batch aims at (long against a sync, short against the budget), and
+#: the fewest calls in a batch: the first launch's host latency and the closing sync (~100 us on the H200 host) are
+#: spread over the batch's calls, so with 5 calls they added ~20 us to each (the 24-119 us gaps of the
+#: multi-millisecond points, h200-bench-2026-12-02-s8-summary.md); 20 calls bring that to ~5 us.
 LOOP_BATCHES = 5
 LOOP_BATCH_US = 2000.0
+LOOP_MIN_CALLS = 20
 
 
 def loop_us(fn, device: str, per_call_us: float, clock: Callable[[], float] = time.perf_counter) -> float:
     """Median over LOOP_BATCHES of the wall time per call of ``fn`` called back to back, the device synchronized
-    after each batch; a batch has enough calls to last about LOOP_BATCH_US at ``per_call_us`` (at least 5).
-    ``clock``: seconds (tests pass their own)."""
-    calls = max(5, min(1000, int(LOOP_BATCH_US / max(per_call_us, 1.0))))
+    after each batch; a batch has enough calls to last about LOOP_BATCH_US at ``per_call_us``, at least
+    LOOP_MIN_CALLS and at most 1000. ``clock``: seconds (tests pass their own)."""
+    calls = max(LOOP_MIN_CALLS, min(1000, int(LOOP_BATCH_US / max(per_call_us, 1.0))))
     fn()
     _sync(device)
     per_batch = []

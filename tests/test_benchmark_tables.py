@@ -182,12 +182,19 @@ def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
 
 
 def test_loop_us_is_the_median_batch_wall_time_per_call():
-    """Five batches of back-to-back calls, one sync each; a batch aims at LOOP_BATCH_US of calls (at least 5)."""
+    """Five batches of back-to-back calls, one sync each; a batch aims at LOOP_BATCH_US of calls, at least
+    LOOP_MIN_CALLS (so a slow call's batch still spreads the first launch and the sync over 20 calls)."""
     ticks = iter([0.0, 0.010, 1.0, 1.020, 2.0, 2.030, 3.0, 3.040, 4.0, 4.050])  # 10/20/30/40/50 ms batches
     calls = []
     us = bench.loop_us(lambda: calls.append(1), "cpu", per_call_us=400.0, clock=lambda: next(ticks))
-    assert us == pytest.approx(30e3 / 5)
-    assert len(calls) == 1 + 5 * 5  # one warm-up call, then 5 batches of 2000 us / 400 us = 5 calls
+    assert bench.LOOP_MIN_CALLS == 20
+    assert us == pytest.approx(30e3 / 20)  # 2000 us / 400 us = 5 calls would do: the floor of 20 applies
+    assert len(calls) == 1 + 5 * 20  # one warm-up call, then 5 batches
+    ticks = iter([0.0, 0.010, 1.0, 1.020, 2.0, 2.030, 3.0, 3.040, 4.0, 4.050])
+    calls.clear()
+    us = bench.loop_us(lambda: calls.append(1), "cpu", per_call_us=10.0, clock=lambda: next(ticks))
+    assert us == pytest.approx(30e3 / 200)  # 2000 us / 10 us = 200 calls per batch
+    assert len(calls) == 1 + 5 * 200
 
 
 def test_tune_point_filters_combine_ops_select_and_size():
