@@ -324,7 +324,7 @@ TRANSPOSE_QUANTIZE = KernelConfigs(
 #: a 64-column two-pass loop (1.03-6.1x slower even with byte stores, h200-s7-tune-one-pass-tiles.md). Timed on
 #: 2026-12-02 and not kept either: smaller per-thread tiles (64x64/w8, 32x64/w4 and /w2, 64x32/w4 and /w2, 128x32/w8:
 #: at most 3% ahead anywhere, h200-s8-tune-small-tiles.md) and persistent grids (slower than the best plain tile at
-#: all 19 points timed, 1.07-1.30x, h200-s8-tune-persistent.md; why: h200-bench-2026-12-02-s8-summary.md).
+#: all 19 points timed, 1.03-1.30x, h200-s8-tune-persistent.md; why: h200-bench-2026-12-02-s8-summary.md).
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
