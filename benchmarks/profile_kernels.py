@@ -89,7 +89,15 @@ def summarize(path: str, marker: str = MARKER) -> str:
         entry = rows_by_launch.setdefault(launch, {"kernel": rec["Kernel Name"], "metrics": {}, "units": {}})
         entry["metrics"][rec["Metric Name"]] = rec["Metric Value"]
         entry["units"][rec["Metric Name"]] = rec["Metric Unit"]
-    header = ["point", "kernel", *SUMMARY_METRICS.values(), "DRAM bytes / ideal", "top stalls (warps per issue)"]
+    header = [
+        "point",
+        "kernel",
+        *SUMMARY_METRICS.values(),
+        "DRAM read MB",
+        "DRAM write MB",
+        "DRAM bytes / ideal",
+        "top stalls (warps per issue)",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     point_iter = iter(points)
     current = None
@@ -99,13 +107,15 @@ def summarize(path: str, marker: str = MARKER) -> str:
             current = next(point_iter, None)
             continue
         m, units = entry["metrics"], entry["units"]
-        cells = [" ".join(current[:2]) if current else "?", entry["kernel"][:40]]
+        cells = [_point_label(current) if current else "?", entry["kernel"][:40]]
         for name in SUMMARY_METRICS:
             value = _value(m.get(name, ""))
             if name == "Duration":
                 value *= {"ns": 1e-3, "nsecond": 1e-3, "ms": 1e3, "msecond": 1e3}.get(units.get(name, "us"), 1.0)
             cells.append(f"{value:.1f}" if value == value else "-")
-        dram = sum(_dram_bytes(m, units, k) for k in ("dram__bytes_read.sum", "dram__bytes_write.sum"))
+        read, write = (_dram_bytes(m, units, k) for k in ("dram__bytes_read.sum", "dram__bytes_write.sum"))
+        dram = read + write
+        cells += [f"{read / 1e6:.1f}" if read else "-", f"{write / 1e6:.1f}" if write else "-"]
         ideal = float(current[-1]) if current else float("nan")
         cells.append(f"{dram / ideal:.2f}" if dram and ideal == ideal else "-")
         stalls = sorted(
@@ -116,6 +126,14 @@ def summarize(path: str, marker: str = MARKER) -> str:
         cells.append(", ".join(f"{n} {v:.2f}" for n, v in short) or "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _point_label(point: list[str]) -> str:
+    """op and shape, then the variant and layout where they are not the bench's defaults (two points of one shape
+    differ only there, e.g. colwise 3D on row- and column-major input)."""
+    op, shape, variant, layout = point[:4]
+    extra = [v for v, default in ((variant, ("-", "offs=aligned16")), (layout, ("row_major",))) if v not in default]
+    return " ".join([op, shape, *extra])
 
 
 def _dram_bytes(metrics: dict, units: dict, name: str) -> float:

@@ -296,11 +296,13 @@ def test_ncu_summary_groups_launches_by_marker_and_converts_units(tmp_path):
     body = [line.split(" | ") for line in table[2:]]
     assert [(cells[0].lstrip("| "), cells[1]) for cells in body] == [
         ("per_group_rowwise_scales 5120x16640 G=64", "_per_group_rows_kernel"),
-        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1", "at::FillFunctor<float> zero"),
-        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1", "_transpose_rhs_amax_kernel"),
-        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1", "_transpose_rhs_quantize_kernel"),
+        # a non-default variant (or layout) is part of the label: it tells apart points of one shape
+        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1 method=atomic", "at::FillFunctor<float> zero"),
+        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1 method=atomic", "_transpose_rhs_amax_kernel"),
+        ("rowwise_3d_transpose_rhs 16x8192x5120 G=1 method=atomic", "_transpose_rhs_quantize_kernel"),
     ]
     assert body[0][2] == "86.2"  # us, from ns with a thousands separator
+    assert (body[0][-4], body[0][-3]) == ("170.0", "85.0")  # DRAM read and written, MB
     assert body[0][-2] == "1.00"  # (170 MB + 85 MB) / 255 MB ideal
     assert body[0][-1].startswith("not_selected 2.24")
     assert (body[2][2], body[3][2]) == ("303.4", "470.0")
