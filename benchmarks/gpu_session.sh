@@ -9,7 +9,8 @@
 #   4. grouped: the FP8 grouped-GEMM step vs bf16 (benchmarks/bench_grouped_mm.py).
 #   5. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points.
 #   6. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
-# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune), DEVICES=all on a multi-GPU machine
+#   7. host: the host cost of one call, layer by layer, launch plans on and off (benchmarks/host_overhead.py).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host), DEVICES=all on a multi-GPU machine
 # (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT,
 # TUNE_TIMEOUT (seconds),
 # BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
@@ -81,4 +82,9 @@ if [[ $steps == *" tune "* ]]; then
     >"$OUT/tune.log" 2>&1
   echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
+if [[ $steps == *" host "* ]]; then
+  timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py >"$OUT/host_overhead.txt" 2>&1
+  echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null

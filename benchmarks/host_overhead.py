@@ -6,7 +6,8 @@ The benchmark (bench_kernels.py) shows calls whose eager time is several times t
 path, not the kernel, sets their speed. This script splits that path. Per op, the mean wall time per call over many
 back-to-back calls (one synchronize at the end; the GPU work per call is a few microseconds) of:
 
-- public: the fp8moe function (argument checks, the torch.library custom op, launch);
+- public: the fp8moe function (argument checks, launch), with launch plans (fp8moe.replay: a repeated call replays
+  the compiled kernels it recorded) and with plans off;
 - custom op: ``torch.ops.fp8moe.<op>.default`` (dispatcher, autograd fallthrough, the registered impl);
 - launch: the kernel module's ``launch`` with a precomputed backend (allocation, config policy, Triton launch);
 - and two baselines: ``torch.abs`` (one ATen kernel) and an empty Triton kernel with one argument.
@@ -27,6 +28,7 @@ import torch
 
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.ops  # registers torch.ops.fp8moe
+from fp8moe import replay
 from fp8moe.kernels import per_group_rowwise_scales as per_group_rowwise_kernel
 from fp8moe.kernels import rowwise_2d_scale_and_cast as rowwise_kernel
 
@@ -57,25 +59,38 @@ def main() -> None:
     tuned = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)  # AUTOTUNE_MIN_ELEMENTS: autotuned path
     offs = torch.tensor([100, 100, 300, 512], device="cuda", dtype=torch.int32)
     backend = fp8moe.backend_for(x.device)
+    x3 = torch.randn(4, 256, 128, device="cuda", dtype=torch.bfloat16)
+    y = x.clone()  # the dual op's second input (two views of one tensor alias, and aliased calls are not recorded)
+    public = [
+        ("rowwise_2d public", lambda: fp8moe.rowwise_2d_scale_and_cast(x, E4)),
+        ("rowwise_2d public, autotuned 1024x1024", lambda: fp8moe.rowwise_2d_scale_and_cast(tuned, E4)),
+        ("per_group_rowwise public", lambda: fp8moe.per_group_rowwise_scales(x, offs, E4)),
+        ("per_group_colwise public", lambda: fp8moe.per_group_colwise_scales(x.t(), offs, E4)),
+        ("per_group_colwise_dual public", lambda: fp8moe.per_group_colwise_scales_dual(x.t(), y.t(), offs, E4)),
+        ("colwise_3d public", lambda: fp8moe.colwise_3d_scale_and_cast(x3, E4)),
+        ("transpose_rhs atomic public", lambda: fp8moe.rowwise_3d_transpose_rhs(x3, E4, method="atomic")),
+    ]
     rows = [
         ("torch.abs (ATen baseline)", lambda: torch.abs(x)),
         ("empty Triton kernel (launch baseline)", lambda: _empty_kernel[(1,)](x)),
-        ("rowwise_2d public", lambda: fp8moe.rowwise_2d_scale_and_cast(x, E4)),
+        *public,
         ("rowwise_2d custom op", lambda: torch.ops.fp8moe.rowwise_2d_scale_and_cast.default(x, E4, False)),
         ("rowwise_2d launch", lambda: rowwise_kernel.launch(x, E4, False, backend)),
-        ("rowwise_2d public, autotuned 1024x1024", lambda: fp8moe.rowwise_2d_scale_and_cast(tuned, E4)),
-        ("rowwise_2d launch, autotuned 1024x1024", lambda: rowwise_kernel.launch(tuned, E4, False, backend)),
         ("backend_for", lambda: fp8moe.backend_for(x.device)),
-        ("per_group_rowwise public", lambda: fp8moe.per_group_rowwise_scales(x, offs, E4)),
         ("per_group_rowwise custom op", lambda: torch.ops.fp8moe.per_group_rowwise_scales.default(x, offs, E4, False)),
         ("per_group_rowwise launch", lambda: per_group_rowwise_kernel.launch(x, offs, E4, False, backend)),
     ]
     print(
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
-        f"x {tuple(x.shape)} bf16, {CALLS} calls each"
+        f"x {tuple(x.shape)} bf16, {CALLS} calls each; launch plans (fp8moe.replay) on unless marked"
     )
     for name, fn in rows:
         print(f"{name:40s} {per_call_us(fn):8.1f} us/call")
+    print(f"launch plans held after these calls: {replay.plan_count()} (one per op and signature above)")
+    replay.ENABLED = False
+    for name, fn in public:
+        print(f"{name + ', plans off':40s} {per_call_us(fn):8.1f} us/call")
+    replay.ENABLED = True
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(500):

@@ -26,6 +26,7 @@ import torch
 
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.configs as configs_module
+from fp8moe import replay
 from fp8moe.bench import ISSUE11_POINTS, Point, copy_bandwidth_gbps, make_inputs, moe_points, same_outputs
 from fp8moe.configs import CONFIGS_BY_SPEC, KernelConfigs
 from fp8ref.contracts import contract
@@ -51,10 +52,12 @@ def forced(names: set[str], index: int):
 
     KernelConfigs.fixed = fixed
     configs_module.AUTOTUNE_MIN_ELEMENTS = float("inf")
+    replay.forget()  # a launch plan replays the config it recorded: none may outlive a change of policy
     try:
         yield
     finally:
         KernelConfigs.fixed, configs_module.AUTOTUNE_MIN_ELEMENTS = original_fixed, original_min
+        replay.forget()
 
 
 @contextlib.contextmanager
@@ -70,11 +73,13 @@ def byte_stores():
     ]
     for m in modules:
         m.pack_k = lambda x_strides_k, *qs: 1
+    replay.forget()
     try:
         yield
     finally:
         for m in modules:
             m.pack_k = pack_k
+        replay.forget()
 
 
 def _lists_by_name() -> dict[str, KernelConfigs]:

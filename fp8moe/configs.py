@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
+from fp8moe import replay
 from fp8moe.backend import Backend, launch_device
 
 __all__ = [
@@ -207,7 +208,9 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
         kernel: a ``@triton.jit`` function (possibly wrapped by ``triton.heuristics``).
         configs: the kernel's configs.
         backend: where it runs; ``backend.autotune`` selects autotuning.
-        grid: maps the launch's meta-parameters (``args`` plus the config's kwargs) to the grid.
+        grid: maps the launch's meta-parameters (``args`` plus the config's kwargs) to the grid. It must read
+            nothing else: a launch plan replays the grid it returned for every call with the same arguments but
+            tensors (fp8moe.replay).
         **args: every kernel argument by name.
     """
     tensors = [v for v in args.values() if isinstance(v, torch.Tensor)]
@@ -220,6 +223,9 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
             key = (configs.name, *(args.get(k) for k in configs.key), *(t.dtype for t in tensors))
             config = _CHOSEN.get(key)
             if config is None:
+                recorder = replay.active_recorder()
+                if recorder is not None:
+                    recorder.not_replayable()  # the tuner's timing runs are no launch to replay
                 tuner = autotuned(kernel, configs)
                 tuner[grid](**args)
                 chosen = getattr(tuner, "best_config", None)
@@ -231,7 +237,14 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
             config = configs.fixed(backend, args)
         LAST_CONFIG[configs.name] = config
         meta = {**args, **config.kwargs}
-        kernel[grid(meta)](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
+        dims = grid(meta)
+        compiled = kernel[dims](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
+        recorder = replay.active_recorder()
+        if recorder is not None:
+            if backend.kind == "cuda":
+                recorder.launched(kernel, compiled, (*dims, 1, 1)[:3], meta, configs.name, config, LAST_CONFIG)
+            else:
+                recorder.not_replayable()
 
 
 def needs_int64_index(*tensors: torch.Tensor) -> bool:

@@ -140,7 +140,7 @@ def launch_jagged_rows(
         _per_group_rows_kernel,
         configs.PER_GROUP,
         backend,
-        lambda meta: (triton.cdiv(rows, meta["BLOCK_R"]), num_groups),
+        lambda meta: (triton.cdiv(meta["R"], meta["BLOCK_R"]), meta["G"]),
         x_ptr=x,
         q_ptr=q,
         scales_ptr=scales,

@@ -101,7 +101,7 @@ def launch_rows(
         _rowwise_scale_and_cast_kernel,
         configs.ROWWISE,
         backend,
-        lambda meta: (triton.cdiv(s, meta["BLOCK_S"]), b),
+        lambda meta: (triton.cdiv(meta["S"], meta["BLOCK_S"]), meta["B"]),
         x_ptr=x,
         q_ptr=q,
         scales_ptr=scales,

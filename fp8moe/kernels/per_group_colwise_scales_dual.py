@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fp8moe import configs
+from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
 from fp8moe.kernels._per_group import quantize_group_rows
@@ -110,6 +110,7 @@ def _per_group_colwise_scales_dual_kernel(
         )
 
 
+@replay.replayable
 def launch(
     x1: torch.Tensor,
     x2: torch.Tensor,
@@ -145,7 +146,7 @@ def launch(
         _per_group_colwise_scales_dual_kernel,
         configs.PER_GROUP_DUAL,
         backend,
-        lambda meta: (triton.cdiv(n1, meta["BLOCK_R"]) + triton.cdiv(n2, meta["BLOCK_R"]), num_groups),
+        lambda meta: (triton.cdiv(meta["N1"], meta["BLOCK_R"]) + triton.cdiv(meta["N2"], meta["BLOCK_R"]), meta["G"]),
         x1_ptr=x1,
         q1_ptr=q1_t,
         scales1_ptr=s1,

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import torch
 
+from fp8moe import replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._rows import launch_rows
 
 __all__ = ["launch"]
 
 
+@replay.replayable
 def launch(
     x: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, backend: Backend
 ) -> tuple[torch.Tensor, torch.Tensor]:

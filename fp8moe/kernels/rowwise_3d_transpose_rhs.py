@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from fp8moe import configs
+from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import abs_max_keep_nan, fp8_constexprs, quantize, scale_from_amax
 from fp8moe.kernels._rows import launch_rows
@@ -127,7 +127,7 @@ def _launch_atomic(
     backend: Backend,
 ) -> None:
     e, k, n = x.shape
-    amax_bits = torch.zeros(e * k, dtype=torch.int32, device=x.device)
+    amax_bits = replay.scratch_zeros((e * k,), torch.int32, x.device)
     shape_args = {
         "E": e,
         "K": k,
@@ -142,7 +142,7 @@ def _launch_atomic(
             _transpose_rhs_amax_kernel,
             configs.TRANSPOSE_AMAX,
             backend,
-            lambda meta: (triton.cdiv(k, meta["BLOCK_K"]), triton.cdiv(n, meta["BLOCK_N"]), e),
+            lambda meta: (triton.cdiv(meta["K"], meta["BLOCK_K"]), triton.cdiv(meta["N"], meta["BLOCK_N"]), meta["E"]),
             x_ptr=x,
             amax_bits_ptr=amax_bits,
             **shape_args,
@@ -151,7 +151,11 @@ def _launch_atomic(
         _transpose_rhs_quantize_kernel,
         configs.TRANSPOSE_QUANTIZE,
         backend,
-        lambda meta: (triton.cdiv(k, meta["BLOCK_K"]), max(1, triton.cdiv(n, meta["BLOCK_N"])), e),
+        lambda meta: (
+            triton.cdiv(meta["K"], meta["BLOCK_K"]),
+            max(1, triton.cdiv(meta["N"], meta["BLOCK_N"])),
+            meta["E"],
+        ),
         x_ptr=x,
         amax_bits_ptr=amax_bits,
         q_ptr=q_ekn,
@@ -163,6 +167,7 @@ def _launch_atomic(
     )
 
 
+@replay.replayable
 def launch(
     x: torch.Tensor,
     fp8_dtype: torch.dtype,
