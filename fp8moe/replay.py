@@ -11,10 +11,10 @@ Semantics:
       dtype, device index and whether its data pointer is 16-byte aligned; every other argument (fp8 dtype, pow2
       flag, Backend, method) by value.
     - Everything a launch function computes on the host is a function of that key: it reads tensor metadata, never
-      tensor values (no kernel path syncs, SPEC §5.1). So a later call with the same key would make the same
-      launches with the same non-tensor arguments and the same grids; only the tensors differ. Triton specializes a
-      compiled kernel on tensor dtypes, 16-byte pointer alignment and integer values, all fixed by the key, so the
-      recorded compiled kernel is the one Triton would pick for the later call.
+      tensor values (nothing in a kernel path reads them on the host, SPEC §4.7). So a later call with the same key
+      would make the same launches with the same non-tensor arguments and the same grids; only the tensors differ.
+      Triton specializes a compiled kernel on tensor dtypes, 16-byte pointer alignment and integer values, all fixed
+      by the key, so the recorded compiled kernel is the one Triton would pick for the later call.
     - Replay allocates the outputs with the recorded shapes, strides and dtypes (and zero-filled scratch tensors,
       :func:`scratch_zeros`), then calls each recorded compiled kernel with its recorded arguments, the tensor
       arguments replaced by this call's inputs, outputs and scratch (a kernel argument is recorded as whichever of
@@ -26,8 +26,9 @@ Semantics:
       fresh 16-byte-aligned allocations. A replay whose fresh outputs are not 16-byte aligned falls back to the
       normal path too.
     - Bytes never depend on this: a replay is the same compiled kernel on the same arguments. The GPU tests compare
-      replayed calls with recorded ones and with fp8ref (tests/test_replay_gpu.py); ``FP8MOE_REPLAY=0`` in the
-      environment turns plans off (benchmarks/host_overhead.py times both).
+      replayed calls with the normal path, byte for byte, on inputs the recording never saw
+      (tests/test_replay_gpu.py); ``FP8MOE_REPLAY=0`` in the environment turns plans off
+      (benchmarks/host_overhead.py times both).
 """
 
 from __future__ import annotations
