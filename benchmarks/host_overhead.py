@@ -9,7 +9,7 @@ back-to-back calls (one synchronize at the end; the GPU work per call is a few m
 - public: the fp8moe function (argument checks, launch), with launch plans (fp8moe.replay: a repeated call replays
   the compiled kernels it recorded) and with plans off;
 - custom op: ``torch.ops.fp8moe.<op>.default`` (dispatcher, autograd fallthrough, the registered impl);
-- launch: the kernel module's ``launch`` with a precomputed backend (allocation, config policy, Triton launch);
+- launch: the kernel module's ``launch`` with a precomputed backend (allocation and the launch plan's replay);
 - and two baselines: ``torch.abs`` (one ATen kernel) and an empty Triton kernel with one argument.
 
 The rowwise op is also timed at 2^20 elements, where CUDA autotuning (its cache lookup) is on the path.

@@ -206,14 +206,17 @@ def _plan_key(args: tuple) -> tuple[tuple, list[torch.Tensor]]:
 def replayable(launch_fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
     """Wrap a kernel module's ``launch(*args) -> outputs`` with a plan per plan key (module docstring).
 
-    Calls with keyword arguments, or with tensors off CUDA, run ``launch_fn`` as is.
+    Calls with keyword arguments, with tensors off CUDA, or made while another call is being recorded (a launch
+    function that calls another op's) run ``launch_fn`` as is.
     """
     plans: dict[tuple, _Plan] = {}
     _ALL_PLANS.append(plans)
 
     @functools.wraps(launch_fn)
     def launch(*args, **kwargs):
-        if kwargs or not ENABLED:
+        if kwargs or not ENABLED or _ACTIVE.get() is not None:
+            # Inside another op's recording, this call's launches belong to that op's plan: it must go through
+            # configs.launch (where the outer recorder sees them), never replay on its own.
             return launch_fn(*args, **kwargs)
         key, inputs = _plan_key(args)
         if not inputs or not _replays_on(inputs[0]):

@@ -280,3 +280,19 @@ def test_plans_do_not_keep_the_recorded_calls_tensors_alive():
     [plan] = plans.values()
     held = [v for launch in plan.launches for v in launch.values if isinstance(v, torch.Tensor)]
     assert held == []
+
+
+def test_an_op_called_inside_another_ops_recording_lands_in_the_outer_plan():
+    kernel = _FakeJit(NAMES)
+    inner = _make_op(kernel)
+    inner(_x(), False, CUDA)  # the inner op alone: its own plan
+
+    @replay.replayable
+    def outer(x, flag, backend):
+        return inner(x, flag, backend)
+
+    outer(_x(seed=4), False, CUDA)  # recorded: inner must launch here, or the outer plan would have no launch
+    assert (kernel.runs, kernel.replays, replay.plan_count()) == (2, 0, 2)
+    q, _ = outer(_x(seed=5), False, CUDA)  # the outer plan replays the launch
+    assert (kernel.runs, kernel.replays) == (2, 1)
+    assert torch.equal(q, _x(seed=5) * 2)
