@@ -205,10 +205,13 @@ def rocm_fp8_dtypes(arch: str) -> tuple[torch.dtype, ...]:
 
 
 def launch_device(device: torch.device | None) -> contextlib.AbstractContextManager:
-    """Make ``device`` current for a kernel launch (nothing to do for the CPU or None).
+    """Make ``device`` current for a kernel launch (nothing to do for the CPU, None, or a device already current).
 
     Triton launches on the *current* CUDA device, not on the tensors' device: without this, a tensor on cuda:1 in a
     process whose current device is cuda:0 fails with "Pointer argument (at 0) cannot be accessed from Triton"
-    (2x H200, one pytest-xdist worker per GPU).
+    (2x H200, one pytest-xdist worker per GPU). The common case, the tensors on the current device, skips the two
+    device switches: every eager launch and launch-plan replay (fp8moe.replay) passes through here.
     """
-    return torch.cuda.device(device) if device is not None and device.type == "cuda" else contextlib.nullcontext()
+    if device is None or device.type != "cuda" or device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 
 import torch
 
+from fp8moe.backend import launch_device
+
 __all__ = [
     "ENABLED",
     "MAX_PLANS_PER_OP",
@@ -224,7 +226,7 @@ def replayable(launch_fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[.
         plan = plans.get(key)
         if plan is not None:
             device = inputs[0].device
-            with _on_device(device):
+            with launch_device(device):
                 outputs = plan.replay(inputs, device)
             if outputs is not None:
                 return outputs
@@ -247,22 +249,3 @@ def replayable(launch_fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[.
 def _replays_on(t: torch.Tensor) -> bool:
     """Whether calls on ``t``'s device may replay (GPU tensors; configs.launch then records only on CUDA)."""
     return t.is_cuda
-
-
-class _NoSwitch:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
-_NO_SWITCH = _NoSwitch()
-
-
-def _on_device(device: torch.device):
-    """``torch.cuda.device(device)`` when it is not current (a recorded kernel is loaded on the device it was
-    recorded on, and Triton launches on the current device's current stream), else nothing."""
-    if device.index is None or device.index == torch.cuda.current_device():
-        return _NO_SWITCH
-    return torch.cuda.device(device)

@@ -7,6 +7,7 @@ switch to int64 offsets exactly when some element offset exceeds int32.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import pytest
@@ -19,7 +20,7 @@ import triton
 
 from fp8moe import backend as backend_module
 from fp8moe import configs, fp8ref_backend
-from fp8moe.backend import Backend
+from fp8moe.backend import Backend, launch_device
 from fp8moe.kernels import (
     _per_group,
     _rows,
@@ -386,6 +387,7 @@ def test_launch_makes_the_tensors_device_current(monkeypatch):
             return False
 
     monkeypatch.setattr(torch.cuda, "device", RecordingDevice)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)  # the process's current device: cuda:0
     tensor = torch.empty(0, device="meta")
     monkeypatch.setattr(tensor.__class__, "device", property(lambda self: torch.device("cuda", 1)), raising=True)
     kernel = _RecordingKernel()
@@ -473,3 +475,12 @@ def test_launch_records_its_config_and_describe_names_blocks_and_warps():
     assert configs.LAST_CONFIG["rowwise_scale_and_cast"] == configs.ROWWISE.interpreter.config(args)
     assert configs.describe(triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4)) == "16x512/w4"
     assert configs.describe(None) == "-"
+
+
+def test_launch_device_switches_only_to_a_cuda_device_that_is_not_current(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    for device in (None, torch.device("cpu"), torch.device("cuda"), torch.device("cuda:0")):
+        assert isinstance(launch_device(device), contextlib.nullcontext), device
+    other = launch_device(torch.device("cuda:1"))
+    assert isinstance(other, torch.cuda.device)
+    assert other.idx == 1
