@@ -54,12 +54,8 @@ def compile_per_group(
     cast_mode: int,
     x_type: str = "bf16",
     pack_k: int | None = None,
-    resident: bool = False,
-    short_up_to: int = 0,
 ):
-    """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32"), by
-    default as the single launch that owns every group (``resident`` and ``short_up_to``: the RESIDENT and
-    SHORT_UP_TO constexprs of fp8moe.kernels._per_group.quantize_group_rows).
+    """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
     ``pack_k``: the PACK_K constexpr; None takes the launchers' rule (fp8moe.kernels._span.pack_k) for the view and
     a row-major output whose rows are 16-byte aligned, as the strides declared below are.
@@ -69,9 +65,7 @@ def compile_per_group(
     if pack_k is None:
         q_meta = torch.empty((block_r, 1024), dtype=torch.float8_e4m3fn, device="meta")
         pack_k = span_pack_k((16 if colwise else 1,), q_meta)
-    constants.update(
-        BLOCK_R=block_r, BLOCK_K=block_k, RESIDENT=resident, SHORT_UP_TO=short_up_to, PACK_K=pack_k, INT64_INDEX=False
-    )
+    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     signature = {name: "constexpr" if name in constants else pointers.get(name, "i32") for name in kernel.arg_names}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -43,10 +43,6 @@ __all__ = [
     "LAST_CONFIG",
     "PER_GROUP",
     "PER_GROUP_DUAL",
-    "PER_GROUP_DUAL_RESIDENT",
-    "PER_GROUP_RESIDENT",
-    "RESIDENT_BOUNDS",
-    "RESIDENT_SLACK",
     "RESULT_ARGS",
     "ROWWISE",
     "TRANSPOSE_AMAX",
@@ -58,7 +54,6 @@ __all__ = [
     "interpreter_block",
     "launch",
     "needs_int64_index",
-    "resident_bound",
 ]
 
 #: Below this many elements in the largest tensor argument, CUDA launches use a fixed config instead of autotuning.
@@ -114,13 +109,11 @@ class InterpreterTiles:
         extents: block constexpr name -> the launch arguments whose largest value is that block's dim.
         reduced: the block constexpr along the reduced dim (one block up to INTERPRETER_ONE_PASS_UP_TO elements).
         num_warps: recorded in the config; the interpreter runs a program as one numpy computation either way.
-        fixed: block constexprs of one size whatever the launch (a resident launch's tile length is its bound).
     """
 
     extents: Mapping[str, tuple[str, ...]]
     reduced: str
     num_warps: int = 4
-    fixed: Mapping[str, int] = field(default_factory=dict)
 
     def config(self, args: Mapping[str, object]) -> triton.Config:
         """The config for one launch's arguments."""
@@ -129,9 +122,7 @@ class InterpreterTiles:
             if name == self.reduced
             else interpreter_block(max(int(args[a]) for a in dims), split_up_to=INTERPRETER_ROW_SPLIT_UP_TO)
             for name, dims in self.extents.items()
-            if name not in self.fixed
         }
-        blocks.update(self.fixed)
         while math.prod(blocks.values()) > INTERPRETER_MAX_TILE:
             largest = max(blocks, key=blocks.get)
             blocks[largest] //= 2
@@ -361,7 +352,7 @@ PER_GROUP = KernelConfigs(
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
-    key=("R", "K", "G", "stride_xr", "stride_xk", "SHORT_UP_TO", "FP8_DTYPE", "ROUND_POW2"),
+    key=("R", "K", "G", "stride_xr", "stride_xk", "FP8_DTYPE", "ROUND_POW2"),
 )
 
 #: The dual op's tiles: its own autotuner, keyed on both tensors. At the 3 dual points of issue #11
@@ -375,73 +366,7 @@ PER_GROUP_DUAL = KernelConfigs(
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
-    key=(
-        *("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k"),
-        *("SHORT_UP_TO", "FP8_DTYPE", "ROUND_POW2"),
-    ),
-)
-
-# ----------------------------------------------------------------------------------------------------------------
-# The resident launch of the per-group kernels (fp8moe.kernels._per_group.launch_by_group_length)
-# ----------------------------------------------------------------------------------------------------------------
-
-#: Resident bounds per backend kind, shortest first: a resident launch quantizes the groups whose 16-aligned interior
-#: fits one tile of the bound in one read, with a kernel that holds only that path (the long launch takes the rest).
-#: The interpreter's bound is its one-pass bound, so the CPU tests run both launches, and shapes whose mean group is
-#: longer run the long launch alone. ROCm: none yet (no AMD measurement; the single launch is the measured path).
-RESIDENT_BOUNDS: dict[str, tuple[int, ...]] = {
-    "cuda": (256, 512),
-    "interpreter": (INTERPRETER_ONE_PASS_UP_TO,),
-    "rocm": (),
-}
-
-#: A bound is chosen when it holds this multiple of the mean group length, so that most groups of an uneven layout
-#: still fit it; shapes whose mean group is longer than the largest bound / RESIDENT_SLACK get no resident launch.
-RESIDENT_SLACK = 1.25
-
-
-def resident_bound(backend: Backend, length: int, num_groups: int) -> int:
-    """The resident bound for ``num_groups`` groups jagged along ``length`` elements on ``backend``: the shortest
-    of RESIDENT_BOUNDS that holds RESIDENT_SLACK x the mean group length, or 0 (no resident launch). Shapes only:
-    the group lengths themselves stay on the device."""
-    mean = length / max(num_groups, 1)
-    return next((b for b in RESIDENT_BOUNDS[backend.kind] if mean * RESIDENT_SLACK <= b), 0)
-
-
-def _resident_lists(
-    name: str, tiles: Mapping[int, tuple[tuple[int, int], ...]], extents: Mapping[str, tuple[str, ...]], key
-) -> dict[int, KernelConfigs]:
-    """One KernelConfigs per resident bound: candidates (BLOCK_R, bound) with ``tiles[bound]`` = ((BLOCK_R, warps),
-    ...), so that every candidate of a list covers the same groups."""
-    bounds = sorted({b for kind in RESIDENT_BOUNDS.values() for b in kind})
-    return {
-        bound: KernelConfigs(
-            name=f"{name}_resident{bound}",
-            cuda=tuple(
-                triton.Config({"BLOCK_R": r, "BLOCK_K": bound}, num_warps=w) for r, w in tiles.get(bound, ((64, 4),))
-            ),
-            rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": bound}, num_warps=8),
-            interpreter=InterpreterTiles(extents, reduced="BLOCK_K", fixed={"BLOCK_K": bound}),
-            key=key,
-        )
-        for bound in bounds
-    }
-
-
-#: Resident tiles (BLOCK_R, warps) per bound: BLOCK_R >= 16 for the colwise (transposing) views, whose tile rows
-#: are x's contiguous axis, and short ones for the rowwise view. Registers per thread (sm_90, triton 3.9, words /
-#: bytes stores): 64x256/w4 248 / 204, 32x256/w4 128, 64x256/w8 149, 32x512/w4 242 / 216, 16x512/w4 128 / 116,
-#: 32x512/w8 154; rowwise 8x256/w4 41, 8x512/w4 64.
-_RESIDENT_TILES = {
-    256: ((64, 4), (32, 4), (64, 8), (32, 8), (16, 4), (8, 4), (4, 4)),
-    512: ((32, 4), (16, 4), (32, 8), (64, 8), (8, 4), (4, 4), (16, 8)),
-}
-PER_GROUP_RESIDENT = _resident_lists("per_group_scales", _RESIDENT_TILES, PER_GROUP.interpreter.extents, PER_GROUP.key)
-PER_GROUP_DUAL_RESIDENT = _resident_lists(
-    "per_group_colwise_scales_dual",
-    {b: tuple(t for t in tiles if t[0] >= 16) for b, tiles in _RESIDENT_TILES.items()},
-    PER_GROUP_DUAL.interpreter.extents,
-    PER_GROUP_DUAL.key,
+    key=("N1", "N2", "K", "G", "stride_x1n", "stride_x1k", "stride_x2n", "stride_x2k", "FP8_DTYPE", "ROUND_POW2"),
 )
 
 

@@ -16,8 +16,6 @@ unwritten (fp8ref.ops writes 0x00 there; comparisons exclude them, SPEC §4).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import torch
 import triton
 import triton.language as tl
@@ -27,44 +25,7 @@ from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
 from fp8moe.kernels._span import pack_k, quantize_span
 
-__all__ = ["launch_by_group_length", "launch_jagged_rows", "quantize_group_rows"]
-
-
-@triton.jit
-def _quantize_rows_in_group(
-    x_ptr, q_ptr, scales_ptr, R, pid_r, pid_g, start, end, interior, stride_xr, stride_xk, stride_qr,
-    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PASSES: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """Rows [pid_r * BLOCK_R, +BLOCK_R) of the group's span [start, end): scale, cast, store the scales. PASSES: 1
-    or 2 reads of x, or 0: one when the span's aligned ``interior`` fits a BLOCK_K tile, else two."""
-    rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
-    if INT64_INDEX:
-        pid_g = pid_g.to(tl.int64)
-        rows = rows.to(tl.int64)
-        start = start.to(tl.int64)
-        end = end.to(tl.int64)
-    row_mask = rows < R
-    x_rows = x_ptr + rows[:, None] * stride_xr  # (BLOCK_R, 1)
-    q_rows = q_ptr + rows[:, None] * stride_qr
-    if PASSES == 0:
-        if interior <= BLOCK_K:
-            scale = quantize_span(
-                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-            )  # fmt: skip
-        else:
-            scale = quantize_span(
-                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-            )  # fmt: skip
-    else:
-        scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PASSES == 1, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
-    tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
+__all__ = ["launch_jagged_rows", "quantize_group_rows"]
 
 
 @triton.jit
@@ -82,8 +43,6 @@ def quantize_group_rows(
     stride_qr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    RESIDENT: tl.constexpr,
-    SHORT_UP_TO: tl.constexpr,
     PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
@@ -94,16 +53,8 @@ def quantize_group_rows(
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
 ):
-    """Scale and cast rows [pid_r * BLOCK_R, +BLOCK_R) of an (R, Ktot) view within group pid_g, if this launch
-    owns the group; store scales[g * R + r]. q has unit stride along K.
-
-    Which groups a launch owns, by the length of a group's 16-aligned interior (fp8moe.kernels._span):
-    - RESIDENT: those whose interior fits one BLOCK_K tile, in one read (the resident launch); it skips the rest.
-    - otherwise those whose interior is longer than SHORT_UP_TO (0: every group; a resident launch with
-      BLOCK_K = SHORT_UP_TO owns the others), in one read when the interior fits BLOCK_K, else two. When
-      SHORT_UP_TO >= BLOCK_K no owned group fits, and the one-read path is not compiled in: each launch carries
-      only the registers of its own path (a kernel holding both ran at 2 instead of 3 programs per SM,
-      benchmarks/results/h200-bench-2026-12-02-s7-summary.md).
+    """Scale and cast rows [pid_r * BLOCK_R, +BLOCK_R) of an (R, Ktot) view within group pid_g; store
+    scales[g * R + r]. q has unit stride along K.
 
     INT64_INDEX: element offsets in int64, needed once an offset passes 2^31 - 1 (e.g. 16384 rows x 131072 tokens).
     """
@@ -113,31 +64,26 @@ def quantize_group_rows(
     # group at Ktot exactly as fp8ref's searchsorted does, and no offset can address memory outside x or q.
     start = tl.minimum(tl.maximum(start, 0), K)
     end = tl.minimum(tl.maximum(end, start), K)
-    interior = end // 16 * 16 - (start + 15) // 16 * 16  # negative when the span lies inside one 16-chunk
-    if RESIDENT:  # the groups whose interior fits the tile
-        if interior <= BLOCK_K:
-            _quantize_rows_in_group(
-                x_ptr, q_ptr, scales_ptr, R, pid_r, pid_g, start, end, interior, stride_xr, stride_xk, stride_qr,
-                BLOCK_R, BLOCK_K, 1, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-                CAST_MODE,
-            )  # fmt: skip
-    elif SHORT_UP_TO == 0:  # every group, also those whose interior is empty or negative
-        _quantize_rows_in_group(
-            x_ptr, q_ptr, scales_ptr, R, pid_r, pid_g, start, end, interior, stride_xr, stride_xk, stride_qr, BLOCK_R,
-            BLOCK_K, 0, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+    rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+    if INT64_INDEX:
+        pid_g = pid_g.to(tl.int64)
+        rows = rows.to(tl.int64)
+        start = start.to(tl.int64)
+        end = end.to(tl.int64)
+    row_mask = rows < R
+    x_rows = x_ptr + rows[:, None] * stride_xr  # (BLOCK_R, 1)
+    q_rows = q_ptr + rows[:, None] * stride_qr
+    if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
+        scale = quantize_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
-    elif SHORT_UP_TO >= BLOCK_K:  # the groups longer than SHORT_UP_TO, so longer than the tile
-        if interior > SHORT_UP_TO:
-            _quantize_rows_in_group(
-                x_ptr, q_ptr, scales_ptr, R, pid_r, pid_g, start, end, interior, stride_xr, stride_xk, stride_qr,
-                BLOCK_R, BLOCK_K, 2, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-                CAST_MODE,
-            )  # fmt: skip
-    elif interior > SHORT_UP_TO:
-        _quantize_rows_in_group(
-            x_ptr, q_ptr, scales_ptr, R, pid_r, pid_g, start, end, interior, stride_xr, stride_xk, stride_qr, BLOCK_R,
-            BLOCK_K, 0, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+    else:
+        scale = quantize_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
+    tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
 
 
 @triton.jit
@@ -154,8 +100,6 @@ def _per_group_rows_kernel(
     stride_qr,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    RESIDENT: tl.constexpr,
-    SHORT_UP_TO: tl.constexpr,
     PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
@@ -166,33 +110,15 @@ def _per_group_rows_kernel(
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
 ):
-    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R), G); RESIDENT and
-    SHORT_UP_TO select the groups this launch owns (:func:`quantize_group_rows`).
+    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R), G).
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
-        stride_qr, BLOCK_R, BLOCK_K, RESIDENT, SHORT_UP_TO, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-        FNUZ, ROUND_POW2, CAST_MODE,
+        stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
+        CAST_MODE,
     )  # fmt: skip
-
-
-def launch_by_group_length(
-    kernel, long_configs: configs.KernelConfigs, resident_configs: Mapping[int, configs.KernelConfigs],
-    backend: Backend, grid: configs.Grid, length: int, num_groups: int, **args,
-) -> None:  # fmt: skip
-    """Launch a per-group kernel (one taking RESIDENT and SHORT_UP_TO, :func:`quantize_group_rows`) over every
-    group of ``num_groups`` jagged along ``length`` elements: when :func:`fp8moe.configs.resident_bound` picks a
-    bound B for this backend and mean group length, a resident launch (``resident_configs[B]``, tiles B long) takes
-    the groups whose interior fits B and the long launch (``long_configs``) the rest; otherwise the long launch
-    takes every group. Group lengths live on the device, so both launches cover every group and each program
-    decides on the device whether its group is its launch's; the host never reads offs.
-    """
-    bound = configs.resident_bound(backend, length, num_groups)
-    if bound:
-        configs.launch(kernel, resident_configs[bound], backend, grid, **args, RESIDENT=True, SHORT_UP_TO=0)
-    configs.launch(kernel, long_configs, backend, grid, **args, RESIDENT=False, SHORT_UP_TO=bound)
 
 
 def launch_jagged_rows(
@@ -210,14 +136,11 @@ def launch_jagged_rows(
     scales = torch.empty((num_groups * rows,), dtype=torch.float32, device=x.device)
     if rows == 0 or num_groups == 0:
         return q, scales
-    launch_by_group_length(
+    configs.launch(
         _per_group_rows_kernel,
         configs.PER_GROUP,
-        configs.PER_GROUP_RESIDENT,
         backend,
         lambda meta: (triton.cdiv(meta["R"], meta["BLOCK_R"]), meta["G"]),
-        cols,
-        num_groups,
         x_ptr=x,
         q_ptr=q,
         scales_ptr=scales,

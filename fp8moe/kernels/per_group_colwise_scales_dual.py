@@ -16,7 +16,7 @@ import triton.language as tl
 from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._per_group import launch_by_group_length, quantize_group_rows
+from fp8moe.kernels._per_group import quantize_group_rows
 from fp8moe.kernels._span import pack_k
 
 __all__ = ["launch"]
@@ -41,8 +41,6 @@ def _per_group_colwise_scales_dual_kernel(
     stride_x2k,
     BLOCK_R: tl.constexpr,
     BLOCK_K: tl.constexpr,
-    RESIDENT: tl.constexpr,
-    SHORT_UP_TO: tl.constexpr,
     PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr,
@@ -75,8 +73,6 @@ def _per_group_colwise_scales_dual_kernel(
             K,
             BLOCK_R,
             BLOCK_K,
-            RESIDENT,
-            SHORT_UP_TO,
             PACK_K,
             INT64_INDEX,
             FP8_DTYPE,
@@ -102,8 +98,6 @@ def _per_group_colwise_scales_dual_kernel(
             K,
             BLOCK_R,
             BLOCK_K,
-            RESIDENT,
-            SHORT_UP_TO,
             PACK_K,
             INT64_INDEX,
             FP8_DTYPE,
@@ -125,8 +119,7 @@ def launch(
     round_scales_to_power_of_2: bool,
     backend: Backend,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Allocate the outputs and launch (one grid over both tensors: fp8moe.kernels._per_group.launch_by_group_length);
-    arguments are already validated (fp8moe.ops), offs is never read here.
+    """Allocate the outputs and launch once; arguments are already validated (fp8moe.ops), offs is never read here.
 
     Args:
         x1: (Ktot, N1) bf16/f16/f32, any strides.
@@ -149,14 +142,11 @@ def launch(
     s2 = torch.empty((num_groups * n2,), dtype=torch.float32, device=x1.device)
     if n1 + n2 == 0 or num_groups == 0:
         return q1_t.t(), s1, q2_t.t(), s2
-    launch_by_group_length(
+    configs.launch(
         _per_group_colwise_scales_dual_kernel,
         configs.PER_GROUP_DUAL,
-        configs.PER_GROUP_DUAL_RESIDENT,
         backend,
         lambda meta: (triton.cdiv(meta["N1"], meta["BLOCK_R"]) + triton.cdiv(meta["N2"], meta["BLOCK_R"]), meta["G"]),
-        ktot,
-        num_groups,
         x1_ptr=x1,
         q1_ptr=q1_t,
         scales1_ptr=s1,
