@@ -24,7 +24,9 @@ Views whose x is not contiguous along K (the colwise ops read x.t()) change a ti
 through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read as four interleaved column tiles,
 joined so that the codes of four consecutive columns sit in one thread, and the exchange moves 4-byte units, not
 bytes (H200: dual op 9-15% faster with words, benchmarks/results/h200-bench-2026-12-01-s6-summary.md; the join
-0-3 points of copy bandwidth more, h200-bench-2026-12-02-s7-summary.md). A transposing cast alone runs at 97% of copy
+0-3 points of copy bandwidth more, h200-bench-2026-12-02-s7-summary.md). That holds for the two-pass loop only: the one-read
+path stores bytes whatever PACK_K says (H200, 128-token groups, 64x128/w4 tile: 38.8 us with bytes, 56.6 us with
+words, benchmarks/results/h200-s10-resident-probe.md; at the bench's random-offs point 63.0 against 65.9 us). A transposing cast alone runs at 97% of copy
 bandwidth on the H200 (benchmarks/transpose_ceiling.py): what the colwise ops lose is the two passes. Where slices
 are long, pass 2 misses L2 once the slices in flight outgrow it (1.66-1.92x the input read from DRAM, Nsight Compute,
 h200-bench-2026-12-02-s8-summary.md); where they are short, the bytes are ideal and the two dependent passes leave
@@ -251,9 +253,9 @@ def quantize_span(
             gives the EPS-derived scale and stores nothing).
         ONE_PASS: the caller guarantees that the aligned interior fits one tile,
             floor16(end) - ceil16(start) <= BLOCK_K.
-        PACK_K: 4 to store the interior as 4-byte words of four columns (:func:`_quantize_interior_packed`), for
-            views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
-            1 stores bytes.
+        PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_quantize_interior_packed`),
+            for views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
+            1, and every ONE_PASS span, stores bytes.
     """
     inner_lo = (start + 15) // 16 * 16
     inner_hi = end // 16 * 16
@@ -272,7 +274,7 @@ def quantize_span(
     if tail_lo < end:
         x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
         edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
-    if PACK_K == 4 and BLOCK_K >= 4:
+    if PACK_K == 4 and BLOCK_K >= 4 and not ONE_PASS:
         scale = _quantize_interior_packed(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_R, BLOCK_K // 4, ONE_PASS,
             INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
