@@ -23,14 +23,14 @@ the cuts).
 Views whose x is not contiguous along K (the colwise ops read x.t()) change a tile's layout between load and store,
 through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read as four interleaved column tiles,
 joined so that the codes of four consecutive columns sit in one thread, and the exchange moves 4-byte units, not
-bytes (H200: dual op 9-15% faster with words, benchmarks/results/h200-bench-2026-12-01-s6-summary.md; the join
-0-3 points of copy bandwidth more, h200-bench-2026-12-02-s7-summary.md). That holds for the two-pass loop only: the one-read
-path stores bytes whatever PACK_K says (H200, 128-token groups, 64x128/w4 tile: 38.8 us with bytes, 56.6 us with
-words, benchmarks/results/h200-s10-resident-probe.md; at the bench's random-offs point 63.0 against 65.9 us). A transposing cast alone runs at 97% of copy
-bandwidth on the H200 (benchmarks/transpose_ceiling.py): what the colwise ops lose is the two passes. Where slices
-are long, pass 2 misses L2 once the slices in flight outgrow it (1.66-1.92x the input read from DRAM, Nsight Compute,
-h200-bench-2026-12-02-s8-summary.md); where they are short, the bytes are ideal and the two dependent passes leave
-too few loads in flight.
+bytes (H200: dual op 9-15% faster with words, benchmarks/results/h200-bench-2026-12-01-s6-summary.md; the join 0-3
+points of copy bandwidth more, h200-bench-2026-12-02-s7-summary.md). That holds for the two-pass loop only: the
+one-read path stores bytes whatever PACK_K says (H200, 128-token groups, 64x128/w4 tile: 38.8 us with bytes, 56.6 us
+with words, benchmarks/results/h200-s10-resident-probe.md; at the bench's random-offs point 63.0 against 65.9 us). A
+transposing cast alone runs at 97% of copy bandwidth on the H200 (benchmarks/transpose_ceiling.py): what the colwise
+ops lose is the two passes. Where slices are long, pass 2 misses L2 once the slices in flight outgrow it (1.66-1.92x
+the input read from DRAM, Nsight Compute, h200-bench-2026-12-02-s8-summary.md); where they are short, the bytes are
+ideal and the two dependent passes leave too few loads in flight.
 """
 
 from __future__ import annotations
