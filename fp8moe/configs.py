@@ -338,6 +338,8 @@ TRANSPOSE_QUANTIZE = KernelConfigs(
 #: 2026-12-02 and not kept either: smaller per-thread tiles (64x64/w8, 32x64/w4 and /w2, 64x32/w4 and /w2, 128x32/w8:
 #: at most 3% ahead anywhere, h200-s8-tune-small-tiles.md) and persistent grids (slower than the best plain tile at
 #: all 19 points timed, 1.03-1.30x, h200-s8-tune-persistent.md; why: h200-bench-2026-12-02-s8-summary.md).
+#: Tried on 2026-12-02 (session 10) and reverted: a resident launch of its own for the groups that fit one 256- or
+#: 512-token tile beside a lean two-pass launch, 1.8-4.5x slower at every point (h200-s10-resident-call1.md).
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
