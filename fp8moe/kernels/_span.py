@@ -166,59 +166,44 @@ def _store_quad(
 @triton.jit
 def _quantize_interior_packed(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk,
-    BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, ONE_PASS: tl.constexpr, INT64_INDEX: tl.constexpr,
+    BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """:func:`_quantize_interior` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
-    columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units (:func:`_store_quad`).
+    """The two-pass :func:`_quantize_interior` for a transposing view (x contiguous along R, q along K) in tiles of
+    4 * BLOCK_W columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
+    (:func:`_store_quad`). One-read spans store bytes (:func:`_quantize_interior`; module docstring).
 
     x's fast dim is R and q's is K, so a tile changes layout on its way out; Triton does it through shared memory.
     Packing four columns into one word before that makes the exchange a quarter of the elements at four bytes each
     (a byte tile compiled to one STS.U8 per element, benchmarks/sass_counts.py).
     """
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
-    if ONE_PASS:
-        x0, x1, x2, x3 = _load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
-        amax = max_of_amaxes(
-            max_of_amaxes(abs_max_keep_nan(x0, 1), abs_max_keep_nan(x1, 1)),
-            max_of_amaxes(abs_max_keep_nan(x2, 1), abs_max_keep_nan(x3, 1)),
+    acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
+    n0, n1, n2, n3 = _load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+    for k0 in range(inner_lo, inner_hi, BLOCK_K):
+        x0, x1, x2, x3 = n0, n1, n2, n3
+        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        acc = tl.maximum(
+            acc,
+            tl.maximum(
+                tl.maximum(magnitude_bits(x0), magnitude_bits(x1)),
+                tl.maximum(magnitude_bits(x2), magnitude_bits(x3)),
+            ),
         )
-        scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
+    amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
+    scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
+    num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+    last = inner_lo + (num_tiles - 1) * BLOCK_K
+    n0, n1, n2, n3 = _load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+    for i in range(num_tiles):
+        k0 = last - i * BLOCK_K
+        x0, x1, x2, x3 = n0, n1, n2, n3
+        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
         _store_quad(
-            q_rows, row_mask, inner_lo, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+            q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
         )  # fmt: skip
-    else:
-        acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
-        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
-        for k0 in range(inner_lo, inner_hi, BLOCK_K):
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            n0, n1, n2, n3 = _load_quad(
-                x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX
-            )
-            acc = tl.maximum(
-                acc,
-                tl.maximum(
-                    tl.maximum(magnitude_bits(x0), magnitude_bits(x1)),
-                    tl.maximum(magnitude_bits(x2), magnitude_bits(x3)),
-                ),
-            )
-        amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
-        scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
-        num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
-        last = inner_lo + (num_tiles - 1) * BLOCK_K
-        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
-        for i in range(num_tiles):
-            k0 = last - i * BLOCK_K
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            n0, n1, n2, n3 = _load_quad(
-                x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX
-            )
-            _store_quad(
-                q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-            )  # fmt: skip
     return scale
 
 
@@ -276,8 +261,8 @@ def quantize_span(
         edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
     if PACK_K == 4 and BLOCK_K >= 4 and not ONE_PASS:
         scale = _quantize_interior_packed(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_R, BLOCK_K // 4, ONE_PASS,
-            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     else:
         scale = _quantize_interior(
