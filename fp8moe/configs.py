@@ -41,6 +41,7 @@ __all__ = [
     "INTERPRETER_ONE_PASS_UP_TO",
     "INTERPRETER_ROW_SPLIT_UP_TO",
     "LAST_CONFIG",
+    "GROUP_TILES",
     "PER_GROUP",
     "PER_GROUP_DUAL",
     "RESULT_ARGS",
@@ -78,17 +79,18 @@ RESULT_ARGS: tuple[str, ...] = ("FP8_DTYPE", "ROUND_POW2")
 Grid = Callable[[Mapping[str, object]], tuple[int, ...]]
 
 
-def interpreter_block(extent: int, whole_up_to: int = 1, split_up_to: int | None = None) -> int:
+def interpreter_block(extent: int, whole_up_to: int = 1, split_up_to: int | None = None, parts: int = 2) -> int:
     """The interpreter's block along a dim of ``extent`` elements.
 
     A dim of at most ``whole_up_to`` elements, or of more than ``split_up_to``, is one block (the power of two at or
-    above it, at most INTERPRETER_MAX_BLOCK). Any other dim gets the power of two at or above half of it: it spans at
-    least two blocks, the last one partial unless the extent is a power of two (multi-block loops and tail masks run).
+    above it, at most INTERPRETER_MAX_BLOCK). Any other dim gets the power of two at or above 1/``parts`` of it: it
+    spans at least two blocks (about ``parts``), the last one partial unless the extent is a power of two
+    (multi-block loops and tail masks run).
     """
     if extent <= whole_up_to or (split_up_to is not None and extent > split_up_to):
         return min(1 << max(extent - 1, 0).bit_length(), INTERPRETER_MAX_BLOCK)
-    half = -(-extent // 2)
-    return min(1 << (half - 1).bit_length(), INTERPRETER_MAX_BLOCK)
+    part = -(-extent // parts)
+    return min(1 << (part - 1).bit_length(), INTERPRETER_MAX_BLOCK)
 
 
 #: Reduced dims of at most this many elements are one interpreter block, so the one-pass path of the row kernels
@@ -109,16 +111,20 @@ class InterpreterTiles:
         extents: block constexpr name -> the launch arguments whose largest value is that block's dim.
         reduced: the block constexpr along the reduced dim (one block up to INTERPRETER_ONE_PASS_UP_TO elements).
         num_warps: recorded in the config; the interpreter runs a program as one numpy computation either way.
+        reduced_parts: about how many blocks a longer reduced dim spans (:func:`interpreter_block`).
     """
 
     extents: Mapping[str, tuple[str, ...]]
     reduced: str
     num_warps: int = 4
+    reduced_parts: int = 2
 
     def config(self, args: Mapping[str, object]) -> triton.Config:
         """The config for one launch's arguments."""
         blocks = {
-            name: interpreter_block(max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO)
+            name: interpreter_block(
+                max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO, parts=self.reduced_parts
+            )
             if name == self.reduced
             else interpreter_block(max(int(args[a]) for a in dims), split_up_to=INTERPRETER_ROW_SPLIT_UP_TO)
             for name, dims in self.extents.items()
@@ -140,6 +146,8 @@ class KernelConfigs:
         interpreter: the interpreter's blocks, sized from each launch.
         key: names of the launch arguments the CUDA autotune cache keys on: shape dims, strides, and every one of
             RESULT_ARGS the kernel takes (tests/test_configs.py checks this against each kernel's signature).
+        rule: for kernels that never autotune, the CUDA and ROCm config as a function of (backend, args); ``cuda``
+            then lists the candidates benchmarks/tune_configs.py times against it.
     """
 
     name: str
@@ -147,15 +155,18 @@ class KernelConfigs:
     rocm: triton.Config
     interpreter: InterpreterTiles
     key: tuple[str, ...]
+    rule: Callable[[Backend, Mapping[str, object]], triton.Config] | None = None
 
     def fixed(self, backend: Backend, args: Mapping[str, object]) -> triton.Config:
-        """The single config used without autotuning: ROCm's, the interpreter's for these launch ``args``, and on
-        CUDA for small problems the candidate with the smallest tile (which gives a small problem the most
-        programs)."""
-        if backend.kind == "rocm":
-            return self.rocm
+        """The single config used without autotuning: the interpreter's for these launch ``args``, the rule's where
+        there is one, ROCm's, and on CUDA for small problems the candidate with the smallest tile (which gives a
+        small problem the most programs)."""
         if backend.kind == "interpreter":
             return self.interpreter.config(args)
+        if self.rule is not None:
+            return self.rule(backend, args)
+        if backend.kind == "rocm":
+            return self.rocm
         return self.smallest_cuda
 
     @functools.cached_property
@@ -201,7 +212,9 @@ def describe(config: triton.Config | None) -> str:
     return f"{tile}/w{config.num_warps}"
 
 
-def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args) -> None:
+def launch(
+    kernel, configs: KernelConfigs, backend: Backend, grid: Grid, config: triton.Config | None = None, **args
+) -> None:
     """Launch ``kernel`` with ``args`` under the backend's config policy.
 
     Args:
@@ -211,14 +224,14 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
         grid: maps the launch's meta-parameters (``args`` plus the config's kwargs) to the grid. It must read
             nothing else: a launch plan replays the grid it returned for every call with the same arguments but
             tensors (fp8moe.replay).
+        config: the config to launch with (a launcher that sized a workspace from it); None applies the policy.
         **args: every kernel argument by name.
     """
     tensors = [v for v in args.values() if isinstance(v, torch.Tensor)]
     device = tensors[0].device if tensors else None
     largest = max((t.numel() for t in tensors), default=0)
     with launch_device(device):
-        config = None
-        if backend.autotune and largest >= AUTOTUNE_MIN_ELEMENTS:
+        if config is None and backend.autotune and configs.rule is None and largest >= AUTOTUNE_MIN_ELEMENTS:
             # The same key triton.autotune uses: the key arguments plus every tensor argument's dtype.
             key = (configs.name, *(args.get(k) for k in configs.key), *(t.dtype for t in tensors))
             config = _CHOSEN.get(key)
@@ -233,7 +246,7 @@ def launch(kernel, configs: KernelConfigs, backend: Backend, grid: Grid, **args)
                     _CHOSEN[key] = chosen
                 LAST_CONFIG[configs.name] = chosen if isinstance(chosen, triton.Config) else None
                 return
-        else:
+        elif config is None:
             config = configs.fixed(backend, args)
         LAST_CONFIG[configs.name] = config
         meta = {**args, **config.kwargs}
@@ -372,6 +385,37 @@ PER_GROUP_DUAL = KernelConfigs(
 )
 
 
+def _group_tiles_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
+    """The one-read per-group kernel's tile (fp8moe.kernels._group_tiles): it never autotunes (its workspace is
+    sized from the tile, and the autotuner's timing runs would share it). Transposing views (the colwise ops: x
+    contiguous along R, q along K) take tiles tall in R, so loads and stores both run along 128 bytes or more;
+    views contiguous along K take tiles wide in K."""
+    transposing = args["stride_xr"] == 1 and args["stride_xk"] != 1
+    return GROUP_TILES.cuda[0] if transposing else GROUP_TILES.cuda[1]
+
+
+#: The one-read per-group kernel (fp8moe.kernels._group_tiles): tile (BLOCK_R rows, BLOCK_K jagged positions),
+#: chosen by :func:`_group_tiles_rule` from the first two (transposing view, K-contiguous view); the rest are the
+#: candidates benchmarks/tune_configs.py times against them.
+GROUP_TILES = KernelConfigs(
+    name="group_tiles",
+    cuda=(
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
+        triton.Config({"BLOCK_R": 16, "BLOCK_K": 256}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 256}, num_warps=8),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 128}, num_warps=8),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=4),
+        triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=4),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 256}, num_warps=8),
+    ),
+    rocm=triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
+    interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K", reduced_parts=4),
+    key=("R", "K", "stride_xr", "stride_xk"),
+    rule=_group_tiles_rule,
+)
+
+
 #: The candidate lists each fp8moe launch variant runs with, by KernelSpec id (op, and the method in brackets where
 #: an op has several): what benchmarks/tune_configs.py forces one candidate at a time. The first entry owns the list.
 CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
@@ -379,7 +423,7 @@ CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
     "colwise_3d_scale_and_cast": (ROWWISE,),
     "rowwise_3d_transpose_rhs[reduction]": (ROWWISE,),
     "rowwise_3d_transpose_rhs[atomic]": (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
-    "per_group_rowwise_scales": (PER_GROUP,),
-    "per_group_colwise_scales": (PER_GROUP,),
-    "per_group_colwise_scales_dual": (PER_GROUP_DUAL,),
+    "per_group_rowwise_scales": (GROUP_TILES,),
+    "per_group_colwise_scales": (GROUP_TILES,),
+    "per_group_colwise_scales_dual": (GROUP_TILES,),
 }

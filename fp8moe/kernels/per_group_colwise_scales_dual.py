@@ -16,6 +16,7 @@ import triton.language as tl
 from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
+from fp8moe.kernels._group_tiles import launch_group_tiles
 from fp8moe.kernels._per_group import quantize_group_rows
 from fp8moe.kernels._span import pack_k
 
@@ -112,6 +113,31 @@ def _per_group_colwise_scales_dual_kernel(
 
 @replay.replayable
 def launch(
+    x1: torch.Tensor,
+    x2: torch.Tensor,
+    offs: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    round_scales_to_power_of_2: bool,
+    backend: Backend,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Allocate the outputs and launch once; arguments are already validated (fp8moe.ops), offs is never read here.
+
+    Args:
+        x1: (Ktot, N1) bf16/f16/f32, any strides.
+        x2: (Ktot, N2), x1's dtype and device, any strides.
+        offs: (G,) int32 exclusive end offsets along the shared rows, on the inputs' device.
+        fp8_dtype: an fp8 dtype of ``backend``.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+        backend: the backend of the inputs' device.
+
+    Returns:
+        (q1, s1, q2, s2): q1 (Ktot, N1) strides (1, Ktot), s1 (G * N1,) with s1[g * N1 + n]; q2, s2 likewise.
+    """
+    (q1_t, s1), (q2_t, s2) = launch_group_tiles([x1.t(), x2.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    return q1_t.t(), s1, q2_t.t(), s2
+
+
+def launch_span(
     x1: torch.Tensor,
     x2: torch.Tensor,
     offs: torch.Tensor,

@@ -1,0 +1,391 @@
+"""The one-read per-group kernel: every program owns one (BLOCK_R, BLOCK_K) tile of an (R, Ktot) view jagged along
+K and holds it in registers from its load to its store; the programs of one slice meet through global memory.
+
+Why: the span kernel (fp8moe.kernels._per_group) gives each (group, row block) slice to one program, which reads the
+slice twice (amax, then cast). Long slices miss L2 on the second read (1.66-1.92x the input from DRAM) and short
+ones leave too few loads in flight (benchmarks/results/h200-bench-2026-12-02-s8-summary.md). Here the tiles do not
+follow the groups: tile (rb, c) covers rows [rb * BLOCK_R, +BLOCK_R) and jagged positions [c * BLOCK_K, +BLOCK_K) of
+the whole view, aligned, so every load and store is a full vector access, and a group is the union of the tiles it
+touches. For each group g a tile touches:
+
+- g lies inside the tile's chunk: the tile computes g's amax and scales alone.
+- g crosses chunks (a *shared slice*, at most ``coop_limit`` chunks): the tile folds its partial amax into a
+  workspace word per (g, row) with an integer atomic max of the f32 bit patterns (non-negative floats order as
+  integers and every NaN pattern lies above inf, so the result is the NaN-keeping exact max of fp8ref), increments
+  the slice's arrival count, and waits until every chunk of g has arrived. Then it reads the amax back, still
+  holding its tile, and casts it: one read of x in all.
+- g crosses more than ``coop_limit`` chunks (a *long slice*): the first chunk's program runs the shared two-pass
+  span loop over the whole slice (fp8moe.kernels._span), and no other tile stores g's positions. Waiting on more
+  programs than can be resident at once could deadlock; the launcher sets the limit to half the device's SMs.
+
+Progress. A program takes its tile from a ticket (an atomic counter), not from its program id, so tiles are taken in
+order by programs that are running. A tile arrives at every shared slice it touches before it waits on any that
+continues past it, and its waits on slices ending in it depend only on earlier tiles. So a waiting tile needs at most
+``coop_limit`` running programs, and every SM can hold at least one: no deadlock whatever the residency.
+
+Positions past offs[-1] are loaded but never stored. Empty groups get their EPS scale from chunk 0's tiles. On the
+interpreter, whose programs run one after another, a wait would never end: there the kernel runs as two launches
+(PHASE_AMAX folds the shared slices' partial amaxes, PHASE_CAST reads them and casts), the same code paths but the
+wait.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8moe import configs, replay
+from fp8moe.backend import Backend
+from fp8moe.kernels._common import (
+    amax_of_magnitude_bits,
+    fp8_constexprs,
+    magnitude_bits,
+    quantize,
+    scale_from_amax,
+)
+from fp8moe.kernels._span import quantize_span
+
+__all__ = [
+    "INTERPRETER_COOP_LIMIT",
+    "PHASE_AMAX",
+    "PHASE_CAST",
+    "PHASE_FUSED",
+    "WorkspaceLayout",
+    "coop_limit",
+    "launch_group_tiles",
+    "quantize_group_tile",
+]
+
+#: Most chunks a shared slice spans in the interpreter; longer slices take the long-slice path. The interpreter's
+#: tiles cut the jagged dim into about four chunks (fp8moe.configs.GROUP_TILES), so CPU tests reach both paths.
+INTERPRETER_COOP_LIMIT = 2
+
+#: One launch, tiles wait for their shared slices (GPUs).
+PHASE_FUSED = tl.constexpr(0)
+#: First of two launches: fold the partial amaxes of shared slices, store nothing (the interpreter).
+PHASE_AMAX = tl.constexpr(1)
+#: Second of two launches: read the folded amaxes, cast and store (the interpreter).
+PHASE_CAST = tl.constexpr(2)
+
+
+class WorkspaceLayout:
+    """The int32 workspace of one launch, zeroed before it: two tickets (one per phase), then per view the arrival
+    counts (G x row blocks) and the amax bits (G x R).
+
+    Args:
+        rows: R of each view the launch quantizes.
+        groups: G.
+        block_r: the launch's BLOCK_R.
+    """
+
+    TICKETS = 2
+
+    def __init__(self, rows: tuple[int, ...], groups: int, block_r: int):
+        self.counts: list[int] = []
+        self.amax: list[int] = []
+        offset = self.TICKETS
+        for r in rows:
+            self.counts.append(offset)
+            offset += groups * triton.cdiv(r, block_r)
+            self.amax.append(offset)
+            offset += groups * r
+        self.size = offset
+
+
+@triton.jit
+def take_ticket(ws_ptr, PHASE: tl.constexpr):
+    """The launch's next tile index, in the order programs start (PHASE_CAST counts on its own ticket)."""
+    if PHASE == PHASE_CAST:
+        return tl.atomic_add(ws_ptr + 1, 1)
+    else:
+        return tl.atomic_add(ws_ptr, 1)
+
+
+@triton.jit
+def _clamped_ends(offs_ptr, gs, G, K):
+    """offs[g] clamped to [0, K] for the lanes g < G, 0 elsewhere. offs are never validated on the host: every group
+    bound is derived from these on the device, so no offset can address memory outside x or q."""
+    ends = tl.load(offs_ptr + gs, mask=(gs >= 0) & (gs < G), other=0)
+    return tl.minimum(tl.maximum(ends, 0), K)
+
+
+@triton.jit
+def _max_combine(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def _group_bounds(ends, gs, g):
+    """[start, end) of group g from the :func:`_clamped_ends` vector: start = max(ends[:g]), end = max(ends[:g+1]).
+
+    Running maxima make the groups a partition of [0, max(ends)) in group order even for offsets that decrease
+    (which fp8ref leaves unspecified): tiles then meet the groups in position order, which the progress argument of
+    the module docstring needs, whatever the offsets.
+    """
+    start = tl.max(tl.where(gs < g, ends, 0))
+    end = tl.max(tl.where(gs <= g, ends, 0))
+    return start, end
+
+
+@triton.jit
+def _group_row(g, R, INT64_INDEX: tl.constexpr):
+    """g * R, the first slot of group g in an (G, R) table, in int64 where offsets need it."""
+    if INT64_INDEX:
+        g = g.to(tl.int64)
+    return g * R
+
+
+@triton.jit
+def _wait_for_slice(count_ptr, chunks):
+    """Arrive at a shared slice and wait until all ``chunks`` of its tiles have: the caller's amax atomics are
+    ordered before the arrival (barrier, release), the amax reads after the wait (acquire, barrier)."""
+    tl.debug_barrier()
+    seen = tl.atomic_add(count_ptr, 1, sem="acq_rel") + 1
+    while seen < chunks:
+        seen = tl.atomic_add(count_ptr, 0, sem="acquire")
+    tl.debug_barrier()
+
+
+@triton.jit
+def _store_range(q_tile_ptrs, q, row_mask, ks, lo, hi):
+    """Store q at positions [lo, hi) of the tile: the 16-aligned interior with a mask constant over 16 positions
+    (16-byte stores), the partial head and tail with exact masks."""
+    lo16 = (lo + 15) // 16 * 16
+    hi16 = hi // 16 * 16
+    if lo16 < hi16:
+        tl.store(q_tile_ptrs, q, mask=row_mask[:, None] & ((ks >= lo16) & (ks < hi16))[None, :])
+    head_hi = tl.minimum(lo16, hi)
+    if lo < head_hi:
+        tl.store(q_tile_ptrs, q, mask=row_mask[:, None] & ((ks >= lo) & (ks < head_hi))[None, :])
+    tail_lo = tl.maximum(hi16, lo16)
+    if tail_lo < hi:
+        tl.store(q_tile_ptrs, q, mask=row_mask[:, None] & ((ks >= tail_lo) & (ks < hi))[None, :])
+
+
+@triton.jit
+def quantize_group_tile(
+    x_ptr, q_ptr, scales_ptr, offs_ptr, counts_ptr, amax_ptr, R, K, G, tile, coop_limit,
+    stride_xr, stride_xk, stride_qr,
+    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Quantize tile ``tile`` (row block major, chunk minor) of one (R, K) view; scales[g * R + r] for its rows.
+
+    counts_ptr: G x cdiv(R, BLOCK_R) arrival counts, amax_ptr: G x R amax bits, both zeroed before the launch.
+    """
+    num_chunks = tl.maximum(tl.cdiv(K, BLOCK_K), 1)
+    num_row_blocks = tl.cdiv(R, BLOCK_R)
+    rb = tile // num_chunks
+    c = tile % num_chunks
+    rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
+    k0 = c * BLOCK_K
+    if INT64_INDEX:
+        rows = rows.to(tl.int64)
+        k0 = k0.to(tl.int64)
+    ks = k0 + tl.arange(0, BLOCK_K)
+    k1 = k0 + BLOCK_K
+    row_mask = rows < R
+    x_rows = x_ptr + rows[:, None] * stride_xr
+    q_rows = q_ptr + rows[:, None] * stride_qr
+
+    # The groups this tile touches, g_lo <= g < g_hi: group bounds are running maxima of the clamped ends, so the
+    # first group ending past k0 and the first ending at or past k1 delimit them.
+    gs = tl.arange(0, BLOCK_G)
+    ends = _clamped_ends(offs_ptr, gs, G, K)
+    g_lo = tl.min(tl.where((gs < G) & (ends > k0), gs, G))
+    g_hi = tl.min(tl.where((gs < G) & (ends >= k1), gs + 1, G))
+    last_end = tl.max(ends)
+
+    # Long slices first, while no tile is held in registers: the first chunk's program runs the span loop over the
+    # whole slice; every tile of the slice leaves its positions alone ([lo, hi) is what this tile stores).
+    lo = k0
+    hi = tl.minimum(k1, last_end)
+    for g in range(g_lo, g_hi):
+        start, end = _group_bounds(ends, gs, g)
+        chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
+        if (start < end) & (chunks > coop_limit):
+            if start <= k0:
+                lo = tl.maximum(lo, end)
+            else:
+                hi = tl.minimum(hi, start)
+            if PHASE != PHASE_AMAX:
+                if start // BLOCK_K == c:
+                    scale = quantize_span(
+                        x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, 1, INT64_INDEX,
+                        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                    )  # fmt: skip
+                    tl.store(scales_ptr + _group_row(g, R, INT64_INDEX) + rows, scale, mask=row_mask)
+
+    # Every tile loads and folds, even one whose positions all belong to long slices: each tile of a shared slice
+    # must arrive, or the others would wait for ever.
+    x = tl.load(x_rows + ks[None, :] * stride_xk, mask=row_mask[:, None] & (ks < K)[None, :], other=0.0)
+    bits = magnitude_bits(x)
+    scale_tile = tl.zeros((BLOCK_R, BLOCK_K), dtype=tl.float32)
+    for g in range(g_lo, g_hi):
+        start, end = _group_bounds(ends, gs, g)
+        first_c = start // BLOCK_K
+        chunks = (end - 1) // BLOCK_K - first_c + 1
+        if (start < end) & (chunks <= coop_limit):
+            in_g = (ks >= start) & (ks < end)
+            amax = amax_of_magnitude_bits(tl.where(in_g[None, :], bits, 0), x_ptr.dtype.element_ty, 1)
+            if chunks > 1:
+                slot = amax_ptr + _group_row(g, R, INT64_INDEX) + rows
+                if PHASE != PHASE_CAST:
+                    tl.atomic_max(slot, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
+                if PHASE == PHASE_FUSED:
+                    _wait_for_slice(counts_ptr + g * num_row_blocks + rb, chunks)
+                if PHASE != PHASE_AMAX:
+                    folded = tl.atomic_max(slot, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
+                    amax = folded.to(tl.float32, bitcast=True)
+            if PHASE != PHASE_AMAX:
+                scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
+                if c == first_c:
+                    tl.store(scales_ptr + _group_row(g, R, INT64_INDEX) + rows, scale, mask=row_mask)
+                scale_tile = tl.where(in_g[None, :], scale[:, None], scale_tile)
+    if PHASE != PHASE_AMAX:
+        q = quantize(x, scale_tile, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _store_range(q_rows + ks[None, :], q, row_mask, ks, lo, hi)
+
+    if PHASE != PHASE_AMAX:
+        if c == 0:  # empty groups: the EPS-derived scale, no data
+            starts = tl.associative_scan(_clamped_ends(offs_ptr, gs - 1, G, K), 0, _max_combine)
+            empty = (gs < G) & (tl.maximum(starts, ends) == starts)
+            eps_scale = scale_from_amax(tl.zeros((BLOCK_R,), dtype=tl.float32), FP8_MAX, ROUND_POW2)
+            slots = scales_ptr + _group_row(gs, R, INT64_INDEX)[:, None] + rows[None, :]
+            tl.store(slots, tl.broadcast_to(eps_scale[None, :], (BLOCK_G, BLOCK_R)), mask=empty[:, None] & row_mask[None, :])
+
+
+@triton.jit
+def _group_tiles_kernel(
+    x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr, R, K, G, counts_at, amax_at, coop_limit,
+    stride_xr, stride_xk, stride_qr,
+    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R) * cdiv(K, BLOCK_K),)."""
+    quantize_group_tile(
+        x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr + counts_at, ws_ptr + amax_at, R, K, G,
+        take_ticket(ws_ptr, PHASE), coop_limit, stride_xr, stride_xk, stride_qr,
+        PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+    )  # fmt: skip
+
+
+@triton.jit
+def _group_tiles_dual_kernel(
+    x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G,
+    counts1_at, amax1_at, counts2_at, amax2_at, coop_limit,
+    stride_x1r, stride_x1k, stride_x2r, stride_x2k,
+    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Two (R1, K), (R2, K) views of one offs -> row-major outputs: tiles of x1 first, then x2's, one ticket order.
+    Grid ((cdiv(R1, BLOCK_R) + cdiv(R2, BLOCK_R)) * cdiv(K, BLOCK_K),)."""
+    tile = take_ticket(ws_ptr, PHASE)
+    tiles_1 = tl.cdiv(R1, BLOCK_R) * tl.maximum(tl.cdiv(K, BLOCK_K), 1)
+    if tile < tiles_1:
+        quantize_group_tile(
+            x1_ptr, q1_ptr, scales1_ptr, offs_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, R1, K, G, tile,
+            coop_limit, stride_x1r, stride_x1k, K, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+    else:
+        quantize_group_tile(
+            x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr + counts2_at, ws_ptr + amax2_at, R2, K, G, tile - tiles_1,
+            coop_limit, stride_x2r, stride_x2k, K, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+
+
+def _grid(meta) -> tuple[int]:
+    """One program per tile: the row blocks of every view times the chunks of the jagged dim."""
+    row_blocks = sum(triton.cdiv(meta[r], meta["BLOCK_R"]) for r in ("R", "R1", "R2") if r in meta)
+    return (row_blocks * max(triton.cdiv(meta["K"], meta["BLOCK_K"]), 1),)
+
+
+@functools.cache
+def _multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def coop_limit(backend: Backend, device: torch.device) -> int:
+    """Most chunks a shared slice may span (module docstring, Progress): half the device's SMs (CUs on ROCm), so
+    a slice's tiles fit on the device with room to spare for other streams' kernels; INTERPRETER_COOP_LIMIT in the
+    interpreter, where nothing waits."""
+    if backend.kind == "interpreter":
+        return INTERPRETER_COOP_LIMIT
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return max(_multiprocessors(index) // 2, 1)
+
+
+def launch_group_tiles(
+    xs: Sequence[torch.Tensor], offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
+    backend: Backend,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
+    """Per-row-per-group scale and cast of one or two (R, Ktot) views jagged along their columns by one offs.
+
+    Args:
+        xs: one or two (R_i, Ktot) views, one dtype and device, any strides.
+        offs: (G,) int32 end offsets along Ktot, on the views' device; never read on the host.
+
+    Returns:
+        One (q, scales) per view: q (R_i, Ktot) fp8_dtype row-major, columns past offs[-1] unwritten; scales
+        (G * R_i,) f32, s[g * R_i + r].
+    """
+    rows = tuple(x.shape[0] for x in xs)
+    ktot = xs[0].shape[1]
+    num_groups = offs.numel()
+    device = xs[0].device
+    outs = [
+        (
+            torch.empty_strided((r, ktot), (ktot, 1), dtype=fp8_dtype, device=device),
+            torch.empty((num_groups * r,), dtype=torch.float32, device=device),
+        )
+        for r in rows
+    ]
+    if num_groups == 0 or sum(rows) == 0:
+        return outs
+    config = configs.GROUP_TILES.fixed(
+        backend, {"R": max(rows), "K": ktot, "stride_xr": xs[0].stride(0), "stride_xk": xs[0].stride(1)}
+    )
+    layout = WorkspaceLayout(rows, num_groups, config.kwargs["BLOCK_R"])
+    ws = replay.scratch_zeros((layout.size,), torch.int32, device)
+    common = {
+        "offs_ptr": offs,
+        "ws_ptr": ws,
+        "K": ktot,
+        "G": num_groups,
+        "coop_limit": coop_limit(backend, device),
+        "BLOCK_G": triton.next_power_of_2(max(num_groups, 2)),
+        "INT64_INDEX": configs.needs_int64_index(*xs, *(t for pair in outs for t in pair)),
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
+    }
+    if len(xs) == 1:
+        (x,), ((q, s),) = xs, outs
+        kernel = _group_tiles_kernel
+        args = {
+            "x_ptr": x, "q_ptr": q, "scales_ptr": s, "R": rows[0], "counts_at": layout.counts[0],
+            "amax_at": layout.amax[0], "stride_xr": x.stride(0), "stride_xk": x.stride(1), "stride_qr": q.stride(0),
+        }  # fmt: skip
+    else:
+        (x1, x2), ((q1, s1), (q2, s2)) = xs, outs
+        kernel = _group_tiles_dual_kernel
+        args = {
+            "x1_ptr": x1, "q1_ptr": q1, "scales1_ptr": s1, "x2_ptr": x2, "q2_ptr": q2, "scales2_ptr": s2,
+            "R1": rows[0], "R2": rows[1], "counts1_at": layout.counts[0], "amax1_at": layout.amax[0],
+            "counts2_at": layout.counts[1], "amax2_at": layout.amax[1], "stride_x1r": x1.stride(0),
+            "stride_x1k": x1.stride(1), "stride_x2r": x2.stride(0), "stride_x2k": x2.stride(1),
+        }  # fmt: skip
+    phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
+    for phase in phases:
+        configs.launch(
+            kernel, configs.GROUP_TILES, backend, _grid, config=config, PHASE=int(phase),
+            **args, **common,
+        )  # fmt: skip
+    return outs
