@@ -148,8 +148,8 @@ def test_config_summary_counts_best_and_near_best_per_candidate_list(tmp_path):
         "| per_group_rowwise_scales | 8x64 G=2 | - | 4x1024/w8 | 99 | 9.90 | - | yes |\n"  # repeat: first wins
     )
     rows = tune_configs.summarize([str(table)])
-    assert "| per_group_scales | 4x1024/w8 | 1 | 2 | 2 | 1.00 | 1.04 |" in rows
-    assert "| per_group_scales | 16x256/w8 | 1 | 1 | 2 | 1.00 | 1.10 |" in rows
+    assert "| group_tiles | 4x1024/w8 | 1 | 2 | 2 | 1.00 | 1.04 |" in rows
+    assert "| group_tiles | 16x256/w8 | 1 | 1 | 2 | 1.00 | 1.10 |" in rows
     assert "| rowwise_3d_transpose_rhs_amax | 16x512/w4 | 1 | 1 | 1 | 1.00 | 1.00 |" in rows
 
 

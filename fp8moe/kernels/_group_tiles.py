@@ -140,6 +140,40 @@ def _group_row(g, R, INT64_INDEX: tl.constexpr):
 
 
 @triton.jit
+def _slot(table_ptr, g, R, rows, INT64_INDEX: tl.constexpr):
+    """Pointers to entries (g, rows) of a (G, R) table (the scales, the workspace amax bits)."""
+    return table_ptr + _group_row(g, R, INT64_INDEX) + rows
+
+
+@triton.jit
+def _masked_amax(x, ks, start, end):
+    """max |x| over the tile's positions [start, end), per row (f32, NaN-keeping: _common.abs_max_keep_nan)."""
+    in_g = (ks >= start) & (ks < end)
+    return amax_of_magnitude_bits(tl.where(in_g[None, :], magnitude_bits(x), 0), x.dtype, 1)
+
+
+@triton.jit
+def _tile_group_scale(
+    x, ks, start, end, c, g, scales_ptr, amax_ptr, R, rows, row_mask,
+    BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_MAX: tl.constexpr, ROUND_POW2: tl.constexpr,
+):  # fmt: skip
+    """The scales of group g for the tile's rows: from the tile's own amax where g lies inside chunk c, else from
+    the shared slice's folded amax (complete once the tile has waited for it). The tile of g's first chunk stores
+    them."""
+    first_c = start // BLOCK_K
+    if (end - 1) // BLOCK_K > first_c:
+        folded = tl.atomic_max(_slot(amax_ptr, g, R, rows, INT64_INDEX), tl.zeros_like(rows).to(tl.int32),
+                               mask=row_mask, sem="acquire")  # fmt: skip
+        amax = folded.to(tl.float32, bitcast=True)
+    else:
+        amax = _masked_amax(x, ks, start, end)
+    scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
+    if c == first_c:
+        tl.store(_slot(scales_ptr, g, R, rows, INT64_INDEX), scale, mask=row_mask)
+    return scale
+
+
+@triton.jit
 def _wait_for_slice(count_ptr, chunks):
     """Arrive at a shared slice and wait until all ``chunks`` of its tiles have: the caller's amax atomics are
     ordered before the arrival (barrier, release), the amax reads after the wait (acquire, barrier)."""
@@ -219,37 +253,63 @@ def quantize_group_tile(
                         x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, 1, INT64_INDEX,
                         FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
                     )  # fmt: skip
-                    tl.store(scales_ptr + _group_row(g, R, INT64_INDEX) + rows, scale, mask=row_mask)
+                    tl.store(_slot(scales_ptr, g, R, rows, INT64_INDEX), scale, mask=row_mask)
 
     # Every tile loads and folds, even one whose positions all belong to long slices: each tile of a shared slice
-    # must arrive, or the others would wait for ever.
+    # must arrive, or the others would wait for ever. Arrivals and waits go in group order (module docstring).
     x = tl.load(x_rows + ks[None, :] * stride_xk, mask=row_mask[:, None] & (ks < K)[None, :], other=0.0)
-    bits = magnitude_bits(x)
-    scale_tile = tl.zeros((BLOCK_R, BLOCK_K), dtype=tl.float32)
+    touched = 0
+    g_a = g_lo
+    g_b = g_lo
     for g in range(g_lo, g_hi):
         start, end = _group_bounds(ends, gs, g)
-        first_c = start // BLOCK_K
-        chunks = (end - 1) // BLOCK_K - first_c + 1
+        chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
         if (start < end) & (chunks <= coop_limit):
-            in_g = (ks >= start) & (ks < end)
-            amax = amax_of_magnitude_bits(tl.where(in_g[None, :], bits, 0), x_ptr.dtype.element_ty, 1)
-            if chunks > 1:
-                slot = amax_ptr + _group_row(g, R, INT64_INDEX) + rows
-                if PHASE != PHASE_CAST:
-                    tl.atomic_max(slot, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
-                if PHASE == PHASE_FUSED:
-                    _wait_for_slice(counts_ptr + g * num_row_blocks + rb, chunks)
-                if PHASE != PHASE_AMAX:
-                    folded = tl.atomic_max(slot, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
-                    amax = folded.to(tl.float32, bitcast=True)
-            if PHASE != PHASE_AMAX:
-                scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
-                if c == first_c:
-                    tl.store(scales_ptr + _group_row(g, R, INT64_INDEX) + rows, scale, mask=row_mask)
-                scale_tile = tl.where(in_g[None, :], scale[:, None], scale_tile)
+            if PHASE != PHASE_CAST:  # noqa: SIM102  (a constexpr test: no code for the other phase)
+                if chunks > 1:
+                    amax = _masked_amax(x, ks, start, end)
+                    tl.atomic_max(
+                        _slot(amax_ptr, g, R, rows, INT64_INDEX), amax.to(tl.int32, bitcast=True), mask=row_mask,
+                        sem="release",
+                    )  # fmt: skip
+                    if PHASE == PHASE_FUSED:
+                        _wait_for_slice(counts_ptr + g * num_row_blocks + rb, chunks)
+            g_a = tl.where(touched == 0, g, g_a)
+            g_b = tl.where(touched == 1, g, g_b)
+            touched += 1
+
+    # Cast. A tile meets one or two groups unless its groups are shorter than BLOCK_K: then one scale select per
+    # element and one store; else one pass per group, each storing its own positions.
     if PHASE != PHASE_AMAX:
-        q = quantize(x, scale_tile, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _store_range(q_rows + ks[None, :], q, row_mask, ks, lo, hi)
+        if touched == 0:
+            pass  # only long slices or positions past offs[-1]: nothing to store here
+        elif touched <= 2:
+            start_a, end_a = _group_bounds(ends, gs, g_a)
+            scale_a = _tile_group_scale(
+                x, ks, start_a, end_a, c, g_a, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
+                FP8_MAX, ROUND_POW2,
+            )  # fmt: skip
+            scale_b = scale_a
+            if touched == 2:
+                start_b, end_b = _group_bounds(ends, gs, g_b)
+                scale_b = _tile_group_scale(
+                    x, ks, start_b, end_b, c, g_b, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
+                    FP8_MAX, ROUND_POW2,
+                )  # fmt: skip
+            scale = tl.where((ks < end_a)[None, :], scale_a[:, None], scale_b[:, None])
+            q = quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _store_range(q_rows + ks[None, :], q, row_mask, ks, lo, hi)
+        else:
+            for g in range(g_lo, g_hi):
+                start, end = _group_bounds(ends, gs, g)
+                chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
+                if (start < end) & (chunks <= coop_limit):
+                    scale = _tile_group_scale(
+                        x, ks, start, end, c, g, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
+                        FP8_MAX, ROUND_POW2,
+                    )  # fmt: skip
+                    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+                    _store_range(q_rows + ks[None, :], q, row_mask, ks, tl.maximum(lo, start), tl.minimum(hi, end))
 
     if PHASE != PHASE_AMAX:  # noqa: SIM102  (a constexpr test: no code for the other phase)
         if c == 0:  # empty groups: the EPS-derived scale, no data
