@@ -212,25 +212,27 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     from fp8moe import configs
 
     extra = tune_configs.parse_candidates(
-        ["per_group_scales=64x256/w8,32x256/w4,16x512/w4", "rowwise_scale_and_cast=8x1024/w8"]
+        ["rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4", "group_tiles=8x1024/w8"]
     )
-    assert [configs.describe(c) for c in extra["per_group_scales"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
-    assert extra["per_group_scales"][1].kwargs == {"BLOCK_R": 32, "BLOCK_K": 256}
-    assert extra["rowwise_scale_and_cast"][0].kwargs == {"BLOCK_S": 8, "BLOCK_L": 1024}
-    listed, smallest = configs.PER_GROUP.cuda, configs.PER_GROUP.smallest_cuda
+    assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
+    assert extra["rowwise_scale_and_cast"][1].kwargs == {"BLOCK_S": 32, "BLOCK_L": 256}
+    assert extra["group_tiles"][0].kwargs == {"BLOCK_R": 8, "BLOCK_K": 1024}
+    listed, smallest = configs.ROWWISE.cuda, configs.ROWWISE.smallest_cuda
     with tune_configs.extra_candidates(extra):
-        assert configs.PER_GROUP.cuda == (*listed, *extra["per_group_scales"])
-    assert configs.PER_GROUP.cuda == listed
+        assert configs.ROWWISE.cuda == (*listed, *extra["rowwise_scale_and_cast"])
+    assert configs.ROWWISE.cuda == listed
     with tune_configs.extra_candidates(extra, replace=True):
-        assert configs.PER_GROUP.cuda == tuple(extra["per_group_scales"])
-        assert configs.PER_GROUP.smallest_cuda == extra["per_group_scales"][1]  # 32 x 256, the first of the smallest
-    assert configs.PER_GROUP.cuda == listed
-    assert configs.PER_GROUP.smallest_cuda == smallest
+        assert configs.ROWWISE.cuda == tuple(extra["rowwise_scale_and_cast"])
+        assert (
+            configs.ROWWISE.smallest_cuda == extra["rowwise_scale_and_cast"][1]
+        )  # 32 x 256, the first of the smallest
+    assert configs.ROWWISE.cuda == listed
+    assert configs.ROWWISE.smallest_cuda == smallest
     bad_tiles = (
-        "per_group_scales=64x64x64/w4",
+        "group_tiles=64x64x64/w4",
         "rowwise_scale_and_cast=8x1024/8",
         "nope=1x1/w1",
-        "per_group_scales=64x64/w4/x",
+        "group_tiles=64x64/w4/x",
     )
     for bad in bad_tiles:
         with pytest.raises(SystemExit):
