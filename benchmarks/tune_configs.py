@@ -141,7 +141,13 @@ def tune_point(point: Point, do_bench, device: str = "cuda", with_byte_stores: b
     kernel = getattr(fp8moe, point.op)
     owners = kernel_configs_of(point.op, point.kwargs)
     candidates = owners[0].cuda
-    untuned = candidates.index(owners[0].smallest_cuda)
+    if owners[0].rule is None:  # the untuned choice: the smallest tile, for problems too small to autotune
+        untuned, untuned_mark = candidates.index(owners[0].smallest_cuda), "untuned-small"
+    else:  # a list that never autotunes: the tile its rule picks for this point
+        replay.forget()
+        c.call(kernel, xs, offs, **fixed_args, **point.kwargs)
+        chosen = configs_module.LAST_CONFIG.get(owners[0].name)
+        untuned, untuned_mark = (candidates.index(chosen) if chosen in candidates else None), "rule"
     runs = [(i, False) for i in range(len(candidates))]
     if with_byte_stores:
         runs += [(i, True) for i in range(len(candidates))]
@@ -161,7 +167,7 @@ def tune_point(point: Point, do_bench, device: str = "cuda", with_byte_stores: b
     variant = variant or "-"
     rows = []
     for k, ((i, bytes_only), ms) in enumerate(zip(runs, times)):
-        marks = [m for m, on in (("best", ms == best), ("untuned-small", i == untuned and not bytes_only)) if on]
+        marks = [m for m, on in (("best", ms == best), (untuned_mark, i == untuned and not bytes_only)) if on]
         config = configs_module.describe(candidates[i]) + ("/bytes" if bytes_only else "")
         rows.append(
             f"| {point.op} | {point_label(point)} | {variant} | {config} | {ms * 1e3:.1f} | "

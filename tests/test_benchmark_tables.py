@@ -334,17 +334,18 @@ def test_tune_point_times_every_candidate_with_word_and_byte_stores_and_checks_e
         return launch(kernel, kernel_configs, backend, grid, **args)
 
     monkeypatch.setattr(configs, "launch", recording_launch)
-    # Ktot = 64: a transposing view with 4-byte aligned rows, so the launcher's own choice is word stores.
-    point = bench.Point("per_group_colwise_scales", (64, 40), groups=3, offs="aligned16")
+    # K = 64 of a row-major (E, K, N) input: a transposing view with 4-byte aligned rows, so the launcher's own
+    # choice is word stores.
+    point = bench.Point("colwise_3d_scale_and_cast", (2, 64, 40))
     rows = tune_configs.tune_point(point, lambda fn, rep: float(len(packs)), device="cpu", with_byte_stores=True)
     n = len(tune_configs.kernel_configs_of(point.op, {})[0].cuda)
     assert packs == [4] * n + [1] * n  # one checked launch per run: words for each candidate, then bytes
     assert [r.split("|")[4].strip().endswith("/bytes") for r in rows] == [False] * n + [True] * n
     assert all(r.endswith("| yes |") for r in rows)  # every forced run bitwise
-    import fp8moe.kernels._per_group as per_group_module
+    import fp8moe.kernels._rows as rows_module
     from fp8moe.kernels._span import pack_k
 
-    assert per_group_module.pack_k is pack_k  # byte_stores() restored the launcher's choice
+    assert rows_module.pack_k is pack_k  # byte_stores() restored the launcher's choice
 
 
 def test_sigterm_inside_the_bench_loop_raises_stopped_and_the_handler_is_restored():
