@@ -14,22 +14,21 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/install.log 
 } >"$OUT/env.txt" 2>&1
 
 if [[ " ${STEPS:-tests bench tune} " == *" tests "* ]]; then
-  timeout "${TEST_TIMEOUT:-220}" python3 -m pytest -n 12 -q -ra --timeout 150 -p no:cacheprovider --device cuda \
-    --fp8ref-grid covering tests/test_kernels_per_group.py tests/test_kernels_offs_robustness.py \
-    tests/test_replay_gpu.py tests/test_gpu_integration.py tests/test_differential.py -k "per_group or replay" \
-    >"$OUT/tests.log" 2>&1
+  timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -n 12 -q -ra --timeout 150 -p no:cacheprovider --device cuda \
+    --fp8ref-grid covering ${TEST_PATHS:-tests/test_kernels_group_tiles.py tests/test_kernels_per_group.py \
+    tests/test_kernels_offs_robustness.py} >"$OUT/tests.log" 2>&1
   echo "tests exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ " ${STEPS:-tests bench tune} " == *" bench "* ]]; then
   for op in per_group_rowwise_scales per_group_colwise_scales per_group_colwise_scales_dual; do
-    timeout "${BENCH_TIMEOUT:-110}" python3 -m fp8moe.bench --compile none --only "$op" \
+    timeout "${BENCH_TIMEOUT:-100}" python3 -m fp8moe.bench --compile none --only "$op" \
       --kernel "benchmarks.span_kernels:$op" --like "$op" --out "$OUT/bench-$op" >>"$OUT/bench.log" 2>&1
     echo "bench $op exit $? after ${SECONDS}s" >>"$OUT/env.txt"
   done
   rm -f "$OUT"/bench-*.md "$OUT"/bench-*.png
 fi
 if [[ " ${STEPS:-tests bench tune} " == *" tune "* ]]; then
-  timeout "${TUNE_TIMEOUT:-150}" python3 benchmarks/tune_configs.py --only per_group ${TUNE_ARGS:-} --out "$OUT/tune.md" \
+  timeout "${TUNE_TIMEOUT:-120}" python3 benchmarks/tune_configs.py --only per_group ${TUNE_ARGS:-} --out "$OUT/tune.md" \
     >"$OUT/tune.log" 2>&1
   echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi

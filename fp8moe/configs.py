@@ -205,11 +205,13 @@ LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
 def describe(config: triton.Config | None) -> str:
-    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps); ``-`` for None."""
+    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``/r<n>`` for a
+    register cap of n per thread; ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
-    return f"{tile}/w{config.num_warps}"
+    cap = f"/r{config.maxnreg}" if getattr(config, "maxnreg", None) else ""
+    return f"{tile}/w{config.num_warps}{cap}"
 
 
 def launch(
@@ -251,7 +253,8 @@ def launch(
         LAST_CONFIG[configs.name] = config
         meta = {**args, **config.kwargs}
         dims = grid(meta)
-        compiled = kernel[dims](**meta, num_warps=config.num_warps, num_stages=config.num_stages)
+        options = {"maxnreg": config.maxnreg} if getattr(config, "maxnreg", None) else {}
+        compiled = kernel[dims](**meta, num_warps=config.num_warps, num_stages=config.num_stages, **options)
         recorder = replay.active_recorder()
         if recorder is not None:
             if backend.kind == "cuda":
@@ -408,6 +411,10 @@ GROUP_TILES = KernelConfigs(
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=4),
         triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=4),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 256}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=8, maxnreg=128),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=4, maxnreg=128),
+        triton.Config({"BLOCK_R": 16, "BLOCK_K": 256}, num_warps=4, maxnreg=128),
     ),
     rocm=triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
     interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K", reduced_parts=4),
