@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -44,6 +45,8 @@ __all__ = [
     "LAST_CONFIG",
     "PER_GROUP",
     "PER_GROUP_DUAL",
+    "PER_GROUP_KERNEL",
+    "PER_GROUP_KERNELS",
     "RESULT_ARGS",
     "ROWWISE",
     "TRANSPOSE_AMAX",
@@ -55,6 +58,7 @@ __all__ = [
     "interpreter_block",
     "launch",
     "needs_int64_index",
+    "per_group_kernel",
 ]
 
 #: Below this many elements in the largest tensor argument, CUDA launches use a fixed config instead of autotuning.
@@ -423,6 +427,28 @@ GROUP_TILES = KernelConfigs(
 )
 
 
+#: The kernel the three jagged ops launch, per backend kind: "tiles" (fp8moe.kernels._group_tiles: one read, tiles
+#: of one group meet through workspace atomics) or "span" (fp8moe.kernels._per_group: one program per (group, row
+#: block), two reads of slices longer than a tile). Until the tile kernel's GPU timings are in, GPUs keep the span
+#: kernel and the interpreter runs the tile kernel; the CPU tests run both (tests/conftest.py). The environment
+#: variable FP8MOE_PER_GROUP_KERNEL=tiles|span sets it for every backend (read once, at import: a launch plan,
+#: fp8moe.replay, records the kernel of its first call).
+PER_GROUP_KERNEL: dict[str, str] = {"cuda": "span", "rocm": "span", "interpreter": "tiles"}
+PER_GROUP_KERNELS = ("tiles", "span")
+_FORCED_PER_GROUP_KERNEL = os.environ.get("FP8MOE_PER_GROUP_KERNEL")
+if _FORCED_PER_GROUP_KERNEL is not None:
+    if _FORCED_PER_GROUP_KERNEL not in PER_GROUP_KERNELS:
+        raise ValueError(
+            f"FP8MOE_PER_GROUP_KERNEL must be one of {PER_GROUP_KERNELS}, got {_FORCED_PER_GROUP_KERNEL!r}"
+        )
+    PER_GROUP_KERNEL = dict.fromkeys(PER_GROUP_KERNEL, _FORCED_PER_GROUP_KERNEL)
+
+
+def per_group_kernel(backend: Backend) -> str:
+    """The kernel the jagged ops launch on ``backend``, "tiles" or "span" (:data:`PER_GROUP_KERNEL`)."""
+    return PER_GROUP_KERNEL[backend.kind]
+
+
 #: The candidate lists each fp8moe launch variant runs with, by KernelSpec id (op, and the method in brackets where
 #: an op has several): what benchmarks/tune_configs.py forces one candidate at a time. The first entry owns the list.
 CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
@@ -430,7 +456,8 @@ CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
     "colwise_3d_scale_and_cast": (ROWWISE,),
     "rowwise_3d_transpose_rhs[reduction]": (ROWWISE,),
     "rowwise_3d_transpose_rhs[atomic]": (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
-    "per_group_rowwise_scales": (GROUP_TILES,),
-    "per_group_colwise_scales": (GROUP_TILES,),
-    "per_group_colwise_scales_dual": (GROUP_TILES,),
+    # the lists of the kernel CUDA runs (PER_GROUP_KERNEL)
+    "per_group_rowwise_scales": (GROUP_TILES,) if PER_GROUP_KERNEL["cuda"] == "tiles" else (PER_GROUP,),
+    "per_group_colwise_scales": (GROUP_TILES,) if PER_GROUP_KERNEL["cuda"] == "tiles" else (PER_GROUP,),
+    "per_group_colwise_scales_dual": (GROUP_TILES,) if PER_GROUP_KERNEL["cuda"] == "tiles" else (PER_GROUP_DUAL,),
 }

@@ -148,8 +148,9 @@ def test_config_summary_counts_best_and_near_best_per_candidate_list(tmp_path):
         "| per_group_rowwise_scales | 8x64 G=2 | - | 4x1024/w8 | 99 | 9.90 | - | yes |\n"  # repeat: first wins
     )
     rows = tune_configs.summarize([str(table)])
-    assert "| group_tiles | 4x1024/w8 | 1 | 2 | 2 | 1.00 | 1.04 |" in rows
-    assert "| group_tiles | 16x256/w8 | 1 | 1 | 2 | 1.00 | 1.10 |" in rows
+    per_group = tune_configs.kernel_configs_of("per_group_rowwise_scales", {})[0].name  # the list CUDA runs
+    assert f"| {per_group} | 4x1024/w8 | 1 | 2 | 2 | 1.00 | 1.04 |" in rows
+    assert f"| {per_group} | 16x256/w8 | 1 | 1 | 2 | 1.00 | 1.10 |" in rows
     assert "| rowwise_3d_transpose_rhs_amax | 16x512/w4 | 1 | 1 | 1 | 1.00 | 1.00 |" in rows
 
 
@@ -211,12 +212,13 @@ def test_tune_point_filters_combine_ops_select_and_size():
 def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_list_only_inside_the_block():
     from fp8moe import configs
 
+    per_group = tune_configs.kernel_configs_of("per_group_rowwise_scales", {})[0].name  # the list CUDA runs
     extra = tune_configs.parse_candidates(
-        ["rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4", "group_tiles=8x1024/w8"]
+        ["rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4", f"{per_group}=8x1024/w8"]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
     assert extra["rowwise_scale_and_cast"][1].kwargs == {"BLOCK_S": 32, "BLOCK_L": 256}
-    assert extra["group_tiles"][0].kwargs == {"BLOCK_R": 8, "BLOCK_K": 1024}
+    assert extra[per_group][0].kwargs == {"BLOCK_R": 8, "BLOCK_K": 1024}
     listed, smallest = configs.ROWWISE.cuda, configs.ROWWISE.smallest_cuda
     with tune_configs.extra_candidates(extra):
         assert configs.ROWWISE.cuda == (*listed, *extra["rowwise_scale_and_cast"])
@@ -229,10 +231,10 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     assert configs.ROWWISE.cuda == listed
     assert configs.ROWWISE.smallest_cuda == smallest
     bad_tiles = (
-        "group_tiles=64x64x64/w4",
+        "per_group_scales=64x64x64/w4",
         "rowwise_scale_and_cast=8x1024/8",
         "nope=1x1/w1",
-        "group_tiles=64x64/w4/x",
+        "per_group_scales=64x64/w4/x",
     )
     for bad in bad_tiles:
         with pytest.raises(SystemExit):

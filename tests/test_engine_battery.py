@@ -209,13 +209,21 @@ def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_
     """The issue #10 crash: the dual kernel's second half run with N1 > N2 stored past q2 and s2 ("malloc():
     smallbin double linked list corrupted" in the interpreter). Now the stores land in redzones and are reported."""
     pytest.importorskip("fp8moe")
+    import torch
+
     from fp8moe import configs
+    from fp8moe.kernels import _group_tiles
 
     launch = configs.launch
 
     def second_half_with_first_width(kernel, kernel_configs, backend, grid, **args):
-        if "N1" in args and "N2" in args:
-            args["N2"] = args["N1"]
+        if "R1" in args and "R2" in args:  # the views' row counts: N1 and N2 of the op
+            args["R2"] = args["R1"]
+            # The bug is in the outputs only: the workspace is sized and laid out for the wrong width too.
+            ws = _group_tiles.WorkspaceLayout((args["R1"],) * 2, args["G"], args["config"].kwargs["BLOCK_R"])
+            args["ws_ptr"] = torch.zeros(ws.size, dtype=torch.int32, device=args["ws_ptr"].device)
+            args["counts1_at"], args["counts2_at"] = ws.counts
+            args["amax1_at"], args["amax2_at"] = ws.amax
         return launch(kernel, kernel_configs, backend, grid, **args)
 
     monkeypatch.setattr(configs, "launch", second_half_with_first_width)

@@ -56,7 +56,8 @@ def _kinds(ends: list[int], limit: int) -> dict[str, int]:
 
 @pytest.fixture
 def fixed_tile(monkeypatch):
-    """Every group-tiles launch takes the 16 x 32 tile (CUDA, ROCm and the interpreter alike)."""
+    """The jagged ops launch the tile kernel, with the 16 x 32 tile (CUDA, ROCm and the interpreter alike)."""
+    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "tiles"))
     original = configs.KernelConfigs.fixed
     tile = triton.Config({"BLOCK_R": BLOCK_R, "BLOCK_K": BLOCK_K}, num_warps=4)
 

@@ -1,7 +1,9 @@
 """The per-group (jagged) kernels against fp8ref.ops, bit for bit.
 
 Covers fp8moe/kernels/per_group_rowwise_scales.py, per_group_colwise_scales.py and per_group_colwise_scales_dual.py
-through their ``launch`` functions (the validated public wrappers live in fp8moe.ops). Runs wherever Triton runs:
+through their ``launch`` functions (the validated public wrappers live in fp8moe.ops), each test on both jagged
+kernels: the tile kernel (fp8moe.kernels._group_tiles; its own paths are in tests/test_kernels_group_tiles.py) and
+the span kernel described next. Runs wherever Triton runs:
 the interpreter on the CPU (blocks sized from the problem, fp8moe.configs.interpreter_block: 12 rows take BLOCK_R=8,
 a row tail; a jagged length of 150 takes BLOCK_K=128, so groups up to ~113 columns take the one-pass path and the
 larger ones ("dominant", "single_group") the two-pass loop with a column tail; groups starting or ending off a
@@ -25,6 +27,7 @@ import pytest
 import torch
 
 import fp8moe  # noqa: F401  (turns the interpreter on when there is no GPU)
+from fp8moe import configs, replay
 from fp8moe.backend import backend_for
 from fp8moe.kernels import (
     per_group_colwise_scales,
@@ -39,6 +42,17 @@ from fp8ref.scaling import amax_to_scale
 from fp8ref.testing import assert_same_bits
 
 E4 = torch.float8_e4m3fn
+
+
+@pytest.fixture(autouse=True, params=configs.PER_GROUP_KERNELS)
+def per_group_kernel(request, monkeypatch):
+    """Every test runs on both jagged kernels (fp8moe.configs.PER_GROUP_KERNEL), whatever the backend's default."""
+    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, request.param))
+    replay.forget()  # a plan records the kernel of its first call
+    yield request.param
+    replay.forget()
+
+
 FP8_DTYPES = [f.dtype for f in all_formats()]
 INPUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 

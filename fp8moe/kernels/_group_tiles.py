@@ -259,8 +259,12 @@ def quantize_group_tile(
     # must arrive, or the others would wait for ever. Arrivals and waits go in group order (module docstring).
     x = tl.load(x_rows + ks[None, :] * stride_xk, mask=row_mask[:, None] & (ks < K)[None, :], other=0.0)
     touched = 0
-    g_a = g_lo
-    g_b = g_lo
+    g_a = g_lo  # the first two short groups the tile meets, with their bounds (a tile of three or more takes the
+    g_b = g_lo  # pass-per-group cast below, which derives its bounds again)
+    start_a = k0
+    end_a = k0
+    start_b = k0
+    end_b = k0
     for g in range(g_lo, g_hi):
         start, end = _group_bounds(ends, gs, g)
         chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
@@ -275,7 +279,11 @@ def quantize_group_tile(
                     if PHASE == PHASE_FUSED:
                         _wait_for_slice(counts_ptr + g * num_row_blocks + rb, chunks)
             g_a = tl.where(touched == 0, g, g_a)
+            start_a = tl.where(touched == 0, start, start_a)
+            end_a = tl.where(touched == 0, end, end_a)
             g_b = tl.where(touched == 1, g, g_b)
+            start_b = tl.where(touched == 1, start, start_b)
+            end_b = tl.where(touched == 1, end, end_b)
             touched += 1
 
     # Cast. A tile meets one or two groups unless its groups are shorter than BLOCK_K: then one scale select per
@@ -284,14 +292,12 @@ def quantize_group_tile(
         if touched == 0:
             pass  # only long slices or positions past offs[-1]: nothing to store here
         elif touched <= 2:
-            start_a, end_a = _group_bounds(ends, gs, g_a)
             scale_a = _tile_group_scale(
                 x, ks, start_a, end_a, c, g_a, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
                 FP8_MAX, ROUND_POW2,
             )  # fmt: skip
             scale_b = scale_a
             if touched == 2:
-                start_b, end_b = _group_bounds(ends, gs, g_b)
                 scale_b = _tile_group_scale(
                     x, ks, start_b, end_b, c, g_b, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
                     FP8_MAX, ROUND_POW2,

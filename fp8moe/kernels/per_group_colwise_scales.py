@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from fp8moe import replay
+from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._group_tiles import launch_group_tiles
 from fp8moe.kernels._per_group import launch_jagged_rows
@@ -36,13 +36,8 @@ def launch(
         q: (Ktot, N) fp8_dtype, strides (1, Ktot).
         scales: (G * N,) f32, scales[g * N + n].
     """
-    [(q_t, scales)] = launch_group_tiles([x.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
-    return q_t.t(), scales
-
-
-def launch_span(
-    x: torch.Tensor, offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, backend: Backend
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`launch` with the span kernel (one program per (group, row block), two reads of long slices)."""
-    q_t, scales = launch_jagged_rows(x.t(), offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    if configs.per_group_kernel(backend) == "tiles":
+        [(q_t, scales)] = launch_group_tiles([x.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    else:
+        q_t, scales = launch_jagged_rows(x.t(), offs, fp8_dtype, round_scales_to_power_of_2, backend)
     return q_t.t(), scales

@@ -1,10 +1,12 @@
 """Triton twin of fp8ref.ops.per_group_colwise_scales_dual: two (Ktot, N1), (Ktot, N2) tensors, one offs, one launch.
 
-The grid spans both tensors' column blocks: blocks [0, cdiv(N1, BLOCK_R)) quantize x1, the rest x2, each with the
-per-group body shared by every jagged op (fp8moe.kernels._per_group), on the transposed views exactly as
-per_group_colwise_scales does. One launch instead of two saves a launch in the grad_B backward and lets both
-tensors' programs fill the device together when groups are small. Rows past offs[-1] are left unwritten in q1 and
-q2 (fp8ref writes 0x00 there; comparisons exclude them, SPEC §4).
+Both jagged kernels take the two tensors in one launch (fp8moe.configs.PER_GROUP_KERNEL picks one): the tile kernel
+(fp8moe.kernels._group_tiles) runs x1's tiles, then x2's, in one ticket order. The span kernel below spans both
+tensors' column blocks: blocks [0, cdiv(N1, BLOCK_R)) quantize x1, the rest x2, each with the per-group body shared
+by every jagged op (fp8moe.kernels._per_group), on the transposed views exactly as per_group_colwise_scales does.
+One launch instead of two saves a launch in the grad_B backward and lets both tensors' programs fill the device
+together when groups are small. Rows past offs[-1] are left unwritten in q1 and q2 (fp8ref writes 0x00 there;
+comparisons exclude them, SPEC §4).
 """
 
 from __future__ import annotations
@@ -133,6 +135,8 @@ def launch(
     Returns:
         (q1, s1, q2, s2): q1 (Ktot, N1) strides (1, Ktot), s1 (G * N1,) with s1[g * N1 + n]; q2, s2 likewise.
     """
+    if configs.per_group_kernel(backend) == "span":
+        return launch_span(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2, backend)
     (q1_t, s1), (q2_t, s2) = launch_group_tiles([x1.t(), x2.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
     return q1_t.t(), s1, q2_t.t(), s2
 
@@ -145,19 +149,7 @@ def launch_span(
     round_scales_to_power_of_2: bool,
     backend: Backend,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Allocate the outputs and launch once; arguments are already validated (fp8moe.ops), offs is never read here.
-
-    Args:
-        x1: (Ktot, N1) bf16/f16/f32, any strides.
-        x2: (Ktot, N2), x1's dtype and device, any strides.
-        offs: (G,) int32 exclusive end offsets along the shared rows, on the inputs' device.
-        fp8_dtype: an fp8 dtype of ``backend``.
-        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
-        backend: the backend of the inputs' device.
-
-    Returns:
-        (q1, s1, q2, s2): q1 (Ktot, N1) strides (1, Ktot), s1 (G * N1,) with s1[g * N1 + n]; q2, s2 likewise.
-    """
+    """:func:`launch` on the span kernel (fp8moe.kernels._per_group): one program per (group, row block)."""
     ktot, n1 = x1.shape
     n2 = x2.shape[1]
     num_groups = offs.numel()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from fp8moe import replay
+from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._group_tiles import launch_group_tiles
 from fp8moe.kernels._per_group import launch_jagged_rows
@@ -34,12 +34,7 @@ def launch(
         q: (M, Ktot) fp8_dtype, strides (Ktot, 1).
         scales: (G * M,) f32, scales[g * M + m].
     """
-    [(q, scales)] = launch_group_tiles([x], offs, fp8_dtype, round_scales_to_power_of_2, backend)
-    return q, scales
-
-
-def launch_span(
-    x: torch.Tensor, offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, backend: Backend
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`launch` with the span kernel (one program per (group, row block), two reads of long slices)."""
+    if configs.per_group_kernel(backend) == "tiles":
+        [(q, scales)] = launch_group_tiles([x], offs, fp8_dtype, round_scales_to_power_of_2, backend)
+        return q, scales
     return launch_jagged_rows(x, offs, fp8_dtype, round_scales_to_power_of_2, backend)
