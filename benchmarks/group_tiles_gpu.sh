@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call for the one-read per-group kernel (fp8moe.kernels._group_tiles): its GPU tests (both jagged kernels),
-# then the bench of each per-group op on the tile kernel with the span kernel beside it (benchmarks/span_kernels.py), then every tile
-# candidate forced in turn (benchmarks/tune_configs.py). At most 8 files come back: the Markdown tables and plots
+# One device call for the one-read per-group kernel (fp8moe.kernels._group_tiles): its GPU tests (both jagged
+# kernels), then the bench of each per-group op on the tile kernel with the span kernel beside it
+# (benchmarks/span_kernels.py), then every tile candidate forced in turn (benchmarks/tune_configs.py). At most 8 files come back: the Markdown tables and plots
 # are rebuilt from the JSON here (python -m fp8moe.bench writes them from the same rows).
 set -uo pipefail
 : "${OUT:?set OUT to a directory for the logs}"
