@@ -83,18 +83,17 @@ RESULT_ARGS: tuple[str, ...] = ("FP8_DTYPE", "ROUND_POW2")
 Grid = Callable[[Mapping[str, object]], tuple[int, ...]]
 
 
-def interpreter_block(extent: int, whole_up_to: int = 1, split_up_to: int | None = None, parts: int = 2) -> int:
+def interpreter_block(extent: int, whole_up_to: int = 1, split_up_to: int | None = None) -> int:
     """The interpreter's block along a dim of ``extent`` elements.
 
     A dim of at most ``whole_up_to`` elements, or of more than ``split_up_to``, is one block (the power of two at or
-    above it, at most INTERPRETER_MAX_BLOCK). Any other dim gets the power of two at or above 1/``parts`` of it: it
-    spans at least two blocks (about ``parts``), the last one partial unless the extent is a power of two
-    (multi-block loops and tail masks run).
+    above it, at most INTERPRETER_MAX_BLOCK). Any other dim gets the power of two at or above half of it: it spans at
+    least two blocks, the last one partial unless the extent is a power of two (multi-block loops and tail masks run).
     """
     if extent <= whole_up_to or (split_up_to is not None and extent > split_up_to):
         return min(1 << max(extent - 1, 0).bit_length(), INTERPRETER_MAX_BLOCK)
-    part = -(-extent // parts)
-    return min(1 << (part - 1).bit_length(), INTERPRETER_MAX_BLOCK)
+    half = -(-extent // 2)
+    return min(1 << (half - 1).bit_length(), INTERPRETER_MAX_BLOCK)
 
 
 #: Reduced dims of at most this many elements are one interpreter block, so the one-pass path of the row kernels
@@ -115,20 +114,16 @@ class InterpreterTiles:
         extents: block constexpr name -> the launch arguments whose largest value is that block's dim.
         reduced: the block constexpr along the reduced dim (one block up to INTERPRETER_ONE_PASS_UP_TO elements).
         num_warps: recorded in the config; the interpreter runs a program as one numpy computation either way.
-        reduced_parts: about how many blocks a longer reduced dim spans (:func:`interpreter_block`).
     """
 
     extents: Mapping[str, tuple[str, ...]]
     reduced: str
     num_warps: int = 4
-    reduced_parts: int = 2
 
     def config(self, args: Mapping[str, object]) -> triton.Config:
         """The config for one launch's arguments."""
         blocks = {
-            name: interpreter_block(
-                max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO, parts=self.reduced_parts
-            )
+            name: interpreter_block(max(int(args[a]) for a in dims), INTERPRETER_ONE_PASS_UP_TO)
             if name == self.reduced
             else interpreter_block(max(int(args[a]) for a in dims), split_up_to=INTERPRETER_ROW_SPLIT_UP_TO)
             for name, dims in self.extents.items()
@@ -421,7 +416,7 @@ GROUP_TILES = KernelConfigs(
         triton.Config({"BLOCK_R": 16, "BLOCK_K": 256}, num_warps=4, maxnreg=128),
     ),
     rocm=triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
-    interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K", reduced_parts=4),
+    interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
     key=("R", "K", "stride_xr", "stride_xk"),
     rule=_group_tiles_rule,
 )

@@ -61,7 +61,8 @@ __all__ = [
 ]
 
 #: Most chunks a shared slice spans in the interpreter; longer slices take the long-slice path. The interpreter's
-#: tiles cut the jagged dim into about four chunks (fp8moe.configs.GROUP_TILES), so CPU tests reach both paths.
+#: tiles cut a jagged dim of more than 32 into two or three chunks (fp8moe.configs.GROUP_TILES), so groups across
+#: the middle are shared slices; tests/test_kernels_group_tiles.py forces a small tile to reach every path.
 INTERPRETER_COOP_LIMIT = 2
 
 #: One launch, tiles wait for their shared slices (GPUs).
