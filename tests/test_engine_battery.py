@@ -210,6 +210,7 @@ def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_
     smallbin double linked list corrupted" in the interpreter). Now the stores land in redzones and are reported."""
     pytest.importorskip("fp8moe")
     import torch
+    import triton
 
     from fp8moe import configs
     from fp8moe.kernels import _group_tiles
@@ -220,7 +221,11 @@ def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_
         if "R1" in args and "R2" in args:  # the views' row counts: N1 and N2 of the op
             args["R2"] = args["R1"]
             # The bug is in the outputs only: the workspace is sized and laid out for the wrong width too.
-            ws = _group_tiles.WorkspaceLayout((args["R1"],) * 2, args["G"], args["config"].kwargs["BLOCK_R"])
+            block_r = args["config"].kwargs["BLOCK_R"]
+            tiles = (
+                2 * triton.cdiv(args["R1"], block_r) * max(triton.cdiv(args["K"], args["config"].kwargs["BLOCK_K"]), 1)
+            )
+            ws = _group_tiles.WorkspaceLayout((args["R1"],) * 2, args["G"], block_r, tiles)
             args["ws_ptr"] = torch.zeros(ws.size, dtype=torch.int32, device=args["ws_ptr"].device)
             args["counts1_at"], args["counts2_at"] = ws.counts
             args["amax1_at"], args["amax2_at"] = ws.amax

@@ -130,12 +130,14 @@ def test_decreasing_offsets_end_and_act_as_their_running_maximum(fixed_tile, dev
     assert_same_bits(q.cpu()[:, :290], rq[:, :290])
 
 
-def test_workspace_layout_packs_tickets_counts_and_amax_per_view():
-    layout = _group_tiles.WorkspaceLayout((20, 40), groups=3, block_r=16)
-    # 2 tickets; view 1: 3 groups x 2 row blocks of counts, 3 x 20 amax; view 2: 3 x 3 counts, 3 x 40 amax.
-    assert layout.counts == [2, 2 + 6 + 60]
-    assert layout.amax == [2 + 6, 2 + 6 + 60 + 9]
-    assert layout.size == 2 + 6 + 60 + 9 + 120
+def test_workspace_layout_packs_tickets_the_long_list_counts_and_amax_per_view():
+    layout = _group_tiles.WorkspaceLayout((20, 40), groups=3, block_r=16, tiles=10)
+    # 2 tickets, the long-tile count and a pad, a list of 10 tiles; view 1: 3 groups x 2 row blocks of counts, 3 x 20
+    # amax; view 2: 3 x 3 counts, 3 x 40 amax.
+    assert (layout.LONG_COUNT, layout.LONG_LIST) == (2, 4)
+    assert layout.counts == [14, 14 + 6 + 60]
+    assert layout.amax == [14 + 6, 14 + 6 + 60 + 9]
+    assert layout.size == 14 + 6 + 60 + 9 + 120
 
 
 def test_coop_limit_is_half_the_multiprocessors_on_a_gpu(monkeypatch):

@@ -14,19 +14,23 @@ touches. For each group g a tile touches:
   integers and every NaN pattern lies above inf, so the result is the NaN-keeping exact max of fp8ref), increments
   the slice's arrival count, and waits until every chunk of g has arrived. Then it reads the amax back, still
   holding its tile, and casts it: one read of x in all.
-- g crosses more than ``coop_limit`` chunks (a *long slice*): the first chunk's program runs the shared two-pass
-  span loop over the whole slice (fp8moe.kernels._span), and no other tile stores g's positions. Waiting on more
-  programs than can be resident at once could deadlock; the launcher sets the limit to half the device's SMs.
+- g crosses more than ``coop_limit`` chunks (a *long slice*): its tiles fold their partial amaxes the same way but
+  neither arrive nor wait (waiting on more programs than can be resident at once could deadlock; the launcher sets
+  the limit to half the device's SMs). A tile that meets a long slice appends itself to a list in the workspace, and
+  a second launch (PHASE_LONG, a few programs walking the list) reads those tiles again and casts the long slices'
+  positions with the complete amax: two reads for long slices only, spread over all their tiles.
 
 Progress. A program takes its tile from a ticket (an atomic counter), not from its program id, so tiles are taken in
-order by programs that are running. A tile arrives at every shared slice it touches before it waits on any that
-continues past it, and its waits on slices ending in it depend only on earlier tiles. So a waiting tile needs at most
-``coop_limit`` running programs, and every SM can hold at least one: no deadlock whatever the residency.
+order by programs that are running. Group bounds are running maxima of the clamped offsets, so groups meet a tile in
+position order whatever the offsets, and a tile goes through its groups in that order: it arrives at a shared slice
+that ends inside it and waits for it (which needs only earlier tiles), and the one slice that continues past it comes
+last. So a waiting tile needs at most ``coop_limit`` running programs, and every SM can hold at least one: no
+deadlock whatever the residency.
 
 Positions past offs[-1] are loaded but never stored. Empty groups get their EPS scale from chunk 0's tiles. On the
-interpreter, whose programs run one after another, a wait would never end: there the kernel runs as two launches
-(PHASE_AMAX folds the shared slices' partial amaxes, PHASE_CAST reads them and casts), the same code paths but the
-wait.
+interpreter, whose programs run one after another, a wait would never end: there PHASE_FUSED is split in two
+launches of the same code (PHASE_AMAX folds, PHASE_CAST casts what the fused launch casts), the wait left out; the
+long-slice launch is the same everywhere.
 """
 
 from __future__ import annotations
@@ -47,23 +51,28 @@ from fp8moe.kernels._common import (
     quantize,
     scale_from_amax,
 )
-from fp8moe.kernels._span import quantize_span
 
 __all__ = [
     "INTERPRETER_COOP_LIMIT",
+    "INTERPRETER_LONG_PROGRAMS",
     "PHASE_AMAX",
     "PHASE_CAST",
     "PHASE_FUSED",
+    "PHASE_LONG",
     "WorkspaceLayout",
     "coop_limit",
     "launch_group_tiles",
+    "long_programs",
     "quantize_group_tile",
+    "quantize_long_tile",
 ]
 
 #: Most chunks a shared slice spans in the interpreter; longer slices take the long-slice path. The interpreter's
 #: tiles cut a jagged dim of more than 32 into two or three chunks (fp8moe.configs.GROUP_TILES), so groups across
 #: the middle are shared slices; tests/test_kernels_group_tiles.py forces a small tile to reach every path.
 INTERPRETER_COOP_LIMIT = 2
+#: Programs of the long-slice launch in the interpreter: two, so the walk over the list strides.
+INTERPRETER_LONG_PROGRAMS = 2
 
 #: One launch, tiles wait for their shared slices (GPUs).
 PHASE_FUSED = tl.constexpr(0)
@@ -71,24 +80,29 @@ PHASE_FUSED = tl.constexpr(0)
 PHASE_AMAX = tl.constexpr(1)
 #: Second of two launches: read the folded amaxes, cast and store (the interpreter).
 PHASE_CAST = tl.constexpr(2)
+#: The launch after them all: cast the long slices of the listed tiles.
+PHASE_LONG = tl.constexpr(3)
 
 
 class WorkspaceLayout:
-    """The int32 workspace of one launch, zeroed before it: two tickets (one per phase), then per view the arrival
-    counts (G x row blocks) and the amax bits (G x R).
+    """The int32 workspace of one call, zeroed before it: two tickets (one per phase that takes tiles), the count
+    and list of tiles that meet a long slice, then per view the arrival counts (G x row blocks) and the amax bits
+    (G x R).
 
     Args:
-        rows: R of each view the launch quantizes.
+        rows: R of each view the call quantizes.
         groups: G.
         block_r: the launch's BLOCK_R.
+        tiles: the tiles of all views (the longest the list can get).
     """
 
-    TICKETS = 2
+    LONG_COUNT = 2
+    LONG_LIST = 4
 
-    def __init__(self, rows: tuple[int, ...], groups: int, block_r: int):
+    def __init__(self, rows: tuple[int, ...], groups: int, block_r: int, tiles: int):
         self.counts: list[int] = []
         self.amax: list[int] = []
-        offset = self.TICKETS
+        offset = self.LONG_LIST + tiles
         for r in rows:
             self.counts.append(offset)
             offset += groups * triton.cdiv(r, block_r)
@@ -159,8 +173,8 @@ def _tile_group_scale(
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_MAX: tl.constexpr, ROUND_POW2: tl.constexpr,
 ):  # fmt: skip
     """The scales of group g for the tile's rows: from the tile's own amax where g lies inside chunk c, else from
-    the shared slice's folded amax (complete once the tile has waited for it). The tile of g's first chunk stores
-    them."""
+    the slice's folded amax (complete once the tile has waited for it, or in a later launch). The tile of g's first
+    chunk stores them."""
     first_c = start // BLOCK_K
     if (end - 1) // BLOCK_K > first_c:
         folded = tl.atomic_max(_slot(amax_ptr, g, R, rows, INT64_INDEX), tl.zeros_like(rows).to(tl.int32),
@@ -202,19 +216,12 @@ def _store_range(q_tile_ptrs, q, row_mask, ks, lo, hi):
 
 
 @triton.jit
-def quantize_group_tile(
-    x_ptr, q_ptr, scales_ptr, offs_ptr, counts_ptr, amax_ptr, R, K, G, tile, coop_limit,
-    stride_xr, stride_xk, stride_qr,
-    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
-    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """Quantize tile ``tile`` (row block major, chunk minor) of one (R, K) view; scales[g * R + r] for its rows.
-
-    counts_ptr: G x cdiv(R, BLOCK_R) arrival counts, amax_ptr: G x R amax bits, both zeroed before the launch.
-    """
+def _tile(tile, x_ptr, offs_ptr, R, K, G, stride_xr, stride_xk,
+          BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr, INT64_INDEX: tl.constexpr):  # fmt: skip
+    """Tile ``tile`` (row block major, chunk minor) of an (R, K) view: its coordinates, its loaded elements (0 outside
+    the view), and the groups it meets, g_lo <= g < g_hi (bounds are running maxima of the clamped ends, so the first
+    group ending past k0 and the first ending at or past k1 delimit them)."""
     num_chunks = tl.maximum(tl.cdiv(K, BLOCK_K), 1)
-    num_row_blocks = tl.cdiv(R, BLOCK_R)
     rb = tile // num_chunks
     c = tile % num_chunks
     rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
@@ -225,51 +232,46 @@ def quantize_group_tile(
     ks = k0 + tl.arange(0, BLOCK_K)
     k1 = k0 + BLOCK_K
     row_mask = rows < R
-    x_rows = x_ptr + rows[:, None] * stride_xr
-    q_rows = q_ptr + rows[:, None] * stride_qr
-
-    # The groups this tile touches, g_lo <= g < g_hi: group bounds are running maxima of the clamped ends, so the
-    # first group ending past k0 and the first ending at or past k1 delimit them.
+    x = tl.load(x_ptr + rows[:, None] * stride_xr + ks[None, :] * stride_xk,
+                mask=row_mask[:, None] & (ks < K)[None, :], other=0.0)  # fmt: skip
     gs = tl.arange(0, BLOCK_G)
     ends = _clamped_ends(offs_ptr, gs, G, K)
     g_lo = tl.min(tl.where((gs < G) & (ends > k0), gs, G))
     g_hi = tl.min(tl.where((gs < G) & (ends >= k1), gs + 1, G))
-    last_end = tl.max(ends)
+    return rb, c, rows, row_mask, k0, k1, ks, x, gs, ends, g_lo, g_hi
 
-    # Long slices first, while no tile is held in registers: the first chunk's program runs the span loop over the
-    # whole slice; every tile of the slice leaves its positions alone ([lo, hi) is what this tile stores).
+
+@triton.jit
+def quantize_group_tile(
+    x_ptr, q_ptr, scales_ptr, offs_ptr, counts_ptr, amax_ptr, R, K, G, tile, coop_limit,
+    stride_xr, stride_xk, stride_qr,
+    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """PHASE_FUSED, PHASE_AMAX or PHASE_CAST of tile ``tile`` of one (R, K) view; scales[g * R + r] for its rows.
+    Returns whether the tile meets a long slice (the caller lists it for PHASE_LONG).
+
+    counts_ptr: G x cdiv(R, BLOCK_R) arrival counts, amax_ptr: G x R amax bits, both zeroed before the call.
+    """
+    rb, c, rows, row_mask, k0, k1, ks, x, gs, ends, g_lo, g_hi = _tile(
+        tile, x_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX
+    )
+    q_rows = q_ptr + rows[:, None] * stride_qr
+    # Fold, arrive and wait in group order (module docstring, Progress); note the short groups ([lo, hi) is what
+    # this tile stores: no long slice's positions, nothing past offs[-1]).
     lo = k0
-    hi = tl.minimum(k1, last_end)
-    for g in range(g_lo, g_hi):
-        start, end = _group_bounds(ends, gs, g)
-        chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
-        if (start < end) & (chunks > coop_limit):
-            if start <= k0:
-                lo = tl.maximum(lo, end)
-            else:
-                hi = tl.minimum(hi, start)
-            if PHASE != PHASE_AMAX:  # noqa: SIM102  (a constexpr test: no code for the other phase)
-                if start // BLOCK_K == c:
-                    scale = quantize_span(
-                        x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, 1, INT64_INDEX,
-                        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-                    )  # fmt: skip
-                    tl.store(_slot(scales_ptr, g, R, rows, INT64_INDEX), scale, mask=row_mask)
-
-    # Every tile loads and folds, even one whose positions all belong to long slices: each tile of a shared slice
-    # must arrive, or the others would wait for ever. Arrivals and waits go in group order (module docstring).
-    x = tl.load(x_rows + ks[None, :] * stride_xk, mask=row_mask[:, None] & (ks < K)[None, :], other=0.0)
+    hi = tl.minimum(k1, tl.max(ends))
+    has_long = False
     touched = 0
     g_a = g_lo  # the first two short groups the tile meets, with their bounds (a tile of three or more takes the
     g_b = g_lo  # pass-per-group cast below, which derives its bounds again)
     start_a = k0
     end_a = k0
-    start_b = k0
-    end_b = k0
     for g in range(g_lo, g_hi):
         start, end = _group_bounds(ends, gs, g)
         chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
-        if (start < end) & (chunks <= coop_limit):
+        if start < end:
             if PHASE != PHASE_CAST:  # noqa: SIM102  (a constexpr test: no code for the other phase)
                 if chunks > 1:
                     amax = _masked_amax(x, ks, start, end)
@@ -277,48 +279,50 @@ def quantize_group_tile(
                         _slot(amax_ptr, g, R, rows, INT64_INDEX), amax.to(tl.int32, bitcast=True), mask=row_mask,
                         sem="release",
                     )  # fmt: skip
-                    if PHASE == PHASE_FUSED:
-                        _wait_for_slice(counts_ptr + g * num_row_blocks + rb, chunks)
-            g_a = tl.where(touched == 0, g, g_a)
-            start_a = tl.where(touched == 0, start, start_a)
-            end_a = tl.where(touched == 0, end, end_a)
-            g_b = tl.where(touched == 1, g, g_b)
-            start_b = tl.where(touched == 1, start, start_b)
-            end_b = tl.where(touched == 1, end, end_b)
-            touched += 1
+            if chunks > coop_limit:
+                has_long = True
+                if start <= k0:
+                    lo = tl.maximum(lo, end)
+                else:
+                    hi = tl.minimum(hi, start)
+            else:
+                if PHASE == PHASE_FUSED:  # noqa: SIM102  (a constexpr test: no code for the other phases)
+                    if chunks > 1:
+                        _wait_for_slice(counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb, chunks)
+                g_a = tl.where(touched == 0, g, g_a)
+                start_a = tl.where(touched == 0, start, start_a)
+                end_a = tl.where(touched == 0, end, end_a)
+                g_b = tl.where(touched == 1, g, g_b)
+                touched += 1
 
-    # Cast. A tile meets one or two groups unless its groups are shorter than BLOCK_K: then one scale select per
-    # element and one store; else one pass per group, each storing its own positions.
+    # Cast. A tile meets one or two short groups unless they are shorter than BLOCK_K: one scale select per element;
+    # else a select per group. One quantize and one store either way.
     if PHASE != PHASE_AMAX:
-        if touched == 0:
-            pass  # only long slices or positions past offs[-1]: nothing to store here
-        elif touched <= 2:
+        if touched > 0:
             scale_a = _tile_group_scale(
                 x, ks, start_a, end_a, c, g_a, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
                 FP8_MAX, ROUND_POW2,
             )  # fmt: skip
             scale_b = scale_a
-            if touched == 2:
+            if touched >= 2:
+                start_b, end_b = _group_bounds(ends, gs, g_b)
                 scale_b = _tile_group_scale(
                     x, ks, start_b, end_b, c, g_b, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
                     FP8_MAX, ROUND_POW2,
                 )  # fmt: skip
             scale = tl.where((ks < end_a)[None, :], scale_a[:, None], scale_b[:, None])
+            if touched > 2:
+                for g in range(g_b + 1, g_hi):
+                    start, end = _group_bounds(ends, gs, g)
+                    chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
+                    if (start < end) & (chunks <= coop_limit):
+                        scale_g = _tile_group_scale(
+                            x, ks, start, end, c, g, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
+                            FP8_MAX, ROUND_POW2,
+                        )  # fmt: skip
+                        scale = tl.where((ks >= start)[None, :], scale_g[:, None], scale)
             q = quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
             _store_range(q_rows + ks[None, :], q, row_mask, ks, lo, hi)
-        else:
-            for g in range(g_lo, g_hi):
-                start, end = _group_bounds(ends, gs, g)
-                chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
-                if (start < end) & (chunks <= coop_limit):
-                    scale = _tile_group_scale(
-                        x, ks, start, end, c, g, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
-                        FP8_MAX, ROUND_POW2,
-                    )  # fmt: skip
-                    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-                    _store_range(q_rows + ks[None, :], q, row_mask, ks, tl.maximum(lo, start), tl.minimum(hi, end))
-
-    if PHASE != PHASE_AMAX:  # noqa: SIM102  (a constexpr test: no code for the other phase)
         if c == 0:  # empty groups: the EPS-derived scale, no data
             starts = tl.associative_scan(_clamped_ends(offs_ptr, gs - 1, G, K), 0, _max_combine)
             empty = (gs < G) & (tl.maximum(starts, ends) == starts)
@@ -326,53 +330,119 @@ def quantize_group_tile(
             slots = scales_ptr + _group_row(gs, R, INT64_INDEX)[:, None] + rows[None, :]
             eps_table = tl.broadcast_to(eps_scale[None, :], (BLOCK_G, BLOCK_R))
             tl.store(slots, eps_table, mask=empty[:, None] & row_mask[None, :])
+    return has_long
+
+
+@triton.jit
+def quantize_long_tile(
+    x_ptr, q_ptr, scales_ptr, offs_ptr, amax_ptr, R, K, G, tile, coop_limit, stride_xr, stride_xk, stride_qr,
+    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """PHASE_LONG of tile ``tile``: cast the positions of the long slices it meets with their folded amaxes (every
+    tile folded in an earlier launch); the tile of a slice's first chunk stores its scales."""
+    _, c, rows, row_mask, k0, k1, ks, x, gs, ends, g_lo, g_hi = _tile(
+        tile, x_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX
+    )
+    q_rows = q_ptr + rows[:, None] * stride_qr
+    for g in range(g_lo, g_hi):
+        start, end = _group_bounds(ends, gs, g)
+        if (start < end) & ((end - 1) // BLOCK_K - start // BLOCK_K + 1 > coop_limit):
+            scale = _tile_group_scale(
+                x, ks, start, end, c, g, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
+                FP8_MAX, ROUND_POW2,
+            )  # fmt: skip
+            q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _store_range(q_rows + ks[None, :], q, row_mask, ks, tl.maximum(k0, start), tl.minimum(k1, end))
+
+
+@triton.jit
+def _list_long(ws_ptr, ticket, LONG_COUNT: tl.constexpr, LONG_LIST: tl.constexpr):
+    """Append a tile that meets a long slice to the workspace list PHASE_LONG walks."""
+    tl.store(ws_ptr + LONG_LIST + tl.atomic_add(ws_ptr + LONG_COUNT, 1), ticket)
 
 
 @triton.jit
 def _group_tiles_kernel(
     x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr, R, K, G, counts_at, amax_at, coop_limit,
-    stride_xr, stride_xk, stride_qr,
+    stride_xr, stride_xk, stride_qr, LONG_COUNT: tl.constexpr, LONG_LIST: tl.constexpr,
     PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R) * cdiv(K, BLOCK_K),)."""
-    quantize_group_tile(
-        x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr + counts_at, ws_ptr + amax_at, R, K, G,
-        take_ticket(ws_ptr, PHASE), coop_limit, stride_xr, stride_xk, stride_qr,
-        PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-    )  # fmt: skip
+    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R) * cdiv(K, BLOCK_K),), or
+    for PHASE_LONG a few programs walking the list."""
+    if PHASE == PHASE_LONG:
+        for i in range(tl.program_id(0), tl.load(ws_ptr + LONG_COUNT), tl.num_programs(0)):
+            quantize_long_tile(
+                x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr + amax_at, R, K, G, tl.load(ws_ptr + LONG_LIST + i),
+                coop_limit, stride_xr, stride_xk, stride_qr, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
+    else:
+        ticket = take_ticket(ws_ptr, PHASE)
+        has_long = quantize_group_tile(
+            x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr + counts_at, ws_ptr + amax_at, R, K, G, ticket, coop_limit,
+            stride_xr, stride_xk, stride_qr, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+        if PHASE != PHASE_AMAX:  # noqa: SIM102  (a constexpr test: no code for the other phase)
+            if has_long:
+                _list_long(ws_ptr, ticket, LONG_COUNT, LONG_LIST)
 
 
 @triton.jit
 def _group_tiles_dual_kernel(
     x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G,
     counts1_at, amax1_at, counts2_at, amax2_at, coop_limit,
-    stride_x1r, stride_x1k, stride_x2r, stride_x2k,
+    stride_x1r, stride_x1k, stride_x2r, stride_x2k, LONG_COUNT: tl.constexpr, LONG_LIST: tl.constexpr,
     PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Two (R1, K), (R2, K) views of one offs -> row-major outputs: tiles of x1 first, then x2's, one ticket order.
-    Grid ((cdiv(R1, BLOCK_R) + cdiv(R2, BLOCK_R)) * cdiv(K, BLOCK_K),)."""
-    tile = take_ticket(ws_ptr, PHASE)
+    Grid ((cdiv(R1, BLOCK_R) + cdiv(R2, BLOCK_R)) * cdiv(K, BLOCK_K),), or for PHASE_LONG a few programs."""
     tiles_1 = tl.cdiv(R1, BLOCK_R) * tl.maximum(tl.cdiv(K, BLOCK_K), 1)
-    if tile < tiles_1:
-        quantize_group_tile(
-            x1_ptr, q1_ptr, scales1_ptr, offs_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, R1, K, G, tile,
-            coop_limit, stride_x1r, stride_x1k, K, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
+    if PHASE == PHASE_LONG:
+        for i in range(tl.program_id(0), tl.load(ws_ptr + LONG_COUNT), tl.num_programs(0)):
+            ticket = tl.load(ws_ptr + LONG_LIST + i)
+            if ticket < tiles_1:
+                quantize_long_tile(
+                    x1_ptr, q1_ptr, scales1_ptr, offs_ptr, ws_ptr + amax1_at, R1, K, G, ticket, coop_limit,
+                    stride_x1r, stride_x1k, K, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
+                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                )  # fmt: skip
+            else:
+                quantize_long_tile(
+                    x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr + amax2_at, R2, K, G, ticket - tiles_1, coop_limit,
+                    stride_x2r, stride_x2k, K, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
+                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                )  # fmt: skip
     else:
-        quantize_group_tile(
-            x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr + counts2_at, ws_ptr + amax2_at, R2, K, G, tile - tiles_1,
-            coop_limit, stride_x2r, stride_x2k, K, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
+        ticket = take_ticket(ws_ptr, PHASE)
+        if ticket < tiles_1:
+            has_long = quantize_group_tile(
+                x1_ptr, q1_ptr, scales1_ptr, offs_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, R1, K, G, ticket,
+                coop_limit, stride_x1r, stride_x1k, K, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
+        else:
+            has_long = quantize_group_tile(
+                x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr + counts2_at, ws_ptr + amax2_at, R2, K, G,
+                ticket - tiles_1, coop_limit, stride_x2r, stride_x2k, K, PHASE, BLOCK_R, BLOCK_K, BLOCK_G,
+                INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
+        if PHASE != PHASE_AMAX:  # noqa: SIM102  (a constexpr test: no code for the other phase)
+            if has_long:
+                _list_long(ws_ptr, ticket, LONG_COUNT, LONG_LIST)
 
 
 def _grid(meta) -> tuple[int]:
-    """One program per tile: the row blocks of every view times the chunks of the jagged dim."""
+    """One program per tile: the row blocks of every view times the chunks of the jagged dim; PHASE_LONG takes
+    ``long_programs`` programs."""
+    if meta["PHASE"] == PHASE_LONG:
+        return (meta["long_programs"],)
     row_blocks = sum(triton.cdiv(meta[r], meta["BLOCK_R"]) for r in ("R", "R1", "R2") if r in meta)
     return (row_blocks * max(triton.cdiv(meta["K"], meta["BLOCK_K"]), 1),)
 
@@ -390,6 +460,15 @@ def coop_limit(backend: Backend, device: torch.device) -> int:
         return INTERPRETER_COOP_LIMIT
     index = device.index if device.index is not None else torch.cuda.current_device()
     return max(_multiprocessors(index) // 2, 1)
+
+
+def long_programs(backend: Backend, device: torch.device) -> int:
+    """Programs of the PHASE_LONG launch: two per SM on a GPU (enough to stream a dominant group's tiles, few enough
+    that an empty list costs one short wave); INTERPRETER_LONG_PROGRAMS in the interpreter."""
+    if backend.kind == "interpreter":
+        return INTERPRETER_LONG_PROGRAMS
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return 2 * _multiprocessors(index)
 
 
 def launch_group_tiles(
@@ -422,7 +501,9 @@ def launch_group_tiles(
     config = configs.GROUP_TILES.fixed(
         backend, {"R": max(rows), "K": ktot, "stride_xr": xs[0].stride(0), "stride_xk": xs[0].stride(1)}
     )
-    layout = WorkspaceLayout(rows, num_groups, config.kwargs["BLOCK_R"])
+    block_r, block_k = config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"]
+    tiles = sum(triton.cdiv(r, block_r) for r in rows) * max(triton.cdiv(ktot, block_k), 1)
+    layout = WorkspaceLayout(rows, num_groups, block_r, tiles)
     ws = replay.scratch_zeros((layout.size,), torch.int32, device)
     common = {
         "offs_ptr": offs,
@@ -430,6 +511,9 @@ def launch_group_tiles(
         "K": ktot,
         "G": num_groups,
         "coop_limit": coop_limit(backend, device),
+        "long_programs": min(tiles, long_programs(backend, device)),
+        "LONG_COUNT": WorkspaceLayout.LONG_COUNT,
+        "LONG_LIST": WorkspaceLayout.LONG_LIST,
         "BLOCK_G": triton.next_power_of_2(max(num_groups, 2)),
         "INT64_INDEX": configs.needs_int64_index(*xs, *(t for pair in outs for t in pair)),
         **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
@@ -450,7 +534,7 @@ def launch_group_tiles(
             "counts2_at": layout.counts[1], "amax2_at": layout.amax[1], "stride_x1r": x1.stride(0),
             "stride_x1k": x1.stride(1), "stride_x2r": x2.stride(0), "stride_x2k": x2.stride(1),
         }  # fmt: skip
-    phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
+    phases = (PHASE_AMAX, PHASE_CAST, PHASE_LONG) if backend.kind == "interpreter" else (PHASE_FUSED, PHASE_LONG)
     for phase in phases:
         configs.launch(
             kernel, configs.GROUP_TILES, backend, _grid, config=config, PHASE=int(phase),
