@@ -191,11 +191,13 @@ def _tile_group_scale(
 @triton.jit
 def _wait_for_slice(count_ptr, chunks):
     """Arrive at a shared slice and wait until all ``chunks`` of its tiles have: the caller's amax atomics are
-    ordered before the arrival (barrier, release), the amax reads after the wait (acquire, barrier)."""
+    ordered before the arrival (barrier, release), the amax reads after the wait (acquire atomics, after a
+    barrier). The wait spins on volatile loads, not atomics: read-modify-writes of the count would queue behind
+    each other and the arrivals in the L2's atomic unit."""
     tl.debug_barrier()
-    seen = tl.atomic_add(count_ptr, 1, sem="acq_rel") + 1
+    seen = tl.atomic_add(count_ptr, 1, sem="release") + 1
     while seen < chunks:
-        seen = tl.atomic_add(count_ptr, 0, sem="acquire")
+        seen = tl.load(count_ptr, volatile=True)
     tl.debug_barrier()
 
 
@@ -365,7 +367,7 @@ def _list_long(ws_ptr, ticket, LONG_COUNT: tl.constexpr, LONG_LIST: tl.constexpr
 
 @triton.jit
 def _group_tiles_kernel(
-    x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr, R, K, G, counts_at, amax_at, coop_limit,
+    x_ptr, q_ptr, scales_ptr, offs_ptr, ws_ptr, R, K, G, counts_at, amax_at, coop_limit, long_programs,
     stride_xr, stride_xk, stride_qr, LONG_COUNT: tl.constexpr, LONG_LIST: tl.constexpr,
     PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
@@ -395,7 +397,7 @@ def _group_tiles_kernel(
 @triton.jit
 def _group_tiles_dual_kernel(
     x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G,
-    counts1_at, amax1_at, counts2_at, amax2_at, coop_limit,
+    counts1_at, amax1_at, counts2_at, amax2_at, coop_limit, long_programs,
     stride_x1r, stride_x1k, stride_x2r, stride_x2k, LONG_COUNT: tl.constexpr, LONG_LIST: tl.constexpr,
     PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
