@@ -40,7 +40,7 @@ def main() -> None:
             out = c.call(kernel, xs, offs, **args)
             ok = True if expected is None else same_outputs(out, expected)
             expected = expected if expected is not None else out
-            us = do_bench_cudagraph(lambda c=c, k=kernel, x=xs, o=offs: c.call(k, x, o, **args), rep=30) * 1e3
+            us = do_bench_cudagraph(lambda c=c, k=kernel, x=xs, o=offs, a=args: c.call(k, x, o, **a), rep=30) * 1e3
             pct = ideal_bytes(c, point.shape, point.groups) / (us * 1e-6) / 1e9 / copy * 100
             row.append(f"{label} {us:.1f} us {pct:.0f}%{'' if ok else ' WRONG'}")
         print(f"{point.op} {point.shape} G={point.groups} {point.offs}: " + " | ".join(row), flush=True)
