@@ -21,11 +21,14 @@ touches. For each group g a tile touches:
   positions with the complete amax: two reads for long slices only, spread over all their tiles.
 
 Progress. A program takes its tile from a ticket (an atomic counter), not from its program id, so tiles are taken in
-order by programs that are running. Group bounds are running maxima of the clamped offsets, so groups meet a tile in
-position order whatever the offsets, and a tile goes through its groups in that order: it arrives at a shared slice
-that ends inside it and waits for it (which needs only earlier tiles), and the one slice that continues past it comes
-last. So a waiting tile needs at most ``coop_limit`` running programs, and every SM can hold at least one: no
-deadlock whatever the residency.
+order by programs that are running. A tile arrives at all its shared slices (at most two: the first and the last
+group it meets) right after its load and only then waits, so an arrival never waits for anything: a waiting tile
+needs only that the at most ``coop_limit`` tiles of its slices have started, which the ticket order and programs
+still running guarantee when ``coop_limit`` programs fit on the device at once; every SM holds at least one. (H200,
+2026-12-03: arriving at the last slice only after waiting for the first chained every tile of a row block to the one
+before it, and the kernel ran at 2-26% of copy bandwidth, benchmarks/results/h200-s11-group-tiles.md.) Group bounds
+are running maxima of the clamped offsets, so the groups a tile meets, and the tiles a slice spans, are exact
+whatever the offsets: every tile a slice waits for arrives.
 
 Positions past offs[-1] are loaded but never stored. Empty groups get their EPS scale from chunk 0's tiles. On the
 interpreter, whose programs run one after another, a wait would never end: there PHASE_FUSED is split in two
@@ -190,15 +193,11 @@ def _tile_group_scale(
 
 @triton.jit
 def _wait_for_slice(count_ptr, chunks):
-    """Arrive at a shared slice and wait until all ``chunks`` of its tiles have: the caller's amax atomics are
-    ordered before the arrival (barrier, release), the amax reads after the wait (acquire atomics, after a
-    barrier). The wait spins on volatile loads, not atomics: read-modify-writes of the count would queue behind
-    each other and the arrivals in the L2's atomic unit."""
-    tl.debug_barrier()
-    seen = tl.atomic_add(count_ptr, 1, sem="release") + 1
+    """Wait until all ``chunks`` tiles of a shared slice have arrived. It spins on volatile loads, not atomics:
+    read-modify-writes of the count would queue behind each other and the arrivals in the L2's atomic unit."""
+    seen = tl.load(count_ptr, volatile=True)
     while seen < chunks:
         seen = tl.load(count_ptr, volatile=True)
-    tl.debug_barrier()
 
 
 @triton.jit
@@ -260,16 +259,20 @@ def quantize_group_tile(
         tile, x_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX
     )
     q_rows = q_ptr + rows[:, None] * stride_qr
-    # Fold, arrive and wait in group order (module docstring, Progress); note the short groups ([lo, hi) is what
-    # this tile stores: no long slice's positions, nothing past offs[-1]).
+    # Fold every multi-chunk slice, then arrive at the shared ones, then wait for them (module docstring,
+    # Progress). Note the short groups: only the first and the last can be shared (a group between them lies inside
+    # the chunk). [lo, hi) is what this tile stores: no long slice's positions, nothing past offs[-1].
     lo = k0
     hi = tl.minimum(k1, tl.max(ends))
     has_long = False
     touched = 0
     g_a = g_lo  # the first two short groups the tile meets, with their bounds (a tile of three or more takes the
-    g_b = g_lo  # pass-per-group cast below, which derives its bounds again)
+    g_b = g_lo  # select-per-group cast below, which derives its bounds again), and the last
     start_a = k0
     end_a = k0
+    g_z = g_lo
+    chunks_a = 1
+    chunks_z = 1
     for g in range(g_lo, g_hi):
         start, end = _group_bounds(ends, gs, g)
         chunks = (end - 1) // BLOCK_K - start // BLOCK_K + 1
@@ -288,14 +291,29 @@ def quantize_group_tile(
                 else:
                     hi = tl.minimum(hi, start)
             else:
-                if PHASE == PHASE_FUSED:  # noqa: SIM102  (a constexpr test: no code for the other phases)
-                    if chunks > 1:
-                        _wait_for_slice(counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb, chunks)
                 g_a = tl.where(touched == 0, g, g_a)
                 start_a = tl.where(touched == 0, start, start_a)
                 end_a = tl.where(touched == 0, end, end_a)
+                chunks_a = tl.where(touched == 0, chunks, chunks_a)
                 g_b = tl.where(touched == 1, g, g_b)
+                g_z = g
+                chunks_z = chunks
                 touched += 1
+    if PHASE == PHASE_FUSED:
+        shared_a = (touched > 0) & (chunks_a > 1)
+        shared_z = (touched > 1) & (chunks_z > 1)
+        count_a = counts_ptr + g_a * tl.cdiv(R, BLOCK_R) + rb
+        count_z = counts_ptr + g_z * tl.cdiv(R, BLOCK_R) + rb
+        tl.debug_barrier()  # every thread's folds before the arrivals (release)
+        if shared_a:
+            tl.atomic_add(count_a, 1, sem="release")
+        if shared_z:
+            tl.atomic_add(count_z, 1, sem="release")
+        if shared_a:
+            _wait_for_slice(count_a, chunks_a)
+        if shared_z:
+            _wait_for_slice(count_z, chunks_z)
+        tl.debug_barrier()  # the amax reads after the waits
 
     # Cast. A tile meets one or two short groups unless they are shorter than BLOCK_K: one scale select per element;
     # else a select per group. One quantize and one store either way.
