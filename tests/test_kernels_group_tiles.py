@@ -130,6 +130,27 @@ def test_decreasing_offsets_end_and_act_as_their_running_maximum(fixed_tile, dev
     assert_same_bits(q.cpu()[:, :290], rq[:, :290])
 
 
+@pytest.mark.parametrize("limit", [2, 3, 1000])
+def test_every_tile_of_a_shared_slice_arrives_once(limit, fixed_tile, monkeypatch, device):
+    """The GPU's waits end when a slice's count reaches its chunk count: run the fused launch's folds and arrivals
+    alone (PHASE_ARRIVE, no wait, so the interpreter can run it) and read the counts: each shared slice's equals its
+    chunks in every row block, every other group's stays 0."""
+    monkeypatch.setattr(_group_tiles, "coop_limit", lambda backend, dev: limit)
+    x = _x((ROWS, LENGTH), device)
+    offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
+    _, (ws, layout) = _group_tiles.run_phases(
+        [x], offs, E4, False, backend_for(x.device), phases=[_group_tiles.PHASE_ARRIVE]
+    )
+    row_blocks = -(-ROWS // BLOCK_R)
+    counts = ws[layout.counts[0] : layout.counts[0] + len(ENDS) * row_blocks].view(len(ENDS), row_blocks).cpu()
+    expected = [
+        _chunks(start, end) if start < end and 1 < _chunks(start, end) <= limit else 0
+        for start, end in zip([0, *ENDS], ENDS)
+    ]
+    assert counts.tolist() == [[n] * row_blocks for n in expected]
+    assert int(ws[0]) == row_blocks * -(-LENGTH // BLOCK_K)  # every tile took one ticket
+
+
 def test_workspace_layout_packs_tickets_the_long_list_counts_and_amax_per_view():
     layout = _group_tiles.WorkspaceLayout((20, 40), groups=3, block_r=16, tiles=10)
     # 2 tickets, the long-tile count and a pad, a list of 10 tiles; view 1: 3 groups x 2 row blocks of counts, 3 x 20

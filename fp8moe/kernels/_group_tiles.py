@@ -59,6 +59,7 @@ __all__ = [
     "INTERPRETER_COOP_LIMIT",
     "INTERPRETER_LONG_PROGRAMS",
     "PHASE_AMAX",
+    "PHASE_ARRIVE",
     "PHASE_CAST",
     "PHASE_FUSED",
     "PHASE_LONG",
@@ -68,6 +69,7 @@ __all__ = [
     "long_programs",
     "quantize_group_tile",
     "quantize_long_tile",
+    "run_phases",
 ]
 
 #: Most chunks a shared slice spans in the interpreter; longer slices take the long-slice path. The interpreter's
@@ -85,6 +87,9 @@ PHASE_AMAX = tl.constexpr(1)
 PHASE_CAST = tl.constexpr(2)
 #: The launch after them all: cast the long slices of the listed tiles.
 PHASE_LONG = tl.constexpr(3)
+#: PHASE_FUSED's folds and arrivals alone, no wait and no store: how the interpreter checks the arrival counts the
+#: GPU's waits rely on (tests/test_kernels_group_tiles.py).
+PHASE_ARRIVE = tl.constexpr(4)
 
 
 class WorkspaceLayout:
@@ -299,7 +304,7 @@ def quantize_group_tile(
                 g_z = g
                 chunks_z = chunks
                 touched += 1
-    if PHASE == PHASE_FUSED:
+    if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
         shared_a = (touched > 0) & (chunks_a > 1)
         shared_z = (touched > 1) & (chunks_z > 1)
         count_a = counts_ptr + g_a * tl.cdiv(R, BLOCK_R) + rb
@@ -309,15 +314,16 @@ def quantize_group_tile(
             tl.atomic_add(count_a, 1, sem="release")
         if shared_z:
             tl.atomic_add(count_z, 1, sem="release")
-        if shared_a:
-            _wait_for_slice(count_a, chunks_a)
-        if shared_z:
-            _wait_for_slice(count_z, chunks_z)
-        tl.debug_barrier()  # the amax reads after the waits
+        if PHASE == PHASE_FUSED:
+            if shared_a:
+                _wait_for_slice(count_a, chunks_a)
+            if shared_z:
+                _wait_for_slice(count_z, chunks_z)
+            tl.debug_barrier()  # the amax reads after the waits
 
     # Cast. A tile meets one or two short groups unless they are shorter than BLOCK_K: one scale select per element;
     # else a select per group. One quantize and one store either way.
-    if PHASE != PHASE_AMAX:
+    if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
         if touched > 0:
             scale_a = _tile_group_scale(
                 x, ks, start_a, end_a, c, g_a, scales_ptr, amax_ptr, R, rows, row_mask, BLOCK_K, INT64_INDEX,
@@ -407,7 +413,7 @@ def _group_tiles_kernel(
             stride_xr, stride_xk, stride_qr, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
-        if PHASE != PHASE_AMAX:  # noqa: SIM102  (a constexpr test: no code for the other phase)
+        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM102, SIM109  (constexprs: no code for other phases)
             if has_long:
                 _list_long(ws_ptr, ticket, LONG_COUNT, LONG_LIST)
 
@@ -453,7 +459,7 @@ def _group_tiles_dual_kernel(
                 ticket - tiles_1, coop_limit, stride_x2r, stride_x2k, K, PHASE, BLOCK_R, BLOCK_K, BLOCK_G,
                 INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
-        if PHASE != PHASE_AMAX:  # noqa: SIM102  (a constexpr test: no code for the other phase)
+        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM102, SIM109  (constexprs: no code for other phases)
             if has_long:
                 _list_long(ws_ptr, ticket, LONG_COUNT, LONG_LIST)
 
@@ -505,6 +511,16 @@ def launch_group_tiles(
         One (q, scales) per view: q (R_i, Ktot) fp8_dtype row-major, columns past offs[-1] unwritten; scales
         (G * R_i,) f32, s[g * R_i + r].
     """
+    outs, _ = run_phases(xs, offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    return outs
+
+
+def run_phases(
+    xs: Sequence[torch.Tensor], offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
+    backend: Backend, phases: Sequence[int] | None = None,
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], tuple[torch.Tensor, WorkspaceLayout] | None]:  # fmt: skip
+    """:func:`launch_group_tiles` with the launches ``phases`` (None: the backend's) and the workspace with its
+    layout afterwards (None when nothing was launched): tests read the arrival counts of PHASE_ARRIVE there."""
     rows = tuple(x.shape[0] for x in xs)
     ktot = xs[0].shape[1]
     num_groups = offs.numel()
@@ -517,7 +533,7 @@ def launch_group_tiles(
         for r in rows
     ]
     if num_groups == 0 or sum(rows) == 0:
-        return outs
+        return outs, None
     config = configs.GROUP_TILES.fixed(
         backend, {"R": max(rows), "K": ktot, "stride_xr": xs[0].stride(0), "stride_xk": xs[0].stride(1)}
     )
@@ -554,10 +570,11 @@ def launch_group_tiles(
             "counts2_at": layout.counts[1], "amax2_at": layout.amax[1], "stride_x1r": x1.stride(0),
             "stride_x1k": x1.stride(1), "stride_x2r": x2.stride(0), "stride_x2k": x2.stride(1),
         }  # fmt: skip
-    phases = (PHASE_AMAX, PHASE_CAST, PHASE_LONG) if backend.kind == "interpreter" else (PHASE_FUSED, PHASE_LONG)
+    if phases is None:
+        phases = (PHASE_AMAX, PHASE_CAST, PHASE_LONG) if backend.kind == "interpreter" else (PHASE_FUSED, PHASE_LONG)
     for phase in phases:
         configs.launch(
             kernel, configs.GROUP_TILES, backend, _grid, config=config, PHASE=int(phase),
             **args, **common,
         )  # fmt: skip
-    return outs
+    return outs, (ws, layout)
