@@ -398,7 +398,9 @@ def _group_tiles_rule(backend: Backend, args: Mapping[str, object]) -> triton.Co
 
 #: The one-read per-group kernel (fp8moe.kernels._group_tiles): tile (BLOCK_R rows, BLOCK_K jagged positions),
 #: chosen by :func:`_group_tiles_rule` from the first two (transposing view, K-contiguous view); the rest are the
-#: candidates benchmarks/tune_configs.py times against them.
+#: candidates benchmarks/tune_configs.py times against them. Not measured for what the kernel is now: the one H200
+#: timing (benchmarks/results/h200-s11-tiles-tune.log, 6 points) ran before the arrival fix, when waits chained
+#: tiles; 128x64/w4 was best at 5 of them there, and time grew with BLOCK_K.
 GROUP_TILES = KernelConfigs(
     name="group_tiles",
     cuda=(
