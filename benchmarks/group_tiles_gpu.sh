@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the one-read per-group kernel (fp8moe.kernels._group_tiles): its GPU tests (both jagged
 # kernels), then the bench of each per-group op on the tile kernel with the span kernel beside it
-# (benchmarks/span_kernels.py), then every tile candidate forced in turn (benchmarks/tune_configs.py). At most 8 files come back: the Markdown tables and plots
+# (benchmarks/span_kernels.py), then every tile candidate forced in turn (benchmarks/tune_configs.py); STEPS=probe
+# runs benchmarks/probe_group_tiles.py (tile kernel, tile kernel without waits, span kernel, side by side). At most 8 files come back: the Markdown tables and plots
 # are rebuilt from the JSON here (python -m fp8moe.bench writes them from the same rows).
 set -uo pipefail
 : "${OUT:?set OUT to a directory for the logs}"
@@ -32,4 +33,8 @@ if [[ " ${STEPS:-tests bench tune} " == *" tune "* ]]; then
     >"$OUT/tune.log" 2>&1
   echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
-cat "$OUT/env.txt"; tail -15 "$OUT/tests.log" 2>/dev/null; grep -E "^\|" "$OUT/bench.log" 2>/dev/null | head -40
+if [[ " ${STEPS:-tests bench tune} " == *" probe "* ]]; then
+  timeout "${PROBE_TIMEOUT:-150}" python3 benchmarks/probe_group_tiles.py >"$OUT/probe.log" 2>&1
+  echo "probe exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+cat "$OUT/env.txt"; cat "$OUT/probe.log" 2>/dev/null; tail -15 "$OUT/tests.log" 2>/dev/null; grep -E "^\|" "$OUT/bench.log" 2>/dev/null | head -40
