@@ -426,11 +426,14 @@ GROUP_TILES = KernelConfigs(
 
 #: The kernel the three jagged ops launch, per backend kind: "tiles" (fp8moe.kernels._group_tiles: one read, tiles
 #: of one group meet through workspace atomics) or "span" (fp8moe.kernels._per_group: one program per (group, row
-#: block), two reads of slices longer than a tile). Until the tile kernel's GPU timings are in, GPUs keep the span
-#: kernel and the interpreter runs the tile kernel; the CPU tests run both (tests/conftest.py). The environment
-#: variable FP8MOE_PER_GROUP_KERNEL=tiles|span sets it for every backend (read once, at import: a launch plan,
-#: fp8moe.replay, records the kernel of its first call).
-PER_GROUP_KERNEL: dict[str, str] = {"cuda": "span", "rocm": "span", "interpreter": "tiles"}
+#: block), two reads of slices longer than a tile). Every backend runs the span kernel: on the H200 the tile kernel
+#: is bitwise but at 12-25% of copy bandwidth against the span kernel's 38-88% (benchmarks/results/
+#: h200-s11-group-tiles.md; no AMD timing either way), and the interpreter runs what the GPUs run, so the CPU's
+#: differential sweep, engine and bring-up cover it. The tile kernel's own tests force it
+#: (tests/test_kernels_group_tiles.py), and every per-group kernel test runs on both (tests/test_kernels_per_group.py).
+#: FP8MOE_PER_GROUP_KERNEL=tiles|span sets it for every backend (read once, at import: a launch plan, fp8moe.replay,
+#: records the kernel of its first call).
+PER_GROUP_KERNEL: dict[str, str] = {"cuda": "span", "rocm": "span", "interpreter": "span"}
 PER_GROUP_KERNELS = ("tiles", "span")
 _FORCED_PER_GROUP_KERNEL = os.environ.get("FP8MOE_PER_GROUP_KERNEL")
 if _FORCED_PER_GROUP_KERNEL is not None:

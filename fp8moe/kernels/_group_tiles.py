@@ -75,6 +75,7 @@ __all__ = [
 #: Most chunks a shared slice spans in the interpreter; longer slices take the long-slice path. The interpreter's
 #: tiles cut a jagged dim of more than 32 into two or three chunks (fp8moe.configs.GROUP_TILES), so groups across
 #: the middle are shared slices; tests/test_kernels_group_tiles.py forces a small tile to reach every path.
+#: (Every backend launches the span kernel unless FP8MOE_PER_GROUP_KERNEL=tiles, fp8moe.configs.PER_GROUP_KERNEL.)
 INTERPRETER_COOP_LIMIT = 2
 #: Programs of the long-slice launch in the interpreter: two, so the walk over the list strides.
 INTERPRETER_LONG_PROGRAMS = 2
