@@ -391,7 +391,9 @@ def _group_tiles_rule(backend: Backend, args: Mapping[str, object]) -> triton.Co
     """The one-read per-group kernel's tile (fp8moe.kernels._group_tiles): it never autotunes (its workspace is
     sized from the tile, and the autotuner's timing runs would share it). Transposing views (the colwise ops: x
     contiguous along R, q along K) take tiles tall in R, so loads and stores both run along 128 bytes or more;
-    views contiguous along K take tiles wide in K."""
+    views contiguous along K take tiles wide in K. ROCm takes its one fixed tile (no AMD timing)."""
+    if backend.kind == "rocm":
+        return GROUP_TILES.rocm
     transposing = args["stride_xr"] == 1 and args["stride_xk"] != 1
     return GROUP_TILES.cuda[0] if transposing else GROUP_TILES.cuda[1]
 

@@ -167,3 +167,13 @@ def test_coop_limit_is_half_the_multiprocessors_on_a_gpu(monkeypatch):
     assert _group_tiles.coop_limit(gpu, torch.device("cuda", 0)) == 66
     interpreter = fp8moe.backend.Backend("interpreter", "cpu", (E4,), exact_encode=True, autotune=False)
     assert _group_tiles.coop_limit(interpreter, torch.device("cpu")) == _group_tiles.INTERPRETER_COOP_LIMIT
+
+
+def test_tile_rule_picks_by_view_on_cuda_and_the_fixed_tile_on_rocm():
+    cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
+    colwise = {"R": 2048, "K": 16640, "stride_xr": 1, "stride_xk": 2048}
+    rowwise = {"R": 2048, "K": 16640, "stride_xr": 16640, "stride_xk": 1}
+    assert configs.GROUP_TILES.fixed(cuda, colwise) is configs.GROUP_TILES.cuda[0]
+    assert configs.GROUP_TILES.fixed(cuda, rowwise) is configs.GROUP_TILES.cuda[1]
+    assert configs.GROUP_TILES.fixed(rocm, colwise) is configs.GROUP_TILES.rocm
+    assert configs.GROUP_TILES.fixed(rocm, rowwise) is configs.GROUP_TILES.rocm
