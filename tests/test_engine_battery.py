@@ -205,28 +205,38 @@ def test_inputs_sit_between_zeroed_redzones_and_a_write_past_one_is_reported():
     ]
 
 
-def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_a_crash(monkeypatch, device):
+@pytest.mark.parametrize("jagged_kernel", ["span", "tiles"])
+def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_a_crash(
+    jagged_kernel, monkeypatch, device
+):
     """The issue #10 crash: the dual kernel's second half run with N1 > N2 stored past q2 and s2 ("malloc():
-    smallbin double linked list corrupted" in the interpreter). Now the stores land in redzones and are reported."""
+    smallbin double linked list corrupted" in the interpreter). Now the stores land in redzones and are reported.
+    On both per-group kernels (fp8moe.configs.PER_GROUP_KERNEL)."""
     pytest.importorskip("fp8moe")
     import torch
     import triton
 
-    from fp8moe import configs
+    from fp8moe import configs, replay
     from fp8moe.kernels import _group_tiles
 
+    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, jagged_kernel))
+    replay.forget()
     launch = configs.launch
+    widened = {}  # the tile kernel's workspace of a call -> one laid out for the wrong width, new at a call's first launch
 
     def second_half_with_first_width(kernel, kernel_configs, backend, grid, **args):
-        if "R1" in args and "R2" in args:  # the views' row counts: N1 and N2 of the op
+        if "N1" in args and "N2" in args:  # the span kernel
+            args["N2"] = args["N1"]
+        if "R1" in args and "R2" in args:  # the tile kernel: the views' row counts, N1 and N2 of the op
             args["R2"] = args["R1"]
             # The bug is in the outputs only: the workspace is sized and laid out for the wrong width too.
-            block_r = args["config"].kwargs["BLOCK_R"]
-            tiles = (
-                2 * triton.cdiv(args["R1"], block_r) * max(triton.cdiv(args["K"], args["config"].kwargs["BLOCK_K"]), 1)
-            )
+            block_r, block_k = args["config"].kwargs["BLOCK_R"], args["config"].kwargs["BLOCK_K"]
+            tiles = 2 * triton.cdiv(args["R1"], block_r) * max(triton.cdiv(args["K"], block_k), 1)
             ws = _group_tiles.WorkspaceLayout((args["R1"],) * 2, args["G"], block_r, tiles)
-            args["ws_ptr"] = torch.zeros(ws.size, dtype=torch.int32, device=args["ws_ptr"].device)
+            key = args["ws_ptr"].data_ptr()
+            if key not in widened or args["PHASE"] in (_group_tiles.PHASE_AMAX, _group_tiles.PHASE_FUSED):
+                widened[key] = torch.zeros(ws.size, dtype=torch.int32, device=args["ws_ptr"].device)  # a call's first
+            args["ws_ptr"] = widened[key]
             args["counts1_at"], args["counts2_at"] = ws.counts
             args["amax1_at"], args["amax2_at"] = ws.amax
         return launch(kernel, kernel_configs, backend, grid, **args)
