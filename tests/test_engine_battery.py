@@ -222,7 +222,7 @@ def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, jagged_kernel))
     replay.forget()
     launch = configs.launch
-    widened = {}  # the tile kernel's workspace of a call -> one laid out for the wrong width, new at a call's first launch
+    widened = {}  # a call's tile-kernel workspace -> one laid out for the wrong width, new at a call's first launch
 
     def second_half_with_first_width(kernel, kernel_configs, backend, grid, **args):
         if "N1" in args and "N2" in args:  # the span kernel
