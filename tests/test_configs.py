@@ -475,6 +475,8 @@ def test_launch_records_its_config_and_describe_names_blocks_and_warps():
     assert configs.LAST_CONFIG["rowwise_scale_and_cast"] == configs.ROWWISE.interpreter.config(args)
     assert configs.describe(triton.Config({"BLOCK_S": 16, "BLOCK_L": 512}, num_warps=4)) == "16x512/w4"
     assert configs.describe(None) == "-"
+    capped = triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=4, maxnreg=128)
+    assert configs.describe(capped) == "32x128/w4/r128"  # a register cap is part of the name tune tables print
 
 
 def test_launch_device_switches_only_to_a_cuda_device_that_is_not_current(monkeypatch):

@@ -70,6 +70,7 @@ __all__ = [
     "quantize_group_tile",
     "quantize_long_tile",
     "run_phases",
+    "tile_count",
 ]
 
 #: Most chunks a shared slice spans in the interpreter; longer slices take the long-slice path. The interpreter's
@@ -465,13 +466,18 @@ def _group_tiles_dual_kernel(
                 _list_long(ws_ptr, ticket, LONG_COUNT, LONG_LIST)
 
 
+def tile_count(rows: Sequence[int], ktot: int, block_r: int, block_k: int) -> int:
+    """Tiles of views with these row counts: their row blocks times the chunks of the jagged dim (at least one, so
+    Ktot = 0 still writes the EPS scales)."""
+    return sum(triton.cdiv(r, block_r) for r in rows) * max(triton.cdiv(ktot, block_k), 1)
+
+
 def _grid(meta) -> tuple[int]:
-    """One program per tile: the row blocks of every view times the chunks of the jagged dim; PHASE_LONG takes
-    ``long_programs`` programs."""
+    """One program per tile (:func:`tile_count`); PHASE_LONG takes ``long_programs`` programs."""
     if meta["PHASE"] == PHASE_LONG:
         return (meta["long_programs"],)
-    row_blocks = sum(triton.cdiv(meta[r], meta["BLOCK_R"]) for r in ("R", "R1", "R2") if r in meta)
-    return (row_blocks * max(triton.cdiv(meta["K"], meta["BLOCK_K"]), 1),)
+    rows = [meta[r] for r in ("R", "R1", "R2") if r in meta]
+    return (tile_count(rows, meta["K"], meta["BLOCK_R"], meta["BLOCK_K"]),)
 
 
 @functools.cache
@@ -539,7 +545,7 @@ def run_phases(
         backend, {"R": max(rows), "K": ktot, "stride_xr": xs[0].stride(0), "stride_xk": xs[0].stride(1)}
     )
     block_r, block_k = config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"]
-    tiles = sum(triton.cdiv(r, block_r) for r in rows) * max(triton.cdiv(ktot, block_k), 1)
+    tiles = tile_count(rows, ktot, block_r, block_k)
     layout = WorkspaceLayout(rows, num_groups, block_r, tiles)
     ws = replay.scratch_zeros((layout.size,), torch.int32, device)
     common = {
