@@ -368,3 +368,25 @@ def test_sigterm_inside_the_bench_loop_raises_stopped_and_the_handler_is_restore
         one_point()
     assert reached == []
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@needs_interpreter
+def test_tune_point_marks_the_tile_a_rule_list_picks(monkeypatch):
+    """A candidate list chosen by a rule (fp8moe.configs.GROUP_TILES) has no untuned-small choice: the row of the tile
+    the rule picks for the point is marked "rule" (here a stand-in rule picking candidate 2), every run bitwise."""
+    from fp8moe import configs
+
+    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "tiles"))
+    monkeypatch.setitem(configs.CONFIGS_BY_SPEC, "per_group_colwise_scales", (configs.GROUP_TILES,))
+    original = configs.KernelConfigs.fixed
+
+    def rule_everywhere(self, backend, args):  # the interpreter sizes its own tiles; stand in for the CUDA rule
+        return self.cuda[2] if self is configs.GROUP_TILES else original(self, backend, args)
+
+    monkeypatch.setattr(configs.KernelConfigs, "fixed", rule_everywhere)
+    point = bench.Point("per_group_colwise_scales", (64, 40), groups=3, offs="aligned16")
+    rows = tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")
+    assert len(rows) == len(configs.GROUP_TILES.cuda)
+    marked = [r.split("|")[4].strip() for r in rows if " rule" in r.split("|")[7]]
+    assert marked == [configs.describe(configs.GROUP_TILES.cuda[2])]
+    assert all(r.endswith("| yes |") for r in rows)
