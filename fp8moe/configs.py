@@ -36,6 +36,7 @@ from fp8moe.backend import Backend, launch_device
 __all__ = [
     "AUTOTUNE_MIN_ELEMENTS",
     "CONFIGS_BY_SPEC",
+    "GROUP_CHUNKS",
     "GROUP_TILES",
     "INT32_MAX",
     "INTERPRETER_MAX_BLOCK",
@@ -426,6 +427,40 @@ GROUP_TILES = KernelConfigs(
 )
 
 
+def _group_chunks_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
+    """The chunked per-group kernel's config (fp8moe.kernels._group_chunks): it never autotunes (its workspace is
+    sized from BLOCK_R, and the autotuner's timing runs would share it). Transposing views (the colwise ops) take
+    tiles tall in R; views contiguous along K take tiles wide in K. ROCm takes its one fixed config (no AMD
+    timing)."""
+    if backend.kind == "rocm":
+        return GROUP_CHUNKS.rocm
+    transposing = args["stride_xr"] == 1 and args["stride_xk"] != 1
+    return GROUP_CHUNKS.cuda[0] if transposing else GROUP_CHUNKS.cuda[1]
+
+
+#: The chunked per-group kernel (fp8moe.kernels._group_chunks): tile (BLOCK_R rows, BLOCK_K jagged positions),
+#: CHUNK_TILES tiles per chunk (a longer chunk where Ktot needs it, fp8moe.kernels._group_chunks.chunk_length) and at
+#: most PROGRAMS_PER_SM programs per SM, chosen by :func:`_group_chunks_rule` from the first two (transposing view,
+#: K-contiguous view); the rest are the candidates benchmarks/tune_configs.py times against them.
+GROUP_CHUNKS = KernelConfigs(
+    name="group_chunks",
+    cuda=(
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4),
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 4}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 4}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 8}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=8),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 8}, num_warps=4),
+    ),
+    rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=8),
+    interpreter=InterpreterTiles({"BLOCK_R": ("R1", "R2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
+    key=("R1", "R2", "K", "stride_x1r", "stride_x1k"),
+    rule=_group_chunks_rule,
+)
+
+
 #: The kernel the three jagged ops launch, per backend kind: "tiles" (fp8moe.kernels._group_tiles: one read, tiles
 #: of one group meet through workspace atomics) or "span" (fp8moe.kernels._per_group: one program per (group, row
 #: block), two reads of slices longer than a tile). Every backend runs the span kernel: on the H200 the tile kernel
@@ -436,7 +471,7 @@ GROUP_TILES = KernelConfigs(
 #: FP8MOE_PER_GROUP_KERNEL=tiles|span sets it for every backend (read once, at import: a launch plan, fp8moe.replay,
 #: records the kernel of its first call).
 PER_GROUP_KERNEL: dict[str, str] = {"cuda": "span", "rocm": "span", "interpreter": "span"}
-PER_GROUP_KERNELS = ("tiles", "span")
+PER_GROUP_KERNELS = ("tiles", "span", "chunks")
 _FORCED_PER_GROUP_KERNEL = os.environ.get("FP8MOE_PER_GROUP_KERNEL")
 if _FORCED_PER_GROUP_KERNEL is not None:
     if _FORCED_PER_GROUP_KERNEL not in PER_GROUP_KERNELS:

@@ -46,7 +46,7 @@ E4 = torch.float8_e4m3fn
 
 @pytest.fixture(autouse=True, params=configs.PER_GROUP_KERNELS)
 def per_group_kernel(request, monkeypatch):
-    """Every test runs on both jagged kernels (fp8moe.configs.PER_GROUP_KERNEL), whatever the backend's default."""
+    """Every test runs on every jagged kernel (fp8moe.configs.PER_GROUP_KERNEL), whatever the backend's default."""
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, request.param))
     replay.forget()  # a plan records the kernel of its first call
     yield request.param

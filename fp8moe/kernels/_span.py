@@ -48,7 +48,7 @@ from fp8moe.kernels._common import (
     scale_from_amax,
 )
 
-__all__ = ["pack_k", "quantize_span"]
+__all__ = ["cast_span", "pack_k", "quantize_span", "span_amax"]
 
 
 def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
@@ -86,43 +86,61 @@ def _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX: tl.constexpr):
 
 
 @triton.jit
-def _quantize_interior(
+def _quantize_one_tile(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk,
-    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, ONE_PASS: tl.constexpr, INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """The aligned interior [inner_lo, inner_hi) of the span in (BLOCK_R, BLOCK_K) tiles; returns the row scales
-    (the amax folds in ``edge_amax``, the head and tail chunks')."""
+    """An aligned interior [inner_lo, inner_hi) of at most BLOCK_K columns, read once and kept in registers; returns
+    the row scales (the amax folds in ``edge_amax``, the head and tail chunks')."""
+    cols = inner_lo + tl.arange(0, BLOCK_K)
+    x = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+    scale = scale_from_amax(max_of_amaxes(abs_max_keep_nan(x, 1), edge_amax), FP8_MAX, ROUND_POW2)
+    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+    _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+    return scale
+
+
+@triton.jit
+def _interior_amax(
+    x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
+    INT64_INDEX: tl.constexpr,
+):  # fmt: skip
+    """Pass 1 over the aligned interior [inner_lo, inner_hi) in (BLOCK_R, BLOCK_K) tiles: the (BLOCK_R,) f32 amax.
+
+    No span mask: every interior element is in the span, and masked lanes load 0. The running max is an integer max
+    of |x|'s bit patterns (magnitude_bits: exact and NaN-keeping, one instruction per element, no conversion; a float
+    max of bf16 cost a conversion and a max per element on triton 3.6).
+    """
     block = tl.arange(0, BLOCK_K)
-    if ONE_PASS:
-        cols = inner_lo + block
-        x = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX)
-        scale = scale_from_amax(max_of_amaxes(abs_max_keep_nan(x, 1), edge_amax), FP8_MAX, ROUND_POW2)
+    acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
+    x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+    for k0 in range(inner_lo, inner_hi, BLOCK_K):
+        x = x_next
+        x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+        acc = tl.maximum(acc, magnitude_bits(x))
+    return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
+
+
+@triton.jit
+def _interior_cast(
+    x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
+    BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Pass 2 over the aligned interior at the row scales ``scale`` (BLOCK_R,), walking backwards: the tiles pass 1
+    read last are the likeliest still in L2."""
+    block = tl.arange(0, BLOCK_K)
+    num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+    last = inner_lo + (num_tiles - 1) * BLOCK_K
+    x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+    for i in range(num_tiles):
+        cols = last - i * BLOCK_K + block
+        x = x_next
+        x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX)
         q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
         _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
-    else:
-        # Pass 1 needs no span mask: every interior element is in the span, and masked lanes load 0. The running max
-        # is an integer max of |x|'s bit patterns (magnitude_bits: exact and NaN-keeping, one instruction per
-        # element, no conversion; a float max of bf16 cost a conversion and a max per element on triton 3.6).
-        acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
-        x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
-        for k0 in range(inner_lo, inner_hi, BLOCK_K):
-            x = x_next
-            x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
-            acc = tl.maximum(acc, magnitude_bits(x))
-        amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
-        scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
-        num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
-        last = inner_lo + (num_tiles - 1) * BLOCK_K
-        x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
-        for i in range(num_tiles):
-            cols = last - i * BLOCK_K + block
-            x = x_next
-            x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX)
-            q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-            _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
-    return scale
 
 
 @triton.jit
@@ -164,20 +182,12 @@ def _store_quad(
 
 
 @triton.jit
-def _quantize_interior_packed(
-    x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk,
-    BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+def _interior_amax_packed(
+    x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr,
+    INT64_INDEX: tl.constexpr,
 ):  # fmt: skip
-    """The two-pass :func:`_quantize_interior` for a transposing view (x contiguous along R, q along K) in tiles of
-    4 * BLOCK_W columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
-    (:func:`_store_quad`). One-read spans store bytes (:func:`_quantize_interior`; module docstring).
-
-    x's fast dim is R and q's is K, so a tile changes layout on its way out; Triton does it through shared memory.
-    Packing four columns into one word before that makes the exchange a quarter of the elements at four bytes each
-    (a byte tile compiled to one STS.U8 per element, benchmarks/sass_counts.py).
-    """
+    """:func:`_interior_amax` in tiles of 4 * BLOCK_W columns read as four interleaved (BLOCK_R, BLOCK_W) tiles, the
+    loads :func:`_interior_cast_packed` makes (so both passes hit the same lines in the same order)."""
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
     n0, n1, n2, n3 = _load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
@@ -191,8 +201,24 @@ def _quantize_interior_packed(
                 tl.maximum(magnitude_bits(x2), magnitude_bits(x3)),
             ),
         )
-    amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
-    scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
+    return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
+
+
+@triton.jit
+def _interior_cast_packed(
+    x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
+    BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """:func:`_interior_cast` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
+    columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
+    (:func:`_store_quad`). One-read spans store bytes (:func:`_quantize_one_tile`; module docstring).
+
+    x's fast dim is R and q's is K, so a tile changes layout on its way out; Triton does it through shared memory.
+    Packing four columns into one word before that makes the exchange a quarter of the elements at four bytes each
+    (a byte tile compiled to one STS.U8 per element, benchmarks/sass_counts.py).
+    """
+    BLOCK_K: tl.constexpr = 4 * BLOCK_W
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
     n0, n1, n2, n3 = _load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
@@ -204,7 +230,94 @@ def _quantize_interior_packed(
             q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
         )  # fmt: skip
-    return scale
+
+
+@triton.jit
+def _span_edges(start, end):
+    """The span's 16-aligned interior [inner_lo, inner_hi) and its partial edge chunks: head columns
+    start // 16 * 16 + [0, 16) stored inside [start, head_hi), tail columns tail_lo + [0, 16) inside [tail_lo, end).
+    Each edge is empty when its group edge is 16-aligned."""
+    inner_lo = (start + 15) // 16 * 16
+    inner_hi = end // 16 * 16
+    edge = tl.arange(0, 16)
+    head_hi = tl.minimum(inner_lo, end)
+    tail_lo = tl.maximum(inner_hi, inner_lo)
+    return inner_lo, inner_hi, start // 16 * 16 + edge, head_hi, tail_lo + edge, tail_lo
+
+
+@triton.jit
+def _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, INT64_INDEX: tl.constexpr):
+    """The (BLOCK_R,) f32 amax of the span's partial head and tail chunks (exact masks, scalar accesses; 0 when
+    both are empty)."""
+    _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
+    edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
+    if start < head_hi:
+        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
+    if tail_lo < end:
+        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
+    return edge_amax
+
+
+@triton.jit
+def _edges_cast(
+    x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Reload, quantize and store the span's partial head and tail chunks (stores stay inside the span: the
+    neighbouring columns belong to another program)."""
+    _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
+    if start < head_hi:
+        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+        q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
+    if tail_lo < end:
+        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+        q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
+
+
+@triton.jit
+def span_amax(
+    x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
+    INT64_INDEX: tl.constexpr,
+):  # fmt: skip
+    """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
+    :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat."""
+    inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
+    edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
+    if PACK_K == 4 and BLOCK_K >= 4:
+        amax = _interior_amax_packed(
+            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX
+        )
+    else:
+        amax = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX)
+    return max_of_amaxes(amax, edge_amax)
+
+
+@triton.jit
+def cast_span(
+    x_rows, q_rows, row_mask, start, end, stride_xk, scale,
+    BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``."""
+    inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
+    if PACK_K == 4 and BLOCK_K >= 4:
+        _interior_cast_packed(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+        )  # fmt: skip
+    else:
+        _interior_cast(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+        )  # fmt: skip
+    _edges_cast(
+        x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
+        FNUZ, CAST_MODE,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -238,43 +351,26 @@ def quantize_span(
             gives the EPS-derived scale and stores nothing).
         ONE_PASS: the caller guarantees that the aligned interior fits one tile,
             floor16(end) - ceil16(start) <= BLOCK_K.
-        PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_quantize_interior_packed`),
+        PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_interior_cast_packed`),
             for views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
             1, and every ONE_PASS span, stores bytes.
     """
-    inner_lo = (start + 15) // 16 * 16
-    inner_hi = end // 16 * 16
-    # The span is a head [start, min(inner_lo, end)), the aligned interior [inner_lo, inner_hi) and a tail
-    # [max(inner_hi, inner_lo), end). Head and tail are partial 16-column chunks, each empty when its group edge is
-    # 16-aligned: they are loaded with exact masks (scalar accesses), only when not empty, and reloaded for pass 2.
-    edge = tl.arange(0, 16)
-    head_cols = start // 16 * 16 + edge
-    head_hi = tl.minimum(inner_lo, end)
-    tail_lo = tl.maximum(inner_hi, inner_lo)
-    tail_cols = tail_lo + edge
-    edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
-    if start < head_hi:
-        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
-    if tail_lo < end:
-        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
-    if PACK_K == 4 and BLOCK_K >= 4 and not ONE_PASS:
-        scale = _quantize_interior_packed(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX,
+    if ONE_PASS:
+        inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
+        edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
+        scale = _quantize_one_tile(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
-    else:
-        scale = _quantize_interior(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_R, BLOCK_K, ONE_PASS,
-            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        _edges_cast(
+            x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
+            FNUZ, CAST_MODE,
         )  # fmt: skip
-    if start < head_hi:
-        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-        q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
-    if tail_lo < end:
-        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-        q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
+    else:
+        amax = span_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX)
+        scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
+        cast_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+        )  # fmt: skip
     return scale

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from fp8moe import configs, replay
+from fp8moe import replay
 from fp8moe.backend import Backend
-from fp8moe.kernels._group_tiles import launch_group_tiles
+from fp8moe.kernels._jagged import cooperative_launcher
 from fp8moe.kernels._per_group import launch_jagged_rows
 
 __all__ = ["launch"]
@@ -37,8 +37,9 @@ def launch(
         q: (Ktot, N) fp8_dtype, strides (1, Ktot).
         scales: (G * N,) f32, scales[g * N + n].
     """
-    if configs.per_group_kernel(backend) == "tiles":
-        [(q_t, scales)] = launch_group_tiles([x.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    launcher = cooperative_launcher(backend)
+    if launcher is not None:
+        [(q_t, scales)] = launcher([x.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
     else:
         q_t, scales = launch_jagged_rows(x.t(), offs, fp8_dtype, round_scales_to_power_of_2, backend)
     return q_t.t(), scales

@@ -18,7 +18,7 @@ import triton.language as tl
 from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._group_tiles import launch_group_tiles
+from fp8moe.kernels._jagged import cooperative_launcher
 from fp8moe.kernels._per_group import quantize_group_rows
 from fp8moe.kernels._span import pack_k
 
@@ -135,9 +135,10 @@ def launch(
     Returns:
         (q1, s1, q2, s2): q1 (Ktot, N1) strides (1, Ktot), s1 (G * N1,) with s1[g * N1 + n]; q2, s2 likewise.
     """
-    if configs.per_group_kernel(backend) == "span":
+    launcher = cooperative_launcher(backend)
+    if launcher is None:
         return launch_span(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2, backend)
-    (q1_t, s1), (q2_t, s2) = launch_group_tiles([x1.t(), x2.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    (q1_t, s1), (q2_t, s2) = launcher([x1.t(), x2.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
     return q1_t.t(), s1, q2_t.t(), s2
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from fp8moe import configs, replay
+from fp8moe import replay
 from fp8moe.backend import Backend
-from fp8moe.kernels._group_tiles import launch_group_tiles
+from fp8moe.kernels._jagged import cooperative_launcher
 from fp8moe.kernels._per_group import launch_jagged_rows
 
 __all__ = ["launch"]
@@ -34,7 +34,8 @@ def launch(
         q: (M, Ktot) fp8_dtype, strides (Ktot, 1).
         scales: (G * M,) f32, scales[g * M + m].
     """
-    if configs.per_group_kernel(backend) == "tiles":
-        [(q, scales)] = launch_group_tiles([x], offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    launcher = cooperative_launcher(backend)
+    if launcher is not None:
+        [(q, scales)] = launcher([x], offs, fp8_dtype, round_scales_to_power_of_2, backend)
         return q, scales
     return launch_jagged_rows(x, offs, fp8_dtype, round_scales_to_power_of_2, backend)

@@ -1,0 +1,309 @@
+"""The chunked per-group kernel: long slices are split into chunks that cooperating programs quantize together,
+each chunk read twice, the second time from L2.
+
+Why: the span kernel (fp8moe.kernels._per_group) gives each (group, row block) slice to one program, which reads it
+twice (amax, then cast). While the slices in flight fit in L2 the second read hits it; long slices do not fit:
+132 SMs x 2-3 programs x 64 columns x 4096 tokens x 2 B is 138-207 MB against the H200's 60 MB, and 1.66-1.92x the
+input comes from DRAM (benchmarks/results/h200-bench-2026-12-02-s8-summary.md). A persistent grid that kept fewer
+slices in flight could not hide the latency with one program per SM; the one-read tile kernel
+(fp8moe.kernels._group_tiles) is latency-bound per tile. Here the slices keep the span kernel's two-pass loop, but
+a slice longer than ``chunk`` positions is cut into chunks of ``chunk`` (16-aligned after the first), so the bytes
+between a chunk's two reads are those of the chunks in flight (programs x BLOCK_R x chunk x the element size),
+which a chunk length of a few hundred positions keeps inside L2 at full occupancy.
+
+Work items. Item (rb, g, j) is chunk j of group g in row block rb. They are numbered row block major, then group,
+then chunk: the chunks of one slice are consecutive. Every program reads offs once and derives the table of groups
+(bounds are running maxima of the clamped offsets, SPEC §4.7: a partition in group order, whatever the offsets) and
+their chunk counts, then takes items from a ticket (an atomic counter) until none is left; the grid is the device's
+resident programs at most.
+
+Chunks of a multi-chunk slice fold their (BLOCK_R,) amax into a zeroed workspace word per (g, row) with an integer
+atomic max of the f32 bit patterns (non-negative floats order as integers and every NaN pattern lies above inf: the
+exact NaN-keeping max of fp8ref), add one to the slice's arrival count, wait until all its chunks have arrived, read
+the amax back and cast their chunk. A single-chunk slice (and an empty group: its EPS scale, no data) is the span
+kernel's program, unchanged.
+
+Progress. A program waits only for the other chunks of its own slice, and it takes its next ticket only after that
+wait, so a program never holds an item it has not started while it waits. Tickets are taken in order by running
+programs, so every slice before the one holding the newest ticket has all its chunks in running programs, each of
+which arrives without waiting: those slices finish. The newest slice finishes once its remaining chunks find
+programs, which they do while a slice has fewer chunks than the programs resident on the device. The launcher bounds
+the chunk count by ``coop_limit`` (half the SMs) by lengthening ``chunk`` where Ktot needs it.
+
+On the interpreter, whose programs run one after another, a wait would never end: there the fused launch is split
+into two launches of the same code (PHASE_AMAX folds, PHASE_CAST casts), the wait left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8moe import configs, replay
+from fp8moe.backend import Backend
+from fp8moe.kernels._common import fp8_constexprs, scale_from_amax
+from fp8moe.kernels._group_tiles import (
+    PHASE_AMAX,
+    PHASE_ARRIVE,
+    PHASE_CAST,
+    PHASE_FUSED,
+    _clamped_ends,
+    _max_combine,
+    _multiprocessors,
+    _wait_for_slice,
+    coop_limit,
+)
+from fp8moe.kernels._span import cast_span, pack_k, quantize_span, span_amax
+
+__all__ = ["ChunkWorkspace", "chunk_length", "launch_group_chunks", "run_chunk_phases"]
+
+
+class ChunkWorkspace:
+    """The int32 workspace of one call, zeroed before it: two tickets (the fused or amax launch's, the cast
+    launch's), then per view the arrival counts (G x row blocks) and the amax bits (G x R).
+
+    Args:
+        rows: R of each view the call quantizes.
+        groups: G.
+        block_r: the launch's BLOCK_R.
+    """
+
+    TICKETS = 2
+
+    def __init__(self, rows: Sequence[int], groups: int, block_r: int):
+        self.counts: list[int] = []
+        self.amax: list[int] = []
+        offset = self.TICKETS
+        for r in rows:
+            self.counts.append(offset)
+            offset += groups * triton.cdiv(r, block_r)
+            self.amax.append(offset)
+            offset += groups * r
+        self.size = offset
+
+
+@triton.jit
+def _group_table(offs_ptr, G, K, chunk, BLOCK_G: tl.constexpr):
+    """Per group lane g < G: its bounds [start, end) (running maxima of the clamped offsets), its chunk count and the
+    number of its first item within a row block; and the items of one row block."""
+    gs = tl.arange(0, BLOCK_G)
+    ends = tl.associative_scan(_clamped_ends(offs_ptr, gs, G, K), 0, _max_combine)
+    starts = tl.associative_scan(_clamped_ends(offs_ptr, gs - 1, G, K), 0, _max_combine)
+    # Chunk 0 runs from start to the first 16-aligned position past it plus chunk; the others are chunk long. A group
+    # ending before that first aligned position (ends - inner >= -15) is one chunk.
+    inner = (starts + 15) // 16 * 16
+    chunks = tl.where(gs < G, tl.maximum((ends - inner + chunk - 1) // chunk, 1), 0)
+    firsts = tl.cumsum(chunks, 0) - chunks
+    return gs, starts, ends, chunks, firsts, tl.sum(chunks, 0)
+
+
+@triton.jit
+def _lane(values, gs, g):
+    """values[g] of a per-group vector."""
+    return tl.sum(tl.where(gs == g, values, 0), 0)
+
+
+@triton.jit
+def _quantize_item(
+    item, ticket_ptr, x_ptr, q_ptr, scales_ptr, counts_ptr, amax_ptr, R, stride_xr, stride_xk, stride_qr, chunk,
+    gs, starts, ends, chunks, firsts, per_row_block,
+    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Item ``item`` of one (R, Ktot) view in this PHASE; returns the program's next ticket (taken after any wait:
+    module docstring, Progress)."""
+    rb = item // per_row_block
+    u = item - rb * per_row_block
+    g = tl.sum((firsts + chunks <= u).to(tl.int32), 0)  # lanes past G hold firsts = per_row_block > u
+    n = _lane(chunks, gs, g)
+    j = u - _lane(firsts, gs, g)
+    start = _lane(starts, gs, g)
+    end = _lane(ends, gs, g)
+    inner = (start + 15) // 16 * 16
+    lo = tl.where(j == 0, start, inner + j * chunk)
+    hi = tl.minimum(end, inner + (j + 1) * chunk)
+    rows = rb * BLOCK_R + tl.arange(0, BLOCK_R)
+    g_row = g * R
+    if INT64_INDEX:
+        rows = rows.to(tl.int64)
+        g_row = g.to(tl.int64) * R
+        start = start.to(tl.int64)
+        end = end.to(tl.int64)
+        lo = lo.to(tl.int64)
+        hi = hi.to(tl.int64)
+    row_mask = rows < R
+    x_rows = x_ptr + rows[:, None] * stride_xr
+    q_rows = q_ptr + rows[:, None] * stride_qr
+    if n == 1:
+        next_ticket = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
+        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
+            if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
+                scale = quantize_span(
+                    x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
+                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                )  # fmt: skip
+            else:
+                scale = quantize_span(
+                    x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
+                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                )  # fmt: skip
+            tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
+    else:
+        amax_slots = amax_ptr + g_row + rows
+        if PHASE != PHASE_CAST:
+            amax = span_amax(x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX)
+            tl.atomic_max(amax_slots, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
+        if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
+            count_ptr = counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb
+            tl.debug_barrier()  # every thread's folds before the arrival (release)
+            tl.atomic_add(count_ptr, 1, sem="release")
+            if PHASE == PHASE_FUSED:
+                _wait_for_slice(count_ptr, n)
+                tl.debug_barrier()  # the amax reads after the wait
+        next_ticket = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
+        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
+            folded = tl.atomic_max(amax_slots, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
+            scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
+            cast_span(
+                x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+            if j == 0:
+                tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
+    return next_ticket
+
+
+@triton.jit
+def _group_chunks_kernel(
+    x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G, min_chunk, num_sms,
+    counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k, stride_x2r, stride_x2k,
+    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, CHUNK_TILES: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr, BLOCK_G: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """One or two (R_i, K) views of one offs (R2 = 0: one view) -> row-major (R_i, K) outputs. x1's items come
+    first, then x2's, in one ticket order. chunk = max(CHUNK_TILES * BLOCK_K, min_chunk). Grid: at most
+    PROGRAMS_PER_SM * num_sms programs (only the grid reads those two)."""
+    chunk = tl.maximum(CHUNK_TILES * BLOCK_K, min_chunk)
+    gs, starts, ends, chunks, firsts, per_row_block = _group_table(offs_ptr, G, K, chunk, BLOCK_G)
+    items_1 = tl.cdiv(R1, BLOCK_R) * per_row_block
+    items = items_1 + tl.cdiv(R2, BLOCK_R) * per_row_block
+    ticket_ptr = ws_ptr
+    if PHASE == PHASE_CAST:
+        ticket_ptr = ws_ptr + 1
+    ticket = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
+    while ticket < items:
+        if ticket < items_1:
+            ticket = _quantize_item(
+                ticket, ticket_ptr, x1_ptr, q1_ptr, scales1_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, R1,
+                stride_x1r, stride_x1k, K, chunk, gs, starts, ends, chunks, firsts, per_row_block, PHASE, BLOCK_R,
+                BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
+        else:
+            ticket = _quantize_item(
+                ticket - items_1, ticket_ptr, x2_ptr, q2_ptr, scales2_ptr, ws_ptr + counts2_at, ws_ptr + amax2_at,
+                R2, stride_x2r, stride_x2k, K, chunk, gs, starts, ends, chunks, firsts, per_row_block, PHASE,
+                BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
+                CAST_MODE,
+            )  # fmt: skip
+
+
+def chunk_length(backend: Backend, device: torch.device, ktot: int) -> int:
+    """The shortest chunk the launch may use (the kernel's ``min_chunk``): long enough that a slice of Ktot
+    positions has at most ``coop_limit`` chunks (module docstring, Progress), a multiple of 16; 16 where nothing
+    waits (the interpreter)."""
+    if backend.kind == "interpreter":
+        return 16
+    per_chunk = triton.cdiv(max(ktot, 1), coop_limit(backend, device))
+    return max(16, triton.cdiv(per_chunk, 16) * 16)
+
+
+def _sm_count(backend: Backend, device: torch.device) -> int:
+    """The device's SMs (CUs on ROCm); 1 in the interpreter."""
+    if backend.kind == "interpreter":
+        return 1
+    return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def _grid(meta) -> tuple[int]:
+    """Programs: the items at most (every row block times the chunks of Ktot plus one per group), at most
+    PROGRAMS_PER_SM per SM."""
+    chunk = max(meta["CHUNK_TILES"] * meta["BLOCK_K"], meta["min_chunk"])
+    row_blocks = triton.cdiv(meta["R1"], meta["BLOCK_R"]) + triton.cdiv(meta["R2"], meta["BLOCK_R"])
+    items = row_blocks * (triton.cdiv(meta["K"], chunk) + meta["G"])
+    return (max(1, min(items, meta["PROGRAMS_PER_SM"] * meta["num_sms"])),)
+
+
+def launch_group_chunks(
+    xs: Sequence[torch.Tensor], offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
+    backend: Backend,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
+    """Per-row-per-group scale and cast of one or two (R, Ktot) views jagged along their columns by one offs.
+
+    Args:
+        xs: one or two (R_i, Ktot) views, one dtype and device, any strides.
+        offs: (G,) int32 end offsets along Ktot, on the views' device; never read on the host.
+
+    Returns:
+        One (q, scales) per view: q (R_i, Ktot) fp8_dtype row-major, columns past offs[-1] unwritten; scales
+        (G * R_i,) f32, s[g * R_i + r].
+    """
+    outs, _ = run_chunk_phases(xs, offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    return outs
+
+
+def run_chunk_phases(
+    xs: Sequence[torch.Tensor], offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
+    backend: Backend, phases: Sequence[int] | None = None, config: triton.Config | None = None,
+) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], tuple[torch.Tensor, ChunkWorkspace] | None]:  # fmt: skip
+    """:func:`launch_group_chunks` with the launches ``phases`` (None: the backend's) and ``config`` (None: the
+    rule's, fp8moe.configs.GROUP_CHUNKS), returning the workspace with its layout too (None when nothing was
+    launched): tests read the arrival counts of PHASE_ARRIVE there, benchmarks force configs."""
+    rows = tuple(x.shape[0] for x in xs)
+    ktot = xs[0].shape[1]
+    num_groups = offs.numel()
+    device = xs[0].device
+    outs = [
+        (
+            torch.empty_strided((r, ktot), (ktot, 1), dtype=fp8_dtype, device=device),
+            torch.empty((num_groups * r,), dtype=torch.float32, device=device),
+        )
+        for r in rows
+    ]
+    if num_groups == 0 or sum(rows) == 0:
+        return outs, None
+    if config is None:
+        r2 = rows[1] if len(rows) > 1 else 0
+        shape_args = {"R1": rows[0], "R2": r2, "K": ktot, "stride_xr": xs[0].stride(0), "stride_xk": xs[0].stride(1)}
+        config = configs.GROUP_CHUNKS.fixed(backend, shape_args)
+    if "CHUNK_TILES" not in config.kwargs:  # the interpreter's tiles: one-tile chunks, two programs
+        config = triton.Config({**config.kwargs, "CHUNK_TILES": 1, "PROGRAMS_PER_SM": 2}, num_warps=config.num_warps)
+    layout = ChunkWorkspace(rows, num_groups, config.kwargs["BLOCK_R"])
+    ws = replay.scratch_zeros((layout.size,), torch.int32, device)
+    views = [(x, q, s) for x, (q, s) in zip(xs, outs, strict=True)]
+    (x1, q1, s1), (x2, q2, s2) = views[0], views[-1]  # one view: x2 is x1 with R2 = 0
+    args = {
+        "x1_ptr": x1, "q1_ptr": q1, "scales1_ptr": s1, "x2_ptr": x2, "q2_ptr": q2, "scales2_ptr": s2,
+        "offs_ptr": offs, "ws_ptr": ws, "R1": rows[0], "R2": rows[1] if len(rows) > 1 else 0, "K": ktot,
+        "G": num_groups, "min_chunk": chunk_length(backend, device, ktot),
+        "num_sms": _sm_count(backend, device),
+        "counts1_at": layout.counts[0], "amax1_at": layout.amax[0], "counts2_at": layout.counts[-1],
+        "amax2_at": layout.amax[-1], "stride_x1r": x1.stride(0), "stride_x1k": x1.stride(1),
+        "stride_x2r": x2.stride(0), "stride_x2k": x2.stride(1),
+        "BLOCK_G": triton.next_power_of_2(max(num_groups, 2)),
+        "PACK_K": pack_k(tuple(x.stride(1) for x in xs), *(q for q, _ in outs)),
+        "INT64_INDEX": configs.needs_int64_index(*xs, *(t for pair in outs for t in pair)),
+        **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
+    }  # fmt: skip
+    if phases is None:
+        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
+    for phase in phases:
+        configs.launch(
+            _group_chunks_kernel, configs.GROUP_CHUNKS, backend, _grid, config=config, PHASE=int(phase), **args
+        )
+    return outs, (ws, layout)

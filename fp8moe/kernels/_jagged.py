@@ -1,0 +1,25 @@
+"""Which kernel quantizes the jagged views of the three per-group ops (fp8moe.configs.PER_GROUP_KERNEL).
+
+The span kernel (fp8moe.kernels._per_group) has one launcher per op shape; the two cooperative kernels, the chunked
+one (fp8moe.kernels._group_chunks) and the one-read tile kernel (fp8moe.kernels._group_tiles), take one or two
+(R, Ktot) views of one offs through one launcher each, returned here by kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fp8moe import configs
+from fp8moe.backend import Backend
+from fp8moe.kernels._group_chunks import launch_group_chunks
+from fp8moe.kernels._group_tiles import launch_group_tiles
+
+__all__ = ["cooperative_launcher"]
+
+_COOPERATIVE: dict[str, Callable] = {"chunks": launch_group_chunks, "tiles": launch_group_tiles}
+
+
+def cooperative_launcher(backend: Backend) -> Callable | None:
+    """The views launcher of the cooperative kernel ``backend`` runs (``launcher(xs, offs, fp8_dtype, pow2,
+    backend) -> [(q, scales), ...]``), or None where it runs the span kernel."""
+    return _COOPERATIVE.get(configs.per_group_kernel(backend))
