@@ -114,11 +114,10 @@ def test_decreasing_offsets_end_and_act_as_their_running_maximum(fixed_chunks, d
     assert_same_bits(q.cpu()[:, :290], rq[:, :290])
 
 
-def test_every_chunk_of_a_multi_chunk_slice_arrives_once_and_every_program_stops_at_one_spare_ticket(device):
+def test_every_chunk_of_a_multi_chunk_slice_arrives_once(device):
     """The GPU's waits end when a slice's count reaches its chunk count: run the fused launch's folds and arrivals
     alone (PHASE_ARRIVE, no wait, so the interpreter can run it) and read the counts: each multi-chunk slice's equals
-    its chunks in every row block, every other group's stays 0. Every item takes one ticket and every program one
-    more, the one that ends its loop."""
+    its chunks in every row block, every other group's stays 0."""
     x = _x((ROWS, LENGTH), device)
     offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
     _, (ws, layout) = _group_chunks.run_chunk_phases(
@@ -128,11 +127,18 @@ def test_every_chunk_of_a_multi_chunk_slice_arrives_once_and_every_program_stops
     counts = ws[layout.counts[0] : layout.counts[0] + len(ENDS) * row_blocks].view(len(ENDS), row_blocks).cpu()
     chunks = [_chunks(s, e) for s, e in zip([0, *ENDS], ENDS)]
     assert counts.tolist() == [[n if n > 1 else 0] * row_blocks for n in chunks]
-    meta = {**CONFIG.kwargs, "R1": ROWS, "R2": 0, "K": LENGTH, "G": len(ENDS), "num_sms": 1,
-            "min_chunk": _group_chunks.chunk_length(backend_for(x.device), x.device, LENGTH)}  # fmt: skip
-    if x.device.type == "cpu":  # the interpreter's launch is what CONFIG says; a GPU's has its own SM count
-        (programs,) = _group_chunks._grid(meta)
-        assert int(ws[0]) == row_blocks * sum(chunks) + programs
+
+
+def test_a_config_whose_programs_might_not_all_fit_is_refused(monkeypatch):
+    """The progress bound: at most 8 warps of the kernel per SM on a GPU."""
+    monkeypatch.setattr(_group_tiles, "_multiprocessors", lambda index: 132)
+    gpu = fp8moe.backend.cuda_backend(9, 0)
+    crowded = triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4)
+    x = torch.zeros((64, 256), dtype=torch.bfloat16)
+    offs = torch.tensor([256], dtype=torch.int32)
+    with pytest.raises(ValueError, match="exceeds 8 warps per SM"):
+        _group_chunks.run_chunk_phases([x], offs, E4, False, gpu, config=crowded)
+    assert all(c.kwargs["PROGRAMS_PER_SM"] * c.num_warps <= 8 for c in configs.GROUP_CHUNKS.cuda)
 
 
 def test_the_cast_reads_the_folded_amax(device):
@@ -170,9 +176,9 @@ def test_config_rule_picks_by_view_on_cuda_and_the_fixed_config_on_rocm():
     assert configs.GROUP_CHUNKS.fixed(rocm, colwise) is configs.GROUP_CHUNKS.rocm
 
 
-def test_workspace_layout_packs_tickets_then_counts_and_amax_per_view():
+def test_workspace_layout_packs_counts_and_amax_per_view():
     layout = _group_chunks.ChunkWorkspace((20, 40), groups=3, block_r=16)
-    # 2 tickets; view 1: 3 groups x 2 row blocks of counts, 3 x 20 amax; view 2: 3 x 3 counts, 3 x 40 amax.
-    assert layout.counts == [2, 2 + 6 + 60]
-    assert layout.amax == [2 + 6, 2 + 6 + 60 + 9]
-    assert layout.size == 2 + 6 + 60 + 9 + 120
+    # view 1: 3 groups x 2 row blocks of counts, 3 x 20 amax; view 2: 3 x 3 counts, 3 x 40 amax.
+    assert layout.counts == [0, 6 + 60]
+    assert layout.amax == [6, 6 + 60 + 9]
+    assert layout.size == 6 + 60 + 9 + 120

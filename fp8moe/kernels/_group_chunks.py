@@ -12,10 +12,11 @@ between a chunk's two reads are those of the chunks in flight (programs x BLOCK_
 which a chunk length of a few hundred positions keeps inside L2 at full occupancy.
 
 Work items. Item (rb, g, j) is chunk j of group g in row block rb. They are numbered row block major, then group,
-then chunk: the chunks of one slice are consecutive. Every program reads offs once and derives the table of groups
+then chunk: the chunks of one slice are consecutive. Every program reads offs and derives the table of groups
 (bounds are running maxima of the clamped offsets, SPEC §4.7: a partition in group order, whatever the offsets) and
-their chunk counts, then takes items from a ticket (an atomic counter) until none is left; the grid is the device's
-resident programs at most.
+their chunk counts; program p of P takes items p, p + P, p + 2P, ... (a static stride, not an atomic ticket: a
+ticket's value is not known to be uniform across the program's threads, and every index derived from it then costs
+per-thread registers, sm_90 compile of the 64x64/w4 config: 226 registers per thread with a ticket, 128 without).
 
 Chunks of a multi-chunk slice fold their (BLOCK_R,) amax into a zeroed workspace word per (g, row) with an integer
 atomic max of the f32 bit patterns (non-negative floats order as integers and every NaN pattern lies above inf: the
@@ -23,12 +24,13 @@ exact NaN-keeping max of fp8ref), add one to the slice's arrival count, wait unt
 the amax back and cast their chunk. A single-chunk slice (and an empty group: its EPS scale, no data) is the span
 kernel's program, unchanged.
 
-Progress. A program waits only for the other chunks of its own slice, and it takes its next ticket only after that
-wait, so a program never holds an item it has not started while it waits. Tickets are taken in order by running
-programs, so every slice before the one holding the newest ticket has all its chunks in running programs, each of
-which arrives without waiting: those slices finish. The newest slice finishes once its remaining chunks find
-programs, which they do while a slice has fewer chunks than the programs resident on the device. The launcher bounds
-the chunk count by ``coop_limit`` (half the SMs) by lengthening ``chunk`` where Ktot needs it.
+Progress. Two bounds, both set by the launcher: a slice has at most ``coop_limit`` (half the SMs) chunks, so fewer
+than P, and P programs fit on the device at once: at most 8 warps of this kernel per SM (2 programs of 4 warps or 1
+of 8), which the register file holds at any register count (65536 >= 8 x 32 x 255), far below the shared memory and
+block limits. Then the earliest slice not yet cast finishes: each of its chunks belongs to a distinct program (they
+are fewer than P apart), whose earlier items all precede the slice and are done, so every chunk arrives, and a
+program that has arrived waits for nothing else. Other kernels on the device can delay programs that have not
+started, never stop them: the slots they hold free up.
 
 On the interpreter, whose programs run one after another, a wait would never end: there the fused launch is split
 into two launches of the same code (PHASE_AMAX folds, PHASE_CAST casts), the wait left out.
@@ -58,12 +60,12 @@ from fp8moe.kernels._group_tiles import (
 )
 from fp8moe.kernels._span import cast_span, pack_k, quantize_span, span_amax
 
-__all__ = ["ChunkWorkspace", "chunk_length", "launch_group_chunks", "run_chunk_phases"]
+__all__ = ["MAX_WARPS_PER_SM", "ChunkWorkspace", "chunk_length", "launch_group_chunks", "run_chunk_phases"]
 
 
 class ChunkWorkspace:
-    """The int32 workspace of one call, zeroed before it: two tickets (the fused or amax launch's, the cast
-    launch's), then per view the arrival counts (G x row blocks) and the amax bits (G x R).
+    """The int32 workspace of one call, zeroed before it: per view the arrival counts (G x row blocks) and the amax
+    bits (G x R).
 
     Args:
         rows: R of each view the call quantizes.
@@ -71,12 +73,10 @@ class ChunkWorkspace:
         block_r: the launch's BLOCK_R.
     """
 
-    TICKETS = 2
-
     def __init__(self, rows: Sequence[int], groups: int, block_r: int):
         self.counts: list[int] = []
         self.amax: list[int] = []
-        offset = self.TICKETS
+        offset = 0
         for r in rows:
             self.counts.append(offset)
             offset += groups * triton.cdiv(r, block_r)
@@ -108,14 +108,14 @@ def _lane(values, gs, g):
 
 @triton.jit
 def _quantize_item(
-    item, ticket_ptr, x_ptr, q_ptr, scales_ptr, counts_ptr, amax_ptr, R, stride_xr, stride_xk, stride_qr, chunk,
-    gs, starts, ends, chunks, firsts, per_row_block,
-    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
+    item, x_ptr, q_ptr, scales_ptr, counts_ptr, amax_ptr, offs_ptr, R, K, G, stride_xr, stride_xk,
+    stride_qr, chunk, PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
+    PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """Item ``item`` of one (R, Ktot) view in this PHASE; returns the program's next ticket (taken after any wait:
-    module docstring, Progress)."""
+    """Item ``item`` of one (R, Ktot) view in this PHASE."""
+    gs, starts, ends, chunks, firsts, per_row_block = _group_table(offs_ptr, G, K, chunk, BLOCK_G)
     rb = item // per_row_block
     u = item - rb * per_row_block
     g = tl.sum((firsts + chunks <= u).to(tl.int32), 0)  # lanes past G hold firsts = per_row_block > u
@@ -139,7 +139,6 @@ def _quantize_item(
     x_rows = x_ptr + rows[:, None] * stride_xr
     q_rows = q_ptr + rows[:, None] * stride_qr
     if n == 1:
-        next_ticket = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
         if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
                 scale = quantize_span(
@@ -164,7 +163,6 @@ def _quantize_item(
             if PHASE == PHASE_FUSED:
                 _wait_for_slice(count_ptr, n)
                 tl.debug_barrier()  # the amax reads after the wait
-        next_ticket = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
         if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             folded = tl.atomic_max(amax_slots, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
             scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
@@ -174,7 +172,6 @@ def _quantize_item(
             )  # fmt: skip
             if j == 0:
                 tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
-    return next_ticket
 
 
 @triton.jit
@@ -187,30 +184,50 @@ def _group_chunks_kernel(
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """One or two (R_i, K) views of one offs (R2 = 0: one view) -> row-major (R_i, K) outputs. x1's items come
-    first, then x2's, in one ticket order. chunk = max(CHUNK_TILES * BLOCK_K, min_chunk). Grid: at most
+    first, then x2's, in one order. chunk = max(CHUNK_TILES * BLOCK_K, min_chunk). Grid: at most
     PROGRAMS_PER_SM * num_sms programs (only the grid reads those two)."""
     chunk = tl.maximum(CHUNK_TILES * BLOCK_K, min_chunk)
-    gs, starts, ends, chunks, firsts, per_row_block = _group_table(offs_ptr, G, K, chunk, BLOCK_G)
+    per_row_block = tl.sum(_group_table(offs_ptr, G, K, chunk, BLOCK_G)[3], 0)
     items_1 = tl.cdiv(R1, BLOCK_R) * per_row_block
     items = items_1 + tl.cdiv(R2, BLOCK_R) * per_row_block
-    ticket_ptr = ws_ptr
-    if PHASE == PHASE_CAST:
-        ticket_ptr = ws_ptr + 1
-    ticket = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
-    while ticket < items:
-        if ticket < items_1:
-            ticket = _quantize_item(
-                ticket, ticket_ptr, x1_ptr, q1_ptr, scales1_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, R1,
-                stride_x1r, stride_x1k, K, chunk, gs, starts, ends, chunks, firsts, per_row_block, PHASE, BLOCK_R,
-                BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+    if PROGRAMS_PER_SM == 0:  # one item per program (module docstring, Progress)
+        _quantize_view_item(
+            tl.program_id(0), items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr,
+            ws_ptr, R1, R2, K, G, chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k,
+            stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX,
+            MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+    else:
+        for item in range(tl.program_id(0), items, tl.num_programs(0)):
+            _quantize_view_item(
+                item, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr,
+                R1, R2, K, G, chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k,
+                stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX,
+                MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
-        else:
-            ticket = _quantize_item(
-                ticket - items_1, ticket_ptr, x2_ptr, q2_ptr, scales2_ptr, ws_ptr + counts2_at, ws_ptr + amax2_at,
-                R2, stride_x2r, stride_x2k, K, chunk, gs, starts, ends, chunks, firsts, per_row_block, PHASE,
-                BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-                CAST_MODE,
-            )  # fmt: skip
+
+
+@triton.jit
+def _quantize_view_item(
+    item, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G,
+    chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k, stride_x2r, stride_x2k,
+    PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr, PACK_K: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Item ``item`` of the launch: x1's items first, then x2's; none past ``items``."""
+    if item < items_1:
+        _quantize_item(
+            item, x1_ptr, q1_ptr, scales1_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, offs_ptr, R1, K, G,
+            stride_x1r, stride_x1k, K, chunk, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+    elif item < items:
+        _quantize_item(
+            item - items_1, x2_ptr, q2_ptr, scales2_ptr, ws_ptr + counts2_at, ws_ptr + amax2_at, offs_ptr, R2,
+            K, G, stride_x2r, stride_x2k, K, chunk, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
 
 
 def chunk_length(backend: Backend, device: torch.device, ktot: int) -> int:
@@ -230,12 +247,18 @@ def _sm_count(backend: Backend, device: torch.device) -> int:
     return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
 
 
+#: Most warps of the kernel per SM (module docstring, Progress): PROGRAMS_PER_SM x num_warps may not exceed it.
+MAX_WARPS_PER_SM = 8
+
+
 def _grid(meta) -> tuple[int]:
     """Programs: the items at most (every row block times the chunks of Ktot plus one per group), at most
     PROGRAMS_PER_SM per SM."""
     chunk = max(meta["CHUNK_TILES"] * meta["BLOCK_K"], meta["min_chunk"])
     row_blocks = triton.cdiv(meta["R1"], meta["BLOCK_R"]) + triton.cdiv(meta["R2"], meta["BLOCK_R"])
     items = row_blocks * (triton.cdiv(meta["K"], chunk) + meta["G"])
+    if meta["PROGRAMS_PER_SM"] == 0:
+        return (max(1, items),)
     return (max(1, min(items, meta["PROGRAMS_PER_SM"] * meta["num_sms"])),)
 
 
@@ -283,6 +306,13 @@ def run_chunk_phases(
         config = configs.GROUP_CHUNKS.fixed(backend, shape_args)
     if "CHUNK_TILES" not in config.kwargs:  # the interpreter's tiles: one-tile chunks, two programs
         config = triton.Config({**config.kwargs, "CHUNK_TILES": 1, "PROGRAMS_PER_SM": 2}, num_warps=config.num_warps)
+    programs_per_sm = config.kwargs["PROGRAMS_PER_SM"]
+    if programs_per_sm * config.num_warps > MAX_WARPS_PER_SM and backend.kind != "interpreter":
+        raise ValueError(
+            f"group_chunks config {configs.describe(config)} with {config.kwargs['PROGRAMS_PER_SM']} programs per SM "
+            f"exceeds {MAX_WARPS_PER_SM} warps per SM: its programs might not all fit on the device, and a slice "
+            "could wait for a chunk that never starts"
+        )
     layout = ChunkWorkspace(rows, num_groups, config.kwargs["BLOCK_R"])
     ws = replay.scratch_zeros((layout.size,), torch.int32, device)
     views = [(x, q, s) for x, (q, s) in zip(xs, outs, strict=True)]

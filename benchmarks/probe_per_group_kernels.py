@@ -1,0 +1,93 @@
+"""The jagged kernels side by side: each per-group point of issue #11 (and the grouped-GEMM step's long-group
+points) timed with the span kernel (autotuned) and the chunked kernel under each candidate config, in one process,
+CUDA-graph replay; every output checked against the span kernel's bytes first.
+
+    python benchmarks/probe_per_group_kernels.py [--configs 0,2,5] [--points all|issue11|moe]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import fp8moe
+from fp8moe import configs, replay
+from fp8moe.bench import ISSUE11_POINTS, Point, copy_bandwidth_gbps, ideal_bytes, make_inputs, same_outputs
+from fp8ref.contracts import contract
+
+E4 = torch.float8_e4m3fn
+#: The grad_B backward of the grouped-GEMM step at its three 8-16 expert shapes: the dual op on (grad_out, A) with
+#: few, long, uneven groups, and the colwise op alone on A.
+MOE_POINTS = (
+    Point("per_group_colwise_scales_dual", (16384, 2048, 7168), 8, "dominant"),
+    Point("per_group_colwise_scales_dual", (32768, 8192, 5120), 16, "random"),
+    Point("per_group_colwise_scales_dual", (16384, 2048, 7168), 8, "aligned16"),
+    Point("per_group_colwise_scales", (65536, 4096), 8, "aligned16"),
+)
+
+
+def _use(kind: str, config=None) -> None:
+    configs.PER_GROUP_KERNEL.update(dict.fromkeys(configs.PER_GROUP_KERNEL, kind))
+    _FORCED["config"] = config
+    replay.forget()
+
+
+_FORCED: dict = {"config": None}
+_ORIGINAL_FIXED = configs.KernelConfigs.fixed
+
+
+def _fixed(self, backend, args):
+    if self is configs.GROUP_CHUNKS and _FORCED["config"] is not None:
+        return _FORCED["config"]
+    return _ORIGINAL_FIXED(self, backend, args)
+
+
+def _name(cfg) -> str:
+    """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>."""
+    return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    from triton.testing import do_bench_cudagraph
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", default="all", help="indices into fp8moe.configs.GROUP_CHUNKS.cuda, or all")
+    parser.add_argument("--points", default="all", choices=("all", "issue11", "moe"))
+    args = parser.parse_args(argv)
+    configs.KernelConfigs.fixed = _fixed
+    candidates = list(configs.GROUP_CHUNKS.cuda)
+    if args.configs != "all":
+        candidates = [candidates[int(i)] for i in args.configs.split(",")]
+    copy = copy_bandwidth_gbps()
+    print(f"copy bandwidth {copy:.0f} GB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    points = [p for p in ISSUE11_POINTS if p.op.startswith("per_group")] if args.points != "moe" else []
+    points += list(MOE_POINTS) if args.points != "issue11" else []
+    for point in points:
+        c = contract(point.op)
+        xs, offs = make_inputs(c, point)
+        kernel = getattr(fp8moe, point.op)
+        kw = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
+        ideal = ideal_bytes(c, point.shape, point.groups)
+        row = []
+        expected = None
+        runs = [("span", "span", None)] + [("chunks " + _name(cfg), "chunks", cfg) for cfg in candidates]
+        for label, kind, config in runs:
+            _use(kind, config)
+            try:
+                out = c.call(kernel, xs, offs, **kw)
+                torch.cuda.synchronize()
+                ok = True if expected is None else same_outputs(out, expected)
+                expected = expected if expected is not None else out
+                us = do_bench_cudagraph(lambda c=c, k=kernel, x=xs, o=offs, a=kw: c.call(k, x, o, **a), rep=30) * 1e3
+            except Exception as exc:  # report and go on: one config must not hide the others
+                row.append(f"{label} ERROR {type(exc).__name__}: {str(exc)[:120]}")
+                continue
+            pct = ideal / (us * 1e-6) / 1e9 / copy * 100
+            row.append(f"{label} {us:.1f} us {pct:.0f}%{'' if ok else ' WRONG'}")
+        print(f"{point.op} {point.shape} G={point.groups} {point.offs}:\n  " + "\n  ".join(row), flush=True)
+    _use("span")
+
+
+if __name__ == "__main__":
+    main()
