@@ -15,7 +15,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/install.log 
 steps=" ${STEPS:-tests probe} "
 if [[ "$steps" == *" tests "* ]]; then
   timeout "${TEST_TIMEOUT:-150}" python3 -m pytest -n 12 -q -ra --timeout 120 -p no:cacheprovider --device cuda \
-    --fp8ref-grid covering ${TEST_PATHS:-tests/test_kernels_group_chunks.py tests/test_kernels_per_group.py} \
+    --fp8ref-grid covering ${TEST_PATHS:-tests/test_kernels_group_chunks.py tests/test_kernels_per_group.py } \
     >"$OUT/tests.log" 2>&1
   echo "tests exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi

@@ -130,15 +130,17 @@ def test_every_chunk_of_a_multi_chunk_slice_arrives_once(device):
 
 
 def test_a_config_whose_programs_might_not_all_fit_is_refused(monkeypatch):
-    """The progress bound: at most 8 warps of the kernel per SM on a GPU."""
+    """The progress bound: every program of a GPU launch fits on the device at once (by registers, at the cap)."""
     monkeypatch.setattr(_group_tiles, "_multiprocessors", lambda index: 132)
     gpu = fp8moe.backend.cuda_backend(9, 0)
     crowded = triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4)
     x = torch.zeros((64, 256), dtype=torch.bfloat16)
     offs = torch.tensor([256], dtype=torch.int32)
-    with pytest.raises(ValueError, match="exceeds 8 warps per SM"):
+    with pytest.raises(ValueError, match="needs up to 130560 registers per SM, more than 65536"):
         _group_chunks.run_chunk_phases([x], offs, E4, False, gpu, config=crowded)
-    assert all(c.kwargs["PROGRAMS_PER_SM"] * c.num_warps <= 8 for c in configs.GROUP_CHUNKS.cuda)
+    capped = triton.Config(crowded.kwargs, num_warps=4, maxnreg=128)
+    assert _group_chunks.resident_registers(capped) == 65536
+    assert all(_group_chunks.resident_registers(c) <= 65536 for c in configs.GROUP_CHUNKS.cuda)
 
 
 def test_the_cast_reads_the_folded_amax(device):

@@ -24,13 +24,19 @@ exact NaN-keeping max of fp8ref), add one to the slice's arrival count, wait unt
 the amax back and cast their chunk. A single-chunk slice (and an empty group: its EPS scale, no data) is the span
 kernel's program, unchanged.
 
-Progress. Two bounds, both set by the launcher: a slice has at most ``coop_limit`` (half the SMs) chunks, so fewer
-than P, and P programs fit on the device at once: at most 8 warps of this kernel per SM (2 programs of 4 warps or 1
-of 8), which the register file holds at any register count (65536 >= 8 x 32 x 255), far below the shared memory and
-block limits. Then the earliest slice not yet cast finishes: each of its chunks belongs to a distinct program (they
-are fewer than P apart), whose earlier items all precede the slice and are done, so every chunk arrives, and a
-program that has arrived waits for nothing else. Other kernels on the device can delay programs that have not
-started, never stop them: the slots they hold free up.
+Progress. A slice has at most ``coop_limit`` (half the SMs) chunks: the launcher lengthens ``chunk`` where Ktot needs
+it (:func:`chunk_length`). Then, with PROGRAMS_PER_SM > 0, P programs stride over the items, and the launcher
+refuses a config whose P programs might not all fit on the device at once (:func:`resident_registers`: the warps of
+PROGRAMS_PER_SM programs at their register cap must fit an SM's register file: 2 programs of 4 warps at any count,
+4 at maxnreg=128; shared memory and block limits are far from binding). The earliest slice not yet cast then
+finishes: its chunks belong to distinct programs (they are fewer than P apart), whose earlier items all precede it
+and are done, so every chunk arrives, and a program that has arrived waits for nothing else. Other kernels on the
+device can delay programs that have not started, never stop them: the slots they hold free up. With
+PROGRAMS_PER_SM = 0 each program takes one item (grid: the item bound) and the argument rests instead on the order
+in which the GPU starts programs: if no program starts before every program of lower index has, the programs
+running are a prefix of the items, every slice before the newest is complete or completing, and the at most
+``coop_limit`` - 1 waiting chunks of the newest leave room for its next. NVIDIA GPUs start thread blocks in index
+order in practice, but no programming guide promises it: configs that rely on it say so (fp8moe.configs).
 
 On the interpreter, whose programs run one after another, a wait would never end: there the fused launch is split
 into two launches of the same code (PHASE_AMAX folds, PHASE_CAST casts), the wait left out.
@@ -60,7 +66,14 @@ from fp8moe.kernels._group_tiles import (
 )
 from fp8moe.kernels._span import cast_span, pack_k, quantize_span, span_amax
 
-__all__ = ["MAX_WARPS_PER_SM", "ChunkWorkspace", "chunk_length", "launch_group_chunks", "run_chunk_phases"]
+__all__ = [
+    "SM_REGISTERS",
+    "ChunkWorkspace",
+    "chunk_length",
+    "launch_group_chunks",
+    "resident_registers",
+    "run_chunk_phases",
+]
 
 
 class ChunkWorkspace:
@@ -207,7 +220,7 @@ def _group_chunks_kernel(
             )  # fmt: skip
 
 
-@triton.jit
+@triton.jit(noinline=True)
 def _quantize_view_item(
     item, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G,
     chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k, stride_x2r, stride_x2k,
@@ -215,7 +228,11 @@ def _quantize_view_item(
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """Item ``item`` of the launch: x1's items first, then x2's; none past ``items``."""
+    """Item ``item`` of the launch: x1's items first, then x2's; none past ``items``.
+
+    Not inlined: inlined into the loop over items, its values took registers across the whole loop body (sm_90
+    compile, 64x64/w4: 226 registers per thread in the loop, 128 as a call; 128 with one item per program).
+    """
     if item < items_1:
         _quantize_item(
             item, x1_ptr, q1_ptr, scales1_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, offs_ptr, R1, K, G,
@@ -247,8 +264,17 @@ def _sm_count(backend: Backend, device: torch.device) -> int:
     return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
 
 
-#: Most warps of the kernel per SM (module docstring, Progress): PROGRAMS_PER_SM x num_warps may not exceed it.
-MAX_WARPS_PER_SM = 8
+#: Registers of one SM (every NVIDIA GPU since sm_50, and CDNA's per-CU VGPR budget in the same 32-bit units per
+#: lane of a 64-lane wave is larger): PROGRAMS_PER_SM programs of num_warps warps at the register cap (255 without
+#: one) must fit it (module docstring, Progress).
+SM_REGISTERS = 65536
+
+
+def resident_registers(config: triton.Config) -> int:
+    """Registers one SM needs to hold the config's PROGRAMS_PER_SM programs at once, at the register cap (maxnreg,
+    else 255 per thread)."""
+    cap = getattr(config, "maxnreg", None) or 255
+    return config.kwargs["PROGRAMS_PER_SM"] * config.num_warps * 32 * cap
 
 
 def _grid(meta) -> tuple[int]:
@@ -306,12 +332,11 @@ def run_chunk_phases(
         config = configs.GROUP_CHUNKS.fixed(backend, shape_args)
     if "CHUNK_TILES" not in config.kwargs:  # the interpreter's tiles: one-tile chunks, two programs
         config = triton.Config({**config.kwargs, "CHUNK_TILES": 1, "PROGRAMS_PER_SM": 2}, num_warps=config.num_warps)
-    programs_per_sm = config.kwargs["PROGRAMS_PER_SM"]
-    if programs_per_sm * config.num_warps > MAX_WARPS_PER_SM and backend.kind != "interpreter":
+    if backend.kind != "interpreter" and resident_registers(config) > SM_REGISTERS:
         raise ValueError(
             f"group_chunks config {configs.describe(config)} with {config.kwargs['PROGRAMS_PER_SM']} programs per SM "
-            f"exceeds {MAX_WARPS_PER_SM} warps per SM: its programs might not all fit on the device, and a slice "
-            "could wait for a chunk that never starts"
+            f"needs up to {resident_registers(config)} registers per SM, more than {SM_REGISTERS}: its programs might "
+            "not all fit on the device at once, and a slice could wait for a chunk that never starts"
         )
     layout = ChunkWorkspace(rows, num_groups, config.kwargs["BLOCK_R"])
     ws = replay.scratch_zeros((layout.size,), torch.int32, device)
