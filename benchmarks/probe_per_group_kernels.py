@@ -73,7 +73,9 @@ def main(argv: list[str] | None = None) -> None:
         ideal = ideal_bytes(c, point.shape, point.groups)
         row = []
         expected = None
-        runs = [("span", "span", None)] + [("chunks " + _name(cfg), "chunks", cfg) for cfg in candidates]
+        # transposing views (the colwise ops) take tiles tall in R, the rowwise op tiles wide in K
+        fits = [cfg for cfg in candidates if (cfg.kwargs["BLOCK_R"] >= 16) == (point.op != "per_group_rowwise_scales")]
+        runs = [("span", "span", None)] + [("chunks " + _name(cfg), "chunks", cfg) for cfg in fits]
         for label, kind, config in runs:
             _use(kind, config)
             try:
