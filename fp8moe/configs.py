@@ -491,6 +491,9 @@ def per_group_kernel(backend: Backend) -> str:
     return PER_GROUP_KERNEL[backend.kind]
 
 
+#: The config list of each cooperative jagged kernel (one launch serves all three per-group ops).
+_COOPERATIVE_LISTS: dict[str, tuple[KernelConfigs, ...]] = {"tiles": (GROUP_TILES,), "chunks": (GROUP_CHUNKS,)}
+
 #: The candidate lists each fp8moe launch variant runs with, by KernelSpec id (op, and the method in brackets where
 #: an op has several): what benchmarks/tune_configs.py forces one candidate at a time. The first entry owns the list.
 CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
@@ -499,7 +502,7 @@ CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
     "rowwise_3d_transpose_rhs[reduction]": (ROWWISE,),
     "rowwise_3d_transpose_rhs[atomic]": (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
     # the lists of the kernel CUDA runs (PER_GROUP_KERNEL)
-    "per_group_rowwise_scales": (GROUP_TILES,) if PER_GROUP_KERNEL["cuda"] == "tiles" else (PER_GROUP,),
-    "per_group_colwise_scales": (GROUP_TILES,) if PER_GROUP_KERNEL["cuda"] == "tiles" else (PER_GROUP,),
-    "per_group_colwise_scales_dual": (GROUP_TILES,) if PER_GROUP_KERNEL["cuda"] == "tiles" else (PER_GROUP_DUAL,),
+    "per_group_rowwise_scales": _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
+    "per_group_colwise_scales": _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
+    "per_group_colwise_scales_dual": _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP_DUAL,)),
 }
