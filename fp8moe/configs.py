@@ -439,27 +439,23 @@ def _group_chunks_rule(backend: Backend, args: Mapping[str, object]) -> triton.C
 
 
 #: The chunked per-group kernel (fp8moe.kernels._group_chunks): tile (BLOCK_R rows, BLOCK_K jagged positions),
-#: CHUNK_TILES tiles per chunk (longer where Ktot needs it, fp8moe.kernels._group_chunks.chunk_length), at most
-#: PROGRAMS_PER_SM programs per SM looping over the items (0: one item per program; else all of them must fit an SM's
-#: registers at the register cap, the kernel's progress bound); chosen by
-#: :func:`_group_chunks_rule` from the first two (transposing view, K-contiguous view). The rest are the candidates
-#: benchmarks/probe_per_group_kernels.py times against them.
+#: CHUNK_TILES tiles per chunk (longer where Ktot needs it, fp8moe.kernels._group_chunks.chunk_length), and
+#: PROGRAMS_PER_SM programs per SM at most, taking items from a ticket; chosen by :func:`_group_chunks_rule` from the
+#: first two (transposing view, K-contiguous view). The rest are the candidates benchmarks/probe_per_group_kernels.py
+#: times against them; PROGRAMS_PER_SM = 0 (one program per item, no ticket) is timed only: its progress rests on
+#: the GPU starting programs in index order, which no programming guide promises (the kernel's module docstring).
 GROUP_CHUNKS = KernelConfigs(
     name="group_chunks",
     cuda=(
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4}, num_warps=4),
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 2}, num_warps=8),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 0}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 16, "PROGRAMS_PER_SM": 4}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 8}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4),
         triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 0}, num_warps=8),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 0}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 16, "PROGRAMS_PER_SM": 0}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 0}, num_warps=4),
-        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "CHUNK_TILES": 16, "PROGRAMS_PER_SM": 0}, num_warps=4),
-        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 0}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 2}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4}, num_warps=4, maxnreg=128),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 2}, num_warps=4),
-        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 1}, num_warps=8),
     ),
-    rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 0}, num_warps=8),
+    rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 2}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R1", "R2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
     key=("R1", "R2", "K", "stride_x1r", "stride_x1k"),
     rule=_group_chunks_rule,

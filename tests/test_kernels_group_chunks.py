@@ -46,14 +46,16 @@ def _chunks(start: int, end: int, chunk: int = CHUNK) -> int:
     return max(-(-(end - inner) // chunk), 1)
 
 
-@pytest.fixture
-def fixed_chunks(monkeypatch):
-    """The jagged ops launch the chunked kernel with CONFIG (CUDA, ROCm and the interpreter alike)."""
+@pytest.fixture(params=[2, 0], ids=["tickets", "one-item-per-program"])
+def fixed_chunks(request, monkeypatch):
+    """The jagged ops launch the chunked kernel with CONFIG (CUDA, ROCm and the interpreter alike), its programs
+    taking items from a ticket or one item each."""
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "chunks"))
     original = configs.KernelConfigs.fixed
+    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": request.param}, num_warps=4)
 
     def fixed(self, backend, args):
-        return CONFIG if self is configs.GROUP_CHUNKS else original(self, backend, args)
+        return config if self is configs.GROUP_CHUNKS else original(self, backend, args)
 
     monkeypatch.setattr(configs.KernelConfigs, "fixed", fixed)
     fp8moe.replay.forget()  # no plan recorded under another config may replay inside the test
@@ -114,33 +116,27 @@ def test_decreasing_offsets_end_and_act_as_their_running_maximum(fixed_chunks, d
     assert_same_bits(q.cpu()[:, :290], rq[:, :290])
 
 
-def test_every_chunk_of_a_multi_chunk_slice_arrives_once(device):
+@pytest.mark.parametrize("programs_per_sm", [0, 2])
+def test_every_chunk_of_a_multi_chunk_slice_arrives_once(programs_per_sm, device):
     """The GPU's waits end when a slice's count reaches its chunk count: run the fused launch's folds and arrivals
     alone (PHASE_ARRIVE, no wait, so the interpreter can run it) and read the counts: each multi-chunk slice's equals
-    its chunks in every row block, every other group's stays 0."""
+    its chunks in every row block, every other group's stays 0. With tickets, every item takes one and every program
+    one more, the one that ends its loop."""
+    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": programs_per_sm}, num_warps=4)
     x = _x((ROWS, LENGTH), device)
     offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
     _, (ws, layout) = _group_chunks.run_chunk_phases(
-        [x], offs, E4, False, backend_for(x.device), phases=[_group_tiles.PHASE_ARRIVE], config=CONFIG
+        [x], offs, E4, False, backend_for(x.device), phases=[_group_tiles.PHASE_ARRIVE], config=config
     )
     row_blocks = -(-ROWS // BLOCK_R)
     counts = ws[layout.counts[0] : layout.counts[0] + len(ENDS) * row_blocks].view(len(ENDS), row_blocks).cpu()
     chunks = [_chunks(s, e) for s, e in zip([0, *ENDS], ENDS)]
     assert counts.tolist() == [[n if n > 1 else 0] * row_blocks for n in chunks]
-
-
-def test_a_config_whose_programs_might_not_all_fit_is_refused(monkeypatch):
-    """The progress bound: every program of a GPU launch fits on the device at once (by registers, at the cap)."""
-    monkeypatch.setattr(_group_tiles, "_multiprocessors", lambda index: 132)
-    gpu = fp8moe.backend.cuda_backend(9, 0)
-    crowded = triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4)
-    x = torch.zeros((64, 256), dtype=torch.bfloat16)
-    offs = torch.tensor([256], dtype=torch.int32)
-    with pytest.raises(ValueError, match="needs up to 130560 registers per SM, more than 65536"):
-        _group_chunks.run_chunk_phases([x], offs, E4, False, gpu, config=crowded)
-    capped = triton.Config(crowded.kwargs, num_warps=4, maxnreg=128)
-    assert _group_chunks.resident_registers(capped) == 65536
-    assert all(_group_chunks.resident_registers(c) <= 65536 for c in configs.GROUP_CHUNKS.cuda)
+    meta = {**config.kwargs, "R1": ROWS, "R2": 0, "K": LENGTH, "G": len(ENDS), "num_sms": _group_chunks._sm_count(
+        backend_for(x.device), x.device), "min_chunk": _group_chunks.chunk_length(backend_for(x.device), x.device,
+        LENGTH)}  # fmt: skip
+    (programs,) = _group_chunks._grid(meta)
+    assert int(ws[0]) == (row_blocks * sum(chunks) + programs if programs_per_sm else 0)
 
 
 def test_the_cast_reads_the_folded_amax(device):
@@ -178,9 +174,9 @@ def test_config_rule_picks_by_view_on_cuda_and_the_fixed_config_on_rocm():
     assert configs.GROUP_CHUNKS.fixed(rocm, colwise) is configs.GROUP_CHUNKS.rocm
 
 
-def test_workspace_layout_packs_counts_and_amax_per_view():
+def test_workspace_layout_packs_tickets_then_counts_and_amax_per_view():
     layout = _group_chunks.ChunkWorkspace((20, 40), groups=3, block_r=16)
-    # view 1: 3 groups x 2 row blocks of counts, 3 x 20 amax; view 2: 3 x 3 counts, 3 x 40 amax.
-    assert layout.counts == [0, 6 + 60]
-    assert layout.amax == [6, 6 + 60 + 9]
-    assert layout.size == 6 + 60 + 9 + 120
+    # 2 tickets; view 1: 3 groups x 2 row blocks of counts, 3 x 20 amax; view 2: 3 x 3 counts, 3 x 40 amax.
+    assert layout.counts == [2, 2 + 6 + 60]
+    assert layout.amax == [2 + 6, 2 + 6 + 60 + 9]
+    assert layout.size == 2 + 6 + 60 + 9 + 120

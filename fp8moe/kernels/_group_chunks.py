@@ -14,9 +14,10 @@ which a chunk length of a few hundred positions keeps inside L2 at full occupanc
 Work items. Item (rb, g, j) is chunk j of group g in row block rb. They are numbered row block major, then group,
 then chunk: the chunks of one slice are consecutive. Every program reads offs and derives the table of groups
 (bounds are running maxima of the clamped offsets, SPEC §4.7: a partition in group order, whatever the offsets) and
-their chunk counts; program p of P takes items p, p + P, p + 2P, ... (a static stride, not an atomic ticket: a
-ticket's value is not known to be uniform across the program's threads, and every index derived from it then costs
-per-thread registers, sm_90 compile of the 64x64/w4 config: 226 registers per thread with a ticket, 128 without).
+their chunk counts. Programs take items from a ticket (an atomic counter), the next one only once their last item
+is cast; the grid is PROGRAMS_PER_SM programs per SM at most (0: one program per item, the program id its item).
+The item's work is a call, not inlined: inlined into the loop over items, its values took registers across the
+whole loop body (sm_90 compile, 64x64/w4: 226 registers per thread in the loop, 128 as a call).
 
 Chunks of a multi-chunk slice fold their (BLOCK_R,) amax into a zeroed workspace word per (g, row) with an integer
 atomic max of the f32 bit patterns (non-negative floats order as integers and every NaN pattern lies above inf: the
@@ -24,19 +25,14 @@ exact NaN-keeping max of fp8ref), add one to the slice's arrival count, wait unt
 the amax back and cast their chunk. A single-chunk slice (and an empty group: its EPS scale, no data) is the span
 kernel's program, unchanged.
 
-Progress. A slice has at most ``coop_limit`` (half the SMs) chunks: the launcher lengthens ``chunk`` where Ktot needs
-it (:func:`chunk_length`). Then, with PROGRAMS_PER_SM > 0, P programs stride over the items, and the launcher
-refuses a config whose P programs might not all fit on the device at once (:func:`resident_registers`: the warps of
-PROGRAMS_PER_SM programs at their register cap must fit an SM's register file: 2 programs of 4 warps at any count,
-4 at maxnreg=128; shared memory and block limits are far from binding). The earliest slice not yet cast then
-finishes: its chunks belong to distinct programs (they are fewer than P apart), whose earlier items all precede it
-and are done, so every chunk arrives, and a program that has arrived waits for nothing else. Other kernels on the
-device can delay programs that have not started, never stop them: the slots they hold free up. With
-PROGRAMS_PER_SM = 0 each program takes one item (grid: the item bound) and the argument rests instead on the order
-in which the GPU starts programs: if no program starts before every program of lower index has, the programs
-running are a prefix of the items, every slice before the newest is complete or completing, and the at most
-``coop_limit`` - 1 waiting chunks of the newest leave room for its next. NVIDIA GPUs start thread blocks in index
-order in practice, but no programming guide promises it: configs that rely on it say so (fp8moe.configs).
+Progress. A slice has at most ``coop_limit`` (half the SMs) chunks: the launcher lengthens ``chunk`` where Ktot
+needs it (:func:`chunk_length`). With tickets, programs take items in item order, each holding one item at a time,
+and only once started: every slice before the newest ticket's has all its chunks in running programs, each of which
+arrives without waiting, so those slices finish; the newest slice's chunks, fewer than the programs the device runs
+at once (at least one per SM), find programs as the others finish. Nothing depends on which programs the GPU starts
+first, or on all of them fitting at once. With PROGRAMS_PER_SM = 0 (one item per program) it does: the argument then
+needs that no program starts before every program of lower index has (NVIDIA GPUs start thread blocks in index order
+in practice, but no programming guide promises it); configs that rely on it say so (fp8moe.configs.GROUP_CHUNKS).
 
 On the interpreter, whose programs run one after another, a wait would never end: there the fused launch is split
 into two launches of the same code (PHASE_AMAX folds, PHASE_CAST casts), the wait left out.
@@ -67,18 +63,16 @@ from fp8moe.kernels._group_tiles import (
 from fp8moe.kernels._span import cast_span, pack_k, quantize_span, span_amax
 
 __all__ = [
-    "SM_REGISTERS",
     "ChunkWorkspace",
     "chunk_length",
     "launch_group_chunks",
-    "resident_registers",
     "run_chunk_phases",
 ]
 
 
 class ChunkWorkspace:
-    """The int32 workspace of one call, zeroed before it: per view the arrival counts (G x row blocks) and the amax
-    bits (G x R).
+    """The int32 workspace of one call, zeroed before it: two tickets (the fused or amax launch's, the cast
+    launch's), then per view the arrival counts (G x row blocks) and the amax bits (G x R).
 
     Args:
         rows: R of each view the call quantizes.
@@ -86,10 +80,12 @@ class ChunkWorkspace:
         block_r: the launch's BLOCK_R.
     """
 
+    TICKETS = 2
+
     def __init__(self, rows: Sequence[int], groups: int, block_r: int):
         self.counts: list[int] = []
         self.amax: list[int] = []
-        offset = 0
+        offset = self.TICKETS
         for r in rows:
             self.counts.append(offset)
             offset += groups * triton.cdiv(r, block_r)
@@ -210,14 +206,19 @@ def _group_chunks_kernel(
             stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX,
             MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
-    else:
-        for item in range(tl.program_id(0), items, tl.num_programs(0)):
+    else:  # programs take items from a ticket, the next only once the last is cast (module docstring, Progress)
+        ticket_ptr = ws_ptr
+        if PHASE == PHASE_CAST:
+            ticket_ptr = ws_ptr + 1
+        item = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
+        while item < items:
             _quantize_view_item(
                 item, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr,
                 R1, R2, K, G, chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k,
                 stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX,
                 MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
+            item = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
 
 
 @triton.jit(noinline=True)
@@ -262,19 +263,6 @@ def _sm_count(backend: Backend, device: torch.device) -> int:
     if backend.kind == "interpreter":
         return 1
     return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
-
-
-#: Registers of one SM (every NVIDIA GPU since sm_50, and CDNA's per-CU VGPR budget in the same 32-bit units per
-#: lane of a 64-lane wave is larger): PROGRAMS_PER_SM programs of num_warps warps at the register cap (255 without
-#: one) must fit it (module docstring, Progress).
-SM_REGISTERS = 65536
-
-
-def resident_registers(config: triton.Config) -> int:
-    """Registers one SM needs to hold the config's PROGRAMS_PER_SM programs at once, at the register cap (maxnreg,
-    else 255 per thread)."""
-    cap = getattr(config, "maxnreg", None) or 255
-    return config.kwargs["PROGRAMS_PER_SM"] * config.num_warps * 32 * cap
 
 
 def _grid(meta) -> tuple[int]:
@@ -332,12 +320,6 @@ def run_chunk_phases(
         config = configs.GROUP_CHUNKS.fixed(backend, shape_args)
     if "CHUNK_TILES" not in config.kwargs:  # the interpreter's tiles: one-tile chunks, two programs
         config = triton.Config({**config.kwargs, "CHUNK_TILES": 1, "PROGRAMS_PER_SM": 2}, num_warps=config.num_warps)
-    if backend.kind != "interpreter" and resident_registers(config) > SM_REGISTERS:
-        raise ValueError(
-            f"group_chunks config {configs.describe(config)} with {config.kwargs['PROGRAMS_PER_SM']} programs per SM "
-            f"needs up to {resident_registers(config)} registers per SM, more than {SM_REGISTERS}: its programs might "
-            "not all fit on the device at once, and a slice could wait for a chunk that never starts"
-        )
     layout = ChunkWorkspace(rows, num_groups, config.kwargs["BLOCK_R"])
     ws = replay.scratch_zeros((layout.size,), torch.int32, device)
     views = [(x, q, s) for x, (q, s) in zip(xs, outs, strict=True)]
