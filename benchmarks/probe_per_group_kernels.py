@@ -43,6 +43,10 @@ def _fixed(self, backend, args):
     return _ORIGINAL_FIXED(self, backend, args)
 
 
+def _label(point: Point) -> str:
+    return f"{point.op} {point.shape} G={point.groups} {point.offs}"
+
+
 def _name(cfg) -> str:
     """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>."""
     return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}"
@@ -54,6 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="all", help="indices into fp8moe.configs.GROUP_CHUNKS.cuda, or all")
     parser.add_argument("--points", default="all", choices=("all", "issue11", "moe"))
+    parser.add_argument("--select", default=None, help="semicolon-separated substrings of '<op> <shape> G=<g> <offs>'")
     args = parser.parse_args(argv)
     configs.KernelConfigs.fixed = _fixed
     candidates = list(configs.GROUP_CHUNKS.cuda)
@@ -65,6 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.points != "moe":  # the transposing ops first (a time limit cuts the rowwise op last)
         jagged = [p for p in ISSUE11_POINTS if p.op.startswith("per_group")]
         points += sorted(jagged, key=lambda p: p.op == "per_group_rowwise_scales")
+    if args.select:
+        points = [p for p in points if any(k in _label(p) for k in args.select.split(";"))]
     for point in points:
         c = contract(point.op)
         xs, offs = make_inputs(c, point)
@@ -89,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             pct = ideal / (us * 1e-6) / 1e9 / copy * 100
             row.append(f"{label} {us:.1f} us {pct:.0f}%{'' if ok else ' WRONG'}")
-        print(f"{point.op} {point.shape} G={point.groups} {point.offs}:\n  " + "\n  ".join(row), flush=True)
+        print(f"{_label(point)}:\n  " + "\n  ".join(row), flush=True)
     _use("span")
 
 
