@@ -20,7 +20,8 @@ if [[ "$steps" == *" tests "* ]]; then
   echo "tests exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ "$steps" == *" probe "* ]]; then
-  timeout "${PROBE_TIMEOUT:-240}" python3 benchmarks/probe_per_group_kernels.py ${PROBE_ARGS:-} >"$OUT/probe.log" 2>&1
+  timeout "${PROBE_TIMEOUT:-240}" python3 benchmarks/probe_per_group_kernels.py ${PROBE_ARGS:-} \
+    ${PROBE_SELECT:+--select "$PROBE_SELECT"} >"$OUT/probe.log" 2>&1
   echo "probe exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ "$steps" == *" bench "* ]]; then
