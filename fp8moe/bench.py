@@ -412,6 +412,8 @@ def bench_point(
         if name != "torch.compile":  # compiled reference: a reduced shape would cost a recompile (dynamic=False)
             ok = ok and _checked(fn, c, point, kwargs, check_elements, device)
         del out
+        if name == "fp8moe":  # report the configs of the kernels the timed calls launch, none left from the checks
+            _forget_launch_configs(point)
         graph, eager = _time(call)
         loop = loop_us(call, device, graph or eager)
         config = _launch_configs(point, name)
@@ -431,9 +433,25 @@ def _launch_configs(point: Point, impl: str) -> str | None:
         return None
     from fp8moe import configs
 
+    return "+".join(
+        configs.describe(configs.LAST_CONFIG[k.name]) for k in _config_lists(point) if k.name in configs.LAST_CONFIG
+    )
+
+
+def _config_lists(point: Point):
+    """The KernelConfigs lists fp8moe's kernels may run with at the point (fp8moe.configs.CONFIGS_BY_SPEC)."""
+    from fp8moe import configs
+
     method = point.kwargs.get("method")
-    lists = configs.CONFIGS_BY_SPEC[f"{point.op}[{method}]" if method else point.op]
-    return "+".join(configs.describe(configs.LAST_CONFIG.get(k.name)) for k in lists)
+    return configs.CONFIGS_BY_SPEC[f"{point.op}[{method}]" if method else point.op]
+
+
+def _forget_launch_configs(point: Point) -> None:
+    """Drop the point's lists from fp8moe.configs.LAST_CONFIG, so that only launches after this call report."""
+    from fp8moe import configs
+
+    for k in _config_lists(point):
+        configs.LAST_CONFIG.pop(k.name, None)
 
 
 def _compiled_reference(op: str):

@@ -462,17 +462,29 @@ GROUP_CHUNKS = KernelConfigs(
 )
 
 
-#: The kernel the three jagged ops launch, per backend kind: "tiles" (fp8moe.kernels._group_tiles: one read, tiles
-#: of one group meet through workspace atomics) or "span" (fp8moe.kernels._per_group: one program per (group, row
-#: block), two reads of slices longer than a tile). Every backend runs the span kernel: on the H200 the tile kernel
-#: is bitwise but at 12-25% of copy bandwidth against the span kernel's 38-88% (benchmarks/results/
-#: h200-s11-group-tiles.md; no AMD timing either way), and the interpreter runs what the GPUs run, so the CPU's
-#: differential sweep, engine and bring-up cover it. The tile kernel's own tests force it
-#: (tests/test_kernels_group_tiles.py), and every per-group kernel test runs on both (tests/test_kernels_per_group.py).
-#: FP8MOE_PER_GROUP_KERNEL=tiles|span sets it for every backend (read once, at import: a launch plan, fp8moe.replay,
-#: records the kernel of its first call).
-PER_GROUP_KERNEL: dict[str, str] = {"cuda": "span", "rocm": "span", "interpreter": "span"}
-PER_GROUP_KERNELS = ("tiles", "span", "chunks")
+#: The kernel the three jagged ops launch, per backend kind:
+#:
+#: - "span" (fp8moe.kernels._per_group): one program per (group, row block) slice, two reads of a slice longer than
+#:   a tile;
+#: - "chunks" (fp8moe.kernels._group_chunks): slices cut into chunks whose programs fold their amax through a
+#:   workspace and wait for each other, each chunk re-read from L2;
+#: - "tiles" (fp8moe.kernels._group_tiles): one read, aligned tiles of one group meeting through workspace atomics;
+#: - "auto": "chunks" for the transposing views (the colwise ops) when the groups average at least
+#:   :data:`CHUNKS_FROM_MEAN_GROUP` positions, else "span" (:func:`per_group_kernel`).
+#:
+#: Measured on the H200 (benchmarks/results/h200-s12-summary.md), the chunked kernel is 1.10-1.70x faster than the
+#: span kernel on the dual op at the grouped-GEMM step's 8-16 expert shapes (2048-token groups on average, faster
+#: the more uneven they are: one group holding most tokens leaves the span kernel's other programs idle), and
+#: 0.76-0.86x on uniform groups of 130-260 tokens (the issue #11 points) and of 4096-8192. The tile kernel is
+#: bitwise but at 12-25% of copy bandwidth (h200-s11-group-tiles.md). CUDA and the interpreter (which runs what
+#: the GPUs run, so the CPU's sweep, engine and bring-up cover it) take "auto"; ROCm keeps "span" (no AMD timing).
+#: Every per-group kernel test runs on every kernel (tests/test_kernels_per_group.py).
+#: FP8MOE_PER_GROUP_KERNEL=auto|span|chunks|tiles sets it for every backend (read once, at import: a launch plan,
+#: fp8moe.replay, records the kernel of its first call).
+PER_GROUP_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "span", "interpreter": "auto"}
+PER_GROUP_KERNELS = ("auto", "span", "chunks", "tiles")
+#: "auto" takes the chunked kernel for a transposing view from this mean group length (Ktot / G) on.
+CHUNKS_FROM_MEAN_GROUP = 1024
 _FORCED_PER_GROUP_KERNEL = os.environ.get("FP8MOE_PER_GROUP_KERNEL")
 if _FORCED_PER_GROUP_KERNEL is not None:
     if _FORCED_PER_GROUP_KERNEL not in PER_GROUP_KERNELS:
@@ -482,13 +494,24 @@ if _FORCED_PER_GROUP_KERNEL is not None:
     PER_GROUP_KERNEL = dict.fromkeys(PER_GROUP_KERNEL, _FORCED_PER_GROUP_KERNEL)
 
 
-def per_group_kernel(backend: Backend) -> str:
-    """The kernel the jagged ops launch on ``backend``, "tiles" or "span" (:data:`PER_GROUP_KERNEL`)."""
-    return PER_GROUP_KERNEL[backend.kind]
+def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups: int = 1) -> str:
+    """The kernel the jagged ops launch on ``backend`` (:data:`PER_GROUP_KERNEL`), "auto" resolved for the (R, Ktot)
+    ``view`` quantized in ``groups`` groups (None: left unresolved)."""
+    kind = PER_GROUP_KERNEL[backend.kind]
+    if kind != "auto" or view is None:
+        return kind
+    transposing = view.stride(1) != 1
+    return "chunks" if transposing and view.shape[1] >= CHUNKS_FROM_MEAN_GROUP * max(groups, 1) else "span"
 
 
 #: The config list of each cooperative jagged kernel (one launch serves all three per-group ops).
 _COOPERATIVE_LISTS: dict[str, tuple[KernelConfigs, ...]] = {"tiles": (GROUP_TILES,), "chunks": (GROUP_CHUNKS,)}
+#: Under "auto" a colwise call runs either kernel: the span list first (benchmarks/tune_configs.py times it; force
+#: FP8MOE_PER_GROUP_KERNEL=chunks to time the chunked one), and fp8moe.bench reports the config of whichever ran.
+_AUTO_COLWISE = {
+    "per_group_colwise_scales": (PER_GROUP, GROUP_CHUNKS),
+    "per_group_colwise_scales_dual": (PER_GROUP_DUAL, GROUP_CHUNKS),
+}
 
 #: The candidate lists each fp8moe launch variant runs with, by KernelSpec id (op, and the method in brackets where
 #: an op has several): what benchmarks/tune_configs.py forces one candidate at a time. The first entry owns the list.
@@ -499,6 +522,10 @@ CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
     "rowwise_3d_transpose_rhs[atomic]": (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
     # the lists of the kernel CUDA runs (PER_GROUP_KERNEL)
     "per_group_rowwise_scales": _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
-    "per_group_colwise_scales": _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
-    "per_group_colwise_scales_dual": _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP_DUAL,)),
+    **{
+        op: _AUTO_COLWISE[op]
+        if PER_GROUP_KERNEL["cuda"] == "auto"
+        else _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (span,))
+        for op, span in (("per_group_colwise_scales", PER_GROUP), ("per_group_colwise_scales_dual", PER_GROUP_DUAL))
+    },
 }

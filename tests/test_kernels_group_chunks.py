@@ -180,3 +180,45 @@ def test_workspace_layout_packs_tickets_then_counts_and_amax_per_view():
     assert layout.counts == [2, 2 + 6 + 60]
     assert layout.amax == [2 + 6, 2 + 6 + 60 + 9]
     assert layout.size == 2 + 6 + 60 + 9 + 120
+
+
+def test_auto_takes_the_chunked_kernel_for_transposing_views_of_long_groups_only():
+    """fp8moe.configs.per_group_kernel's "auto": chunks for a transposing (R, Ktot) view whose groups average at least
+    CHUNKS_FROM_MEAN_GROUP positions, the span kernel for K-contiguous views and shorter groups; ROCm keeps span."""
+    cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
+    long_ktot = configs.CHUNKS_FROM_MEAN_GROUP * 8
+    colwise = torch.empty((long_ktot, 64), device="meta").t()  # the colwise ops' view of a row-major input
+    rowwise = torch.empty((64, long_ktot), device="meta")
+    assert configs.PER_GROUP_KERNEL["cuda"] == "auto"
+    assert configs.per_group_kernel(cuda, colwise, 8) == "chunks"
+    assert configs.per_group_kernel(cuda, colwise, 9) == "span"  # 910 positions per group on average
+    assert configs.per_group_kernel(cuda, rowwise, 8) == "span"
+    assert configs.per_group_kernel(rocm, colwise, 8) == "span"
+    assert configs.per_group_kernel(cuda) == "auto"  # no view: left unresolved
+
+
+def test_auto_launches_the_chunked_kernel_for_the_dual_op_on_long_groups(monkeypatch, device):
+    """Through the op: a dual call whose groups average CHUNKS_FROM_MEAN_GROUP positions runs the chunked kernel (and
+    matches fp8ref), one with shorter groups the span kernel."""
+    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "auto"))
+    monkeypatch.setattr(configs, "CHUNKS_FROM_MEAN_GROUP", 64)  # interpreter-sized groups
+    launched = []
+    original = _group_chunks.launch_group_chunks
+
+    def recording(*args, **kwargs):
+        launched.append(args[0][0].shape)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr("fp8moe.kernels._jagged._COOPERATIVE", {"chunks": recording, "tiles": None})
+    fp8moe.replay.forget()
+    x1, x2 = _x((LENGTH, 24), device, 5), _x((LENGTH, 40), device, 6)
+    for ends, chunked in (([100, 170, 290], True), (ENDS, False)):  # Ktot / G = 100 and 37.5 positions per group
+        offs = torch.tensor(ends, dtype=torch.int32, device=device)
+        launched.clear()
+        q1, s1, q2, s2 = fp8moe.per_group_colwise_scales_dual(x1, x2, offs)
+        assert bool(launched) == chunked
+        for q, s, x in ((q1, s1, x1), (q2, s2, x2)):
+            rq, rs = ref.per_group_colwise_scales(x.cpu(), offs.cpu(), E4)
+            assert_same_bits(s.cpu(), rs)
+            assert_same_bits(q.cpu()[: ends[-1]], rq[: ends[-1]])
+    fp8moe.replay.forget()

@@ -197,4 +197,4 @@ def test_per_group_kernel_environment_variable_sets_every_backend_and_refuses_ot
     env["FP8MOE_PER_GROUP_KERNEL"] = "fast"
     bad = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert bad.returncode != 0
-    assert "FP8MOE_PER_GROUP_KERNEL must be one of ('tiles', 'span', 'chunks'), got 'fast'" in bad.stderr
+    assert "FP8MOE_PER_GROUP_KERNEL must be one of ('auto', 'span', 'chunks', 'tiles'), got 'fast'" in bad.stderr

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import torch
+
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._group_chunks import launch_group_chunks
@@ -19,7 +21,8 @@ __all__ = ["cooperative_launcher"]
 _COOPERATIVE: dict[str, Callable] = {"chunks": launch_group_chunks, "tiles": launch_group_tiles}
 
 
-def cooperative_launcher(backend: Backend) -> Callable | None:
-    """The views launcher of the cooperative kernel ``backend`` runs (``launcher(xs, offs, fp8_dtype, pow2,
-    backend) -> [(q, scales), ...]``), or None where it runs the span kernel."""
-    return _COOPERATIVE.get(configs.per_group_kernel(backend))
+def cooperative_launcher(backend: Backend, view: torch.Tensor, groups: int) -> Callable | None:
+    """The views launcher of the cooperative kernel ``backend`` runs for the (R, Ktot) ``view`` in ``groups`` groups
+    (``launcher(xs, offs, fp8_dtype, pow2, backend) -> [(q, scales), ...]``), or None where it runs the span
+    kernel (fp8moe.configs.per_group_kernel)."""
+    return _COOPERATIVE.get(configs.per_group_kernel(backend, view, groups))

@@ -37,7 +37,7 @@ def launch(
         q: (Ktot, N) fp8_dtype, strides (1, Ktot).
         scales: (G * N,) f32, scales[g * N + n].
     """
-    launcher = cooperative_launcher(backend)
+    launcher = cooperative_launcher(backend, x.t(), offs.numel())
     if launcher is not None:
         [(q_t, scales)] = launcher([x.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)
     else:

@@ -135,7 +135,7 @@ def launch(
     Returns:
         (q1, s1, q2, s2): q1 (Ktot, N1) strides (1, Ktot), s1 (G * N1,) with s1[g * N1 + n]; q2, s2 likewise.
     """
-    launcher = cooperative_launcher(backend)
+    launcher = cooperative_launcher(backend, x1.t(), offs.numel())
     if launcher is None:
         return launch_span(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2, backend)
     (q1_t, s1), (q2_t, s2) = launcher([x1.t(), x2.t()], offs, fp8_dtype, round_scales_to_power_of_2, backend)

@@ -34,7 +34,7 @@ def launch(
         q: (M, Ktot) fp8_dtype, strides (Ktot, 1).
         scales: (G * M,) f32, scales[g * M + m].
     """
-    launcher = cooperative_launcher(backend)
+    launcher = cooperative_launcher(backend, x, offs.numel())
     if launcher is not None:
         [(q, scales)] = launcher([x], offs, fp8_dtype, round_scales_to_power_of_2, backend)
         return q, scales
