@@ -469,13 +469,15 @@ GROUP_CHUNKS = KernelConfigs(
 #: - "chunks" (fp8moe.kernels._group_chunks): slices cut into chunks whose programs fold their amax through a
 #:   workspace and wait for each other, each chunk re-read from L2;
 #: - "tiles" (fp8moe.kernels._group_tiles): one read, aligned tiles of one group meeting through workspace atomics;
-#: - "auto": "chunks" for the transposing views (the colwise ops) when the groups average at least
-#:   :data:`CHUNKS_FROM_MEAN_GROUP` positions, else "span" (:func:`per_group_kernel`).
+#: - "auto": "chunks" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) within
+#:   :data:`CHUNKS_MEAN_GROUP`, else "span" (:func:`per_group_kernel`).
 #:
-#: Measured on the H200 (benchmarks/results/h200-s12-summary.md), the chunked kernel is 1.10-1.70x faster than the
-#: span kernel on the dual op at the grouped-GEMM step's 8-16 expert shapes (2048-token groups on average, faster
-#: the more uneven they are: one group holding most tokens leaves the span kernel's other programs idle), and
-#: 0.76-0.86x on uniform groups of 130-260 tokens (the issue #11 points) and of 4096-8192. The tile kernel is
+#: Measured on the H200 (benchmarks/results/h200-s12-summary.md), the chunked kernel is 1.11-1.71x faster than the
+#: span kernel on the dual op at the grouped-GEMM step's 8-16 expert shapes (2048 positions per group on average;
+#: the gain grows with how uneven the groups are: one group holding most tokens leaves the span kernel's other
+#: programs idle), and slower on uniform groups of 130-260 positions (0.77-0.90x, the issue #11 points) and of
+#: 4096-8192 (0.86-0.95x at the best chunk length, colwise 65536x4096). "auto" takes it only where it was measured
+#: faster. The tile kernel is
 #: bitwise but at 12-25% of copy bandwidth (h200-s11-group-tiles.md). CUDA and the interpreter (which runs what
 #: the GPUs run, so the CPU's sweep, engine and bring-up cover it) take "auto"; ROCm keeps "span" (no AMD timing).
 #: Every per-group kernel test runs on every kernel (tests/test_kernels_per_group.py).
@@ -483,8 +485,8 @@ GROUP_CHUNKS = KernelConfigs(
 #: fp8moe.replay, records the kernel of its first call).
 PER_GROUP_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "span", "interpreter": "auto"}
 PER_GROUP_KERNELS = ("auto", "span", "chunks", "tiles")
-#: "auto" takes the chunked kernel for a transposing view from this mean group length (Ktot / G) on.
-CHUNKS_FROM_MEAN_GROUP = 1024
+#: "auto" takes the chunked kernel for a transposing view whose mean group length Ktot / G is in [low, high).
+CHUNKS_MEAN_GROUP = (1024, 4096)
 _FORCED_PER_GROUP_KERNEL = os.environ.get("FP8MOE_PER_GROUP_KERNEL")
 if _FORCED_PER_GROUP_KERNEL is not None:
     if _FORCED_PER_GROUP_KERNEL not in PER_GROUP_KERNELS:
@@ -500,8 +502,9 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
     kind = PER_GROUP_KERNEL[backend.kind]
     if kind != "auto" or view is None:
         return kind
-    transposing = view.stride(1) != 1
-    return "chunks" if transposing and view.shape[1] >= CHUNKS_FROM_MEAN_GROUP * max(groups, 1) else "span"
+    low, high = CHUNKS_MEAN_GROUP
+    mean_group = view.shape[1] / max(groups, 1)
+    return "chunks" if view.stride(1) != 1 and low <= mean_group < high else "span"
 
 
 #: The config list of each cooperative jagged kernel (one launch serves all three per-group ops).

@@ -183,25 +183,27 @@ def test_workspace_layout_packs_tickets_then_counts_and_amax_per_view():
 
 
 def test_auto_takes_the_chunked_kernel_for_transposing_views_of_long_groups_only():
-    """fp8moe.configs.per_group_kernel's "auto": chunks for a transposing (R, Ktot) view whose groups average at least
-    CHUNKS_FROM_MEAN_GROUP positions, the span kernel for K-contiguous views and shorter groups; ROCm keeps span."""
+    """fp8moe.configs.per_group_kernel's "auto": chunks for a transposing (R, Ktot) view whose groups average a length
+    in CHUNKS_MEAN_GROUP = [1024, 4096), the span kernel for K-contiguous views and other lengths; ROCm keeps span."""
     cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
-    long_ktot = configs.CHUNKS_FROM_MEAN_GROUP * 8
-    colwise = torch.empty((long_ktot, 64), device="meta").t()  # the colwise ops' view of a row-major input
-    rowwise = torch.empty((64, long_ktot), device="meta")
+    assert configs.CHUNKS_MEAN_GROUP == (1024, 4096)
+    colwise = torch.empty((8192, 64), device="meta").t()  # the colwise ops' view of a row-major input
+    rowwise = torch.empty((64, 8192), device="meta")
     assert configs.PER_GROUP_KERNEL["cuda"] == "auto"
-    assert configs.per_group_kernel(cuda, colwise, 8) == "chunks"
-    assert configs.per_group_kernel(cuda, colwise, 9) == "span"  # 910 positions per group on average
+    assert configs.per_group_kernel(cuda, colwise, 8) == "chunks"  # 1024 per group
+    assert configs.per_group_kernel(cuda, colwise, 3) == "chunks"  # 2731
+    assert configs.per_group_kernel(cuda, colwise, 9) == "span"  # 910
+    assert configs.per_group_kernel(cuda, colwise, 2) == "span"  # 4096
     assert configs.per_group_kernel(cuda, rowwise, 8) == "span"
     assert configs.per_group_kernel(rocm, colwise, 8) == "span"
     assert configs.per_group_kernel(cuda) == "auto"  # no view: left unresolved
 
 
 def test_auto_launches_the_chunked_kernel_for_the_dual_op_on_long_groups(monkeypatch, device):
-    """Through the op: a dual call whose groups average CHUNKS_FROM_MEAN_GROUP positions runs the chunked kernel (and
+    """Through the op: a dual call whose groups average a length in CHUNKS_MEAN_GROUP runs the chunked kernel (and
     matches fp8ref), one with shorter groups the span kernel."""
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "auto"))
-    monkeypatch.setattr(configs, "CHUNKS_FROM_MEAN_GROUP", 64)  # interpreter-sized groups
+    monkeypatch.setattr(configs, "CHUNKS_MEAN_GROUP", (64, 256))  # interpreter-sized groups
     launched = []
     original = _group_chunks.launch_group_chunks
 
