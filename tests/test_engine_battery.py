@@ -216,7 +216,7 @@ def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_
     import torch
 
     from fp8moe import configs, replay
-    from fp8moe.kernels import _group_tiles
+    from fp8moe.kernels import _coop, _group_tiles
 
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, jagged_kernel))
     replay.forget()
@@ -233,7 +233,7 @@ def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_
             tiles = _group_tiles.tile_count((args["R1"],) * 2, args["K"], block_r, block_k)
             ws = _group_tiles.WorkspaceLayout((args["R1"],) * 2, args["G"], block_r, tiles)
             key = args["ws_ptr"].data_ptr()
-            if key not in widened or args["PHASE"] in (_group_tiles.PHASE_AMAX, _group_tiles.PHASE_FUSED):
+            if key not in widened or args["PHASE"] in (_coop.PHASE_AMAX, _coop.PHASE_FUSED):
                 widened[key] = torch.zeros(ws.size, dtype=torch.int32, device=args["ws_ptr"].device)  # a call's first
             args["ws_ptr"] = widened[key]
             args["counts1_at"], args["counts2_at"] = ws.counts

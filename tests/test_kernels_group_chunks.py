@@ -17,8 +17,8 @@ import fp8moe
 from fp8moe import configs
 from fp8moe.backend import backend_for
 from fp8moe.kernels import (
+    _coop,
     _group_chunks,
-    _group_tiles,
     per_group_colwise_scales,
     per_group_colwise_scales_dual,
     per_group_rowwise_scales,
@@ -126,7 +126,7 @@ def test_every_chunk_of_a_multi_chunk_slice_arrives_once(programs_per_sm, device
     x = _x((ROWS, LENGTH), device)
     offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
     _, (ws, layout) = _group_chunks.run_chunk_phases(
-        [x], offs, E4, False, backend_for(x.device), phases=[_group_tiles.PHASE_ARRIVE], config=config
+        [x], offs, E4, False, backend_for(x.device), phases=[_coop.PHASE_ARRIVE], config=config
     )
     row_blocks = -(-ROWS // BLOCK_R)
     counts = ws[layout.counts[0] : layout.counts[0] + len(ENDS) * row_blocks].view(len(ENDS), row_blocks).cpu()
@@ -146,7 +146,7 @@ def test_the_cast_reads_the_folded_amax(device):
     offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
     backend = backend_for(x.device)
     [(_, s)], _ = _group_chunks.run_chunk_phases(
-        [x], offs, E4, False, backend, phases=[_group_tiles.PHASE_CAST], config=CONFIG
+        [x], offs, E4, False, backend, phases=[_coop.PHASE_CAST], config=CONFIG
     )
     _, rs = ref.per_group_rowwise_scales(x.cpu(), offs.cpu(), E4)
     same = (s.cpu() == rs).view(len(ENDS), ROWS).all(dim=1).tolist()
@@ -156,7 +156,7 @@ def test_the_cast_reads_the_folded_amax(device):
 @pytest.mark.parametrize("ktot", [1, 16, 1000, 16640, 65536, 131072, 10**6])
 def test_chunks_per_slice_stay_within_the_coop_limit_on_a_gpu(ktot, monkeypatch):
     """On a GPU a slice never has more chunks than half the SMs (the progress bound of the module docstring)."""
-    monkeypatch.setattr(_group_tiles, "_multiprocessors", lambda index: 132)
+    monkeypatch.setattr(_coop, "multiprocessors", lambda index: 132)
     gpu = fp8moe.backend.cuda_backend(9, 0)
     min_chunk = _group_chunks.chunk_length(gpu, torch.device("cuda", 0), ktot)
     assert min_chunk % 16 == 0

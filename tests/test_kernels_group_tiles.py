@@ -18,6 +18,7 @@ import fp8moe
 from fp8moe import configs
 from fp8moe.backend import backend_for
 from fp8moe.kernels import (
+    _coop,
     _group_tiles,
     per_group_colwise_scales,
     per_group_colwise_scales_dual,
@@ -138,9 +139,7 @@ def test_every_tile_of_a_shared_slice_arrives_once(limit, fixed_tile, monkeypatc
     monkeypatch.setattr(_group_tiles, "coop_limit", lambda backend, dev: limit)
     x = _x((ROWS, LENGTH), device)
     offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
-    _, (ws, layout) = _group_tiles.run_phases(
-        [x], offs, E4, False, backend_for(x.device), phases=[_group_tiles.PHASE_ARRIVE]
-    )
+    _, (ws, layout) = _group_tiles.run_phases([x], offs, E4, False, backend_for(x.device), phases=[_coop.PHASE_ARRIVE])
     row_blocks = -(-ROWS // BLOCK_R)
     counts = ws[layout.counts[0] : layout.counts[0] + len(ENDS) * row_blocks].view(len(ENDS), row_blocks).cpu()
     expected = [
@@ -163,11 +162,11 @@ def test_workspace_layout_packs_tickets_the_long_list_counts_and_amax_per_view()
 
 
 def test_coop_limit_is_half_the_multiprocessors_on_a_gpu(monkeypatch):
-    monkeypatch.setattr(_group_tiles, "_multiprocessors", lambda index: 132)
+    monkeypatch.setattr(_coop, "multiprocessors", lambda index: 132)
     gpu = fp8moe.backend.cuda_backend(9, 0)
-    assert _group_tiles.coop_limit(gpu, torch.device("cuda", 0)) == 66
+    assert _coop.coop_limit(gpu, torch.device("cuda", 0)) == 66
     interpreter = fp8moe.backend.Backend("interpreter", "cpu", (E4,), exact_encode=True, autotune=False)
-    assert _group_tiles.coop_limit(interpreter, torch.device("cpu")) == _group_tiles.INTERPRETER_COOP_LIMIT
+    assert _coop.coop_limit(interpreter, torch.device("cpu")) == _coop.INTERPRETER_COOP_LIMIT
 
 
 def test_tile_rule_picks_by_view_on_cuda_and_the_fixed_tile_on_rocm():

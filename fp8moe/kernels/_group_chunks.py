@@ -49,16 +49,16 @@ import triton.language as tl
 from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs, scale_from_amax
-from fp8moe.kernels._group_tiles import (
+from fp8moe.kernels._coop import (
     PHASE_AMAX,
     PHASE_ARRIVE,
     PHASE_CAST,
     PHASE_FUSED,
-    _clamped_ends,
-    _max_combine,
-    _multiprocessors,
-    _wait_for_slice,
+    clamped_ends,
     coop_limit,
+    max_combine,
+    multiprocessors,
+    wait_for_slice,
 )
 from fp8moe.kernels._span import cast_span, pack_k, quantize_span, span_amax
 
@@ -99,8 +99,8 @@ def _group_table(offs_ptr, G, K, chunk, BLOCK_G: tl.constexpr):
     """Per group lane g < G: its bounds [start, end) (running maxima of the clamped offsets), its chunk count and the
     number of its first item within a row block; and the items of one row block."""
     gs = tl.arange(0, BLOCK_G)
-    ends = tl.associative_scan(_clamped_ends(offs_ptr, gs, G, K), 0, _max_combine)
-    starts = tl.associative_scan(_clamped_ends(offs_ptr, gs - 1, G, K), 0, _max_combine)
+    ends = tl.associative_scan(clamped_ends(offs_ptr, gs, G, K), 0, max_combine)
+    starts = tl.associative_scan(clamped_ends(offs_ptr, gs - 1, G, K), 0, max_combine)
     # Chunk 0 runs from start to the first 16-aligned position past it plus chunk; the others are chunk long. A group
     # ending before that first aligned position (ends - inner >= -15) is one chunk.
     inner = (starts + 15) // 16 * 16
@@ -170,7 +170,7 @@ def _quantize_item(
             tl.debug_barrier()  # every thread's folds before the arrival (release)
             tl.atomic_add(count_ptr, 1, sem="release")
             if PHASE == PHASE_FUSED:
-                _wait_for_slice(count_ptr, n)
+                wait_for_slice(count_ptr, n)
                 tl.debug_barrier()  # the amax reads after the wait
         if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             folded = tl.atomic_max(amax_slots, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
@@ -262,7 +262,7 @@ def _sm_count(backend: Backend, device: torch.device) -> int:
     """The device's SMs (CUs on ROCm); 1 in the interpreter."""
     if backend.kind == "interpreter":
         return 1
-    return _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+    return multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def _grid(meta) -> tuple[int]:

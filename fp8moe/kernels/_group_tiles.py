@@ -38,7 +38,6 @@ long-slice launch is the same everywhere.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 import torch
@@ -54,17 +53,22 @@ from fp8moe.kernels._common import (
     quantize,
     scale_from_amax,
 )
+from fp8moe.kernels._coop import (
+    PHASE_AMAX,
+    PHASE_ARRIVE,
+    PHASE_CAST,
+    PHASE_FUSED,
+    PHASE_LONG,
+    clamped_ends,
+    coop_limit,
+    max_combine,
+    multiprocessors,
+    wait_for_slice,
+)
 
 __all__ = [
-    "INTERPRETER_COOP_LIMIT",
     "INTERPRETER_LONG_PROGRAMS",
-    "PHASE_AMAX",
-    "PHASE_ARRIVE",
-    "PHASE_CAST",
-    "PHASE_FUSED",
-    "PHASE_LONG",
     "WorkspaceLayout",
-    "coop_limit",
     "launch_group_tiles",
     "long_programs",
     "quantize_group_tile",
@@ -73,25 +77,8 @@ __all__ = [
     "tile_count",
 ]
 
-#: Most chunks a shared slice spans in the interpreter; longer slices take the long-slice path. The interpreter's
-#: tiles cut a jagged dim of more than 32 into two or three chunks (fp8moe.configs.GROUP_TILES), so groups across
-#: the middle are shared slices; tests/test_kernels_group_tiles.py forces a small tile to reach every path.
-#: (Every backend launches the span kernel unless FP8MOE_PER_GROUP_KERNEL=tiles, fp8moe.configs.PER_GROUP_KERNEL.)
-INTERPRETER_COOP_LIMIT = 2
 #: Programs of the long-slice launch in the interpreter: two, so the walk over the list strides.
 INTERPRETER_LONG_PROGRAMS = 2
-
-#: One launch, tiles wait for their shared slices (GPUs).
-PHASE_FUSED = tl.constexpr(0)
-#: First of two launches: fold the partial amaxes of shared slices, store nothing (the interpreter).
-PHASE_AMAX = tl.constexpr(1)
-#: Second of two launches: read the folded amaxes, cast and store (the interpreter).
-PHASE_CAST = tl.constexpr(2)
-#: The launch after them all: cast the long slices of the listed tiles.
-PHASE_LONG = tl.constexpr(3)
-#: PHASE_FUSED's folds and arrivals alone, no wait and no store: how the interpreter checks the arrival counts the
-#: GPU's waits rely on (tests/test_kernels_group_tiles.py).
-PHASE_ARRIVE = tl.constexpr(4)
 
 
 class WorkspaceLayout:
@@ -128,19 +115,6 @@ def take_ticket(ws_ptr, PHASE: tl.constexpr):
         return tl.atomic_add(ws_ptr + 1, 1)
     else:
         return tl.atomic_add(ws_ptr, 1)
-
-
-@triton.jit
-def _clamped_ends(offs_ptr, gs, G, K):
-    """offs[g] clamped to [0, K] for the lanes g < G, 0 elsewhere. offs are never validated on the host: every group
-    bound is derived from these on the device, so no offset can address memory outside x or q."""
-    ends = tl.load(offs_ptr + gs, mask=(gs >= 0) & (gs < G), other=0)
-    return tl.minimum(tl.maximum(ends, 0), K)
-
-
-@triton.jit
-def _max_combine(a, b):
-    return tl.maximum(a, b)
 
 
 @triton.jit
@@ -199,15 +173,6 @@ def _tile_group_scale(
 
 
 @triton.jit
-def _wait_for_slice(count_ptr, chunks):
-    """Wait until all ``chunks`` tiles of a shared slice have arrived. It spins on volatile loads, not atomics:
-    read-modify-writes of the count would queue behind each other and the arrivals in the L2's atomic unit."""
-    seen = tl.load(count_ptr, volatile=True)
-    while seen < chunks:
-        seen = tl.load(count_ptr, volatile=True)
-
-
-@triton.jit
 def _store_range(q_tile_ptrs, q, row_mask, ks, lo, hi):
     """Store q at positions [lo, hi) of the tile: the 16-aligned interior with a mask constant over 16 positions
     (16-byte stores), the partial head and tail with exact masks."""
@@ -243,7 +208,7 @@ def _tile(tile, x_ptr, offs_ptr, R, K, G, stride_xr, stride_xk,
     x = tl.load(x_ptr + rows[:, None] * stride_xr + ks[None, :] * stride_xk,
                 mask=row_mask[:, None] & (ks < K)[None, :], other=0.0)  # fmt: skip
     gs = tl.arange(0, BLOCK_G)
-    ends = _clamped_ends(offs_ptr, gs, G, K)
+    ends = clamped_ends(offs_ptr, gs, G, K)
     g_lo = tl.min(tl.where((gs < G) & (ends > k0), gs, G))
     g_hi = tl.min(tl.where((gs < G) & (ends >= k1), gs + 1, G))
     return rb, c, rows, row_mask, k0, k1, ks, x, gs, ends, g_lo, g_hi
@@ -318,9 +283,9 @@ def quantize_group_tile(
             tl.atomic_add(count_z, 1, sem="release")
         if PHASE == PHASE_FUSED:
             if shared_a:
-                _wait_for_slice(count_a, chunks_a)
+                wait_for_slice(count_a, chunks_a)
             if shared_z:
-                _wait_for_slice(count_z, chunks_z)
+                wait_for_slice(count_z, chunks_z)
             tl.debug_barrier()  # the amax reads after the waits
 
     # Cast. A tile meets one or two short groups unless they are shorter than BLOCK_K: one scale select per element;
@@ -352,7 +317,7 @@ def quantize_group_tile(
             q = quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
             _store_range(q_rows + ks[None, :], q, row_mask, ks, lo, hi)
         if c == 0:  # empty groups: the EPS-derived scale, no data
-            starts = tl.associative_scan(_clamped_ends(offs_ptr, gs - 1, G, K), 0, _max_combine)
+            starts = tl.associative_scan(clamped_ends(offs_ptr, gs - 1, G, K), 0, max_combine)
             empty = (gs < G) & (tl.maximum(starts, ends) == starts)
             eps_scale = scale_from_amax(tl.zeros((BLOCK_R,), dtype=tl.float32), FP8_MAX, ROUND_POW2)
             slots = scales_ptr + _group_row(gs, R, INT64_INDEX)[:, None] + rows[None, :]
@@ -480,28 +445,13 @@ def _grid(meta) -> tuple[int]:
     return (tile_count(rows, meta["K"], meta["BLOCK_R"], meta["BLOCK_K"]),)
 
 
-@functools.cache
-def _multiprocessors(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def coop_limit(backend: Backend, device: torch.device) -> int:
-    """Most chunks a shared slice may span (module docstring, Progress): half the device's SMs (CUs on ROCm), so
-    a slice's tiles fit on the device with room to spare for other streams' kernels; INTERPRETER_COOP_LIMIT in the
-    interpreter, where nothing waits."""
-    if backend.kind == "interpreter":
-        return INTERPRETER_COOP_LIMIT
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return max(_multiprocessors(index) // 2, 1)
-
-
 def long_programs(backend: Backend, device: torch.device) -> int:
     """Programs of the PHASE_LONG launch: two per SM on a GPU (enough to stream a dominant group's tiles, few enough
     that an empty list costs one short wave); INTERPRETER_LONG_PROGRAMS in the interpreter."""
     if backend.kind == "interpreter":
         return INTERPRETER_LONG_PROGRAMS
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return 2 * _multiprocessors(index)
+    return 2 * multiprocessors(index)
 
 
 def launch_group_tiles(

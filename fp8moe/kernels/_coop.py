@@ -1,0 +1,87 @@
+"""What the two cooperative jagged kernels share: the programs of one slice meeting through a zeroed workspace.
+
+The tile kernel (fp8moe.kernels._group_tiles) and the chunked kernel (fp8moe.kernels._group_chunks) both split a
+slice over several programs that fold their partial amax into a workspace word, count their arrivals and wait for
+the slice's last. Here: the launch phases (one fused launch on GPUs; the interpreter, whose programs run one after
+another, runs the fold and the cast as two launches), the clamped offsets every group bound derives from, the wait,
+and the bound on how many programs a slice may wait for (``coop_limit``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8moe.backend import Backend
+
+__all__ = [
+    "INTERPRETER_COOP_LIMIT",
+    "PHASE_AMAX",
+    "PHASE_ARRIVE",
+    "PHASE_CAST",
+    "PHASE_FUSED",
+    "PHASE_LONG",
+    "clamped_ends",
+    "coop_limit",
+    "max_combine",
+    "multiprocessors",
+    "wait_for_slice",
+]
+
+#: Most chunks a shared slice spans in the interpreter (nothing waits there; the tile kernel's long-slice path takes
+#: longer slices, tests/test_kernels_group_tiles.py).
+INTERPRETER_COOP_LIMIT = 2
+
+#: One launch, programs wait for the other programs of their slice (GPUs).
+PHASE_FUSED = tl.constexpr(0)
+#: First of two launches: fold the partial amaxes of shared slices, store nothing (the interpreter).
+PHASE_AMAX = tl.constexpr(1)
+#: Second of two launches: read the folded amaxes, cast and store (the interpreter).
+PHASE_CAST = tl.constexpr(2)
+#: The launch after them all: cast the long slices of the listed tiles.
+PHASE_LONG = tl.constexpr(3)
+#: PHASE_FUSED's folds and arrivals alone, no wait and no store: how the interpreter checks the arrival counts the
+#: GPU's waits rely on (tests/test_kernels_group_tiles.py).
+PHASE_ARRIVE = tl.constexpr(4)
+
+
+@triton.jit
+def clamped_ends(offs_ptr, gs, G, K):
+    """offs[g] clamped to [0, K] for the lanes g < G, 0 elsewhere. offs are never validated on the host: every group
+    bound is derived from these on the device, so no offset can address memory outside x or q."""
+    ends = tl.load(offs_ptr + gs, mask=(gs >= 0) & (gs < G), other=0)
+    return tl.minimum(tl.maximum(ends, 0), K)
+
+
+@triton.jit
+def max_combine(a, b):
+    """The combine of a running maximum (tl.associative_scan)."""
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def wait_for_slice(count_ptr, chunks):
+    """Wait until all ``chunks`` programs of a slice have arrived. It spins on volatile loads, not atomics:
+    read-modify-writes of the count would queue behind each other and the arrivals in the L2's atomic unit."""
+    seen = tl.load(count_ptr, volatile=True)
+    while seen < chunks:
+        seen = tl.load(count_ptr, volatile=True)
+
+
+@functools.cache
+def multiprocessors(index: int) -> int:
+    """SMs (CUs on ROCm) of GPU ``index``, read once."""
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def coop_limit(backend: Backend, device: torch.device) -> int:
+    """Most programs a slice may wait for (each kernel's module docstring, Progress): half the device's SMs (CUs on
+    ROCm), so a slice's programs fit on the device with room to spare for other streams' kernels;
+    INTERPRETER_COOP_LIMIT in the interpreter, where nothing waits."""
+    if backend.kind == "interpreter":
+        return INTERPRETER_COOP_LIMIT
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return max(multiprocessors(index) // 2, 1)
