@@ -439,11 +439,16 @@ def _launch_configs(point: Point, impl: str) -> str | None:
 
 
 def _config_lists(point: Point):
-    """The KernelConfigs lists fp8moe's kernels may run with at the point (fp8moe.configs.CONFIGS_BY_SPEC)."""
+    """The KernelConfigs lists fp8moe's kernels may run with at the point (fp8moe.configs.CONFIGS_BY_SPEC; a jagged
+    op's call may run a cooperative kernel as well, fp8moe.configs.PER_GROUP_KERNEL)."""
     from fp8moe import configs
 
     method = point.kwargs.get("method")
-    return configs.CONFIGS_BY_SPEC[f"{point.op}[{method}]" if method else point.op]
+    lists = configs.CONFIGS_BY_SPEC[f"{point.op}[{method}]" if method else point.op]
+    if point.op.startswith("per_group"):
+        cooperative = [k for ks in configs.COOPERATIVE_LISTS.values() for k in ks]
+        lists = (*lists, *(k for k in cooperative if k not in lists))
+    return lists
 
 
 def _forget_launch_configs(point: Point) -> None:

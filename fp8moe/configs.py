@@ -36,6 +36,7 @@ from fp8moe.backend import Backend, launch_device
 __all__ = [
     "AUTOTUNE_MIN_ELEMENTS",
     "CONFIGS_BY_SPEC",
+    "COOPERATIVE_LISTS",
     "GROUP_CHUNKS",
     "GROUP_TILES",
     "INT32_MAX",
@@ -507,14 +508,11 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
     return "chunks" if view.stride(1) != 1 and low <= mean_group < high else "span"
 
 
-#: The config list of each cooperative jagged kernel (one launch serves all three per-group ops).
-_COOPERATIVE_LISTS: dict[str, tuple[KernelConfigs, ...]] = {"tiles": (GROUP_TILES,), "chunks": (GROUP_CHUNKS,)}
-#: Under "auto" a colwise call runs either kernel: the span list first (benchmarks/tune_configs.py times it; force
-#: FP8MOE_PER_GROUP_KERNEL=chunks to time the chunked one), and fp8moe.bench reports the config of whichever ran.
-_AUTO_COLWISE = {
-    "per_group_colwise_scales": (PER_GROUP, GROUP_CHUNKS),
-    "per_group_colwise_scales_dual": (PER_GROUP_DUAL, GROUP_CHUNKS),
-}
+#: The config list of each cooperative jagged kernel (one launch serves all three per-group ops). Under "auto" a
+#: colwise call may run the chunked kernel or the span kernel: CONFIGS_BY_SPEC names the span kernel's lists there
+#: (benchmarks/tune_configs.py times them; FP8MOE_PER_GROUP_KERNEL=chunks times the chunked one), and fp8moe.bench
+#: reports the configs of whichever kernels a call ran (these lists included).
+COOPERATIVE_LISTS: dict[str, tuple[KernelConfigs, ...]] = {"tiles": (GROUP_TILES,), "chunks": (GROUP_CHUNKS,)}
 
 #: The candidate lists each fp8moe launch variant runs with, by KernelSpec id (op, and the method in brackets where
 #: an op has several): what benchmarks/tune_configs.py forces one candidate at a time. The first entry owns the list.
@@ -524,11 +522,7 @@ CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
     "rowwise_3d_transpose_rhs[reduction]": (ROWWISE,),
     "rowwise_3d_transpose_rhs[atomic]": (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
     # the lists of the kernel CUDA runs (PER_GROUP_KERNEL)
-    "per_group_rowwise_scales": _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
-    **{
-        op: _AUTO_COLWISE[op]
-        if PER_GROUP_KERNEL["cuda"] == "auto"
-        else _COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (span,))
-        for op, span in (("per_group_colwise_scales", PER_GROUP), ("per_group_colwise_scales_dual", PER_GROUP_DUAL))
-    },
+    "per_group_rowwise_scales": COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
+    "per_group_colwise_scales": COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
+    "per_group_colwise_scales_dual": COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP_DUAL,)),
 }

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import fp8moe  # noqa: F401  (before the scripts import triton)
+import fp8moe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 tune_configs = pytest.importorskip("tune_configs")
@@ -390,3 +390,24 @@ def test_tune_point_marks_the_tile_a_rule_list_picks(monkeypatch):
     marked = [r.split("|")[4].strip() for r in rows if " rule" in r.split("|")[7]]
     assert marked == [configs.describe(configs.GROUP_TILES.cuda[2])]
     assert all(r.endswith("| yes |") for r in rows)
+
+
+@pytest.mark.parametrize(("groups", "kernel_list"), [(3, "group_chunks"), (8, "per_group_colwise_scales_dual")])
+def test_bench_reports_the_config_of_the_jagged_kernel_that_ran(groups, kernel_list, monkeypatch):
+    """Under "auto" a dual call runs the chunked or the span kernel by its mean group length: the row's config is
+    the one of the kernel that ran, none left from earlier calls or the shape checks (fp8moe.bench._launch_configs).
+    """
+    from fp8moe import configs
+
+    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "auto"))
+    monkeypatch.setattr(configs, "CHUNKS_MEAN_GROUP", (64, 256))  # interpreter-sized: 300 / 3 = 100 is inside
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, 6.0))[1])
+    monkeypatch.setattr(bench, "loop_us", lambda fn, device, per_call_us: 7.0)
+    fp8moe.replay.forget()
+    configs.LAST_CONFIG["group_chunks"] = configs.GROUP_CHUNKS.cuda[0]  # stale: from some earlier call
+    point = bench.Point("per_group_colwise_scales_dual", (300, 24, 40), groups, "aligned16")
+    [row] = bench.bench_point(point, {"fp8moe": fp8moe.per_group_colwise_scales_dual}, 4000.0, 1 << 12, device="cpu")
+    assert row["bitwise_ok"]
+    assert row["config"] == configs.describe(configs.LAST_CONFIG[kernel_list])
+    assert "+" not in row["config"]  # one kernel ran, one config reported
+    fp8moe.replay.forget()

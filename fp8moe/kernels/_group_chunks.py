@@ -1,15 +1,16 @@
 """The chunked per-group kernel: long slices are split into chunks that cooperating programs quantize together,
-each chunk read twice, the second time from L2.
+each chunk read twice.
 
 Why: the span kernel (fp8moe.kernels._per_group) gives each (group, row block) slice to one program, which reads it
-twice (amax, then cast). While the slices in flight fit in L2 the second read hits it; long slices do not fit:
-132 SMs x 2-3 programs x 64 columns x 4096 tokens x 2 B is 138-207 MB against the H200's 60 MB, and 1.66-1.92x the
-input comes from DRAM (benchmarks/results/h200-bench-2026-12-02-s8-summary.md). A persistent grid that kept fewer
-slices in flight could not hide the latency with one program per SM; the one-read tile kernel
-(fp8moe.kernels._group_tiles) is latency-bound per tile. Here the slices keep the span kernel's two-pass loop, but
-a slice longer than ``chunk`` positions is cut into chunks of ``chunk`` (16-aligned after the first), so the bytes
-between a chunk's two reads are those of the chunks in flight (programs x BLOCK_R x chunk x the element size),
-which a chunk length of a few hundred positions keeps inside L2 at full occupancy.
+twice (amax, then cast). Two things follow for long slices. The slices in flight outgrow L2 (132 SMs x 2-3
+programs x 64 columns x 4096 tokens x 2 B is 138-207 MB against the H200's 60 MB), so 1.66-1.92x the input comes
+from DRAM (benchmarks/results/h200-bench-2026-12-02-s8-summary.md). And a group holding most of the tokens is one
+long serial program per row block while the rest of the GPU idles. Here the slices keep the span kernel's two-pass
+loop, but a slice longer than ``chunk`` positions is cut into chunks of ``chunk`` (16-aligned after the first): a
+dominant group spreads over many programs, and the bytes between a chunk's two reads are those of the chunks in
+flight. Measured on the H200 (benchmarks/results/h200-s12-summary.md): 1.11-1.71x faster than the span kernel where
+groups average 2048 positions, the more the more uneven they are; 0.86-0.95x on uniform groups of 4096-8192 (whether
+the second read now hits L2 was not measured); and shorter groups are single chunks that gain nothing.
 
 Work items. Item (rb, g, j) is chunk j of group g in row block rb. They are numbered row block major, then group,
 then chunk: the chunks of one slice are consecutive. Every program reads offs and derives the table of groups
