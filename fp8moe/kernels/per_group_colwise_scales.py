@@ -2,7 +2,7 @@
 
 Per column per group is per row per group of the transposed view: the (Ktot, N) input seen as x.t() (N, Ktot), and
 the column-major (Ktot, N) output (strides (1, Ktot)) is exactly the transpose of a row-major (N, Ktot) tensor. So
-this op is the shared per-group kernel (fp8moe.kernels._per_group, or fp8moe.kernels._group_tiles: see
+this op is a shared per-group kernel (fp8moe.kernels._per_group, _group_chunks or _group_tiles: see
 fp8moe.configs.PER_GROUP_KERNEL) on x.t(), with q returned as a view of its output; no data moves on the host. Rows
 past offs[-1] belong to no group and are left unwritten (fp8ref writes 0x00 there; comparisons exclude them, SPEC
 §4).

@@ -1,7 +1,8 @@
 """Triton twin of fp8ref.ops.per_group_colwise_scales_dual: two (Ktot, N1), (Ktot, N2) tensors, one offs, one launch.
 
-Both jagged kernels take the two tensors in one launch (fp8moe.configs.PER_GROUP_KERNEL picks one): the tile kernel
-(fp8moe.kernels._group_tiles) runs x1's tiles, then x2's, in one ticket order. The span kernel below spans both
+Every jagged kernel takes the two tensors in one launch (fp8moe.configs.PER_GROUP_KERNEL picks one per call): the
+chunked kernel (fp8moe.kernels._group_chunks, the default where groups average 1024-4095 rows) and the tile kernel
+(fp8moe.kernels._group_tiles) run x1's items, then x2's, in one ticket order. The span kernel below spans both
 tensors' column blocks: blocks [0, cdiv(N1, BLOCK_R)) quantize x1, the rest x2, each with the per-group body shared
 by every jagged op (fp8moe.kernels._per_group), on the transposed views exactly as per_group_colwise_scales does.
 One launch instead of two saves a launch in the grad_B backward and lets both tensors' programs fill the device

@@ -1,6 +1,6 @@
 """Triton twin of fp8ref.ops.per_group_rowwise_scales: x (M, Ktot) jagged along the columns by offs.
 
-The kernel is shared with the colwise ops (fp8moe.kernels._per_group, or fp8moe.kernels._group_tiles: see
+The kernel is shared with the colwise ops (fp8moe.kernels._per_group, _group_chunks or _group_tiles: see
 fp8moe.configs.PER_GROUP_KERNEL); this op is that kernel applied to x as given. Columns past offs[-1] belong to no
 group and are left unwritten (fp8ref writes 0x00 there; comparisons exclude them, SPEC §4).
 """
