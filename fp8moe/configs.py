@@ -468,7 +468,7 @@ GROUP_CHUNKS = KernelConfigs(
 #: - "span" (fp8moe.kernels._per_group): one program per (group, row block) slice, two reads of a slice longer than
 #:   a tile;
 #: - "chunks" (fp8moe.kernels._group_chunks): slices cut into chunks whose programs fold their amax through a
-#:   workspace and wait for each other, each chunk re-read from L2;
+#:   workspace and wait for each other, each chunk read twice;
 #: - "tiles" (fp8moe.kernels._group_tiles): one read, aligned tiles of one group meeting through workspace atomics;
 #: - "auto": "chunks" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) within
 #:   :data:`CHUNKS_MEAN_GROUP`, else "span" (:func:`per_group_kernel`).
