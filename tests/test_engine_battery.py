@@ -205,33 +205,36 @@ def test_inputs_sit_between_zeroed_redzones_and_a_write_past_one_is_reported():
     ]
 
 
-@pytest.mark.parametrize("jagged_kernel", ["span", "tiles"])
+@pytest.mark.parametrize("jagged_kernel", ["span", "chunks", "tiles"])
 def test_fp8moe_dual_kernel_launched_with_the_first_halfs_width_is_reported_not_a_crash(
     jagged_kernel, monkeypatch, device
 ):
     """The issue #10 crash: the dual kernel's second half run with N1 > N2 stored past q2 and s2 ("malloc():
     smallbin double linked list corrupted" in the interpreter). Now the stores land in redzones and are reported.
-    On both per-group kernels (fp8moe.configs.PER_GROUP_KERNEL)."""
+    On every per-group kernel (fp8moe.configs.PER_GROUP_KERNEL)."""
     pytest.importorskip("fp8moe")
     import torch
 
     from fp8moe import configs, replay
-    from fp8moe.kernels import _coop, _group_tiles
+    from fp8moe.kernels import _coop, _group_chunks, _group_tiles
 
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, jagged_kernel))
     replay.forget()
     launch = configs.launch
-    widened = {}  # a call's tile-kernel workspace -> one laid out for the wrong width, new at a call's first launch
+    widened = {}  # a call's workspace -> one laid out for the wrong width, new at a call's first launch
 
     def second_half_with_first_width(kernel, kernel_configs, backend, grid, **args):
         if "N1" in args and "N2" in args:  # the span kernel
             args["N2"] = args["N1"]
-        if "R1" in args and "R2" in args:  # the tile kernel: the views' row counts, N1 and N2 of the op
+        if "R1" in args and "R2" in args:  # the cooperative kernels: the views' row counts, N1 and N2 of the op
             args["R2"] = args["R1"]
             # The bug is in the outputs only: the workspace is sized and laid out for the wrong width too.
             block_r, block_k = args["config"].kwargs["BLOCK_R"], args["config"].kwargs["BLOCK_K"]
-            tiles = _group_tiles.tile_count((args["R1"],) * 2, args["K"], block_r, block_k)
-            ws = _group_tiles.WorkspaceLayout((args["R1"],) * 2, args["G"], block_r, tiles)
+            if "min_chunk" in args:  # the chunked kernel
+                ws = _group_chunks.ChunkWorkspace((args["R1"],) * 2, args["G"], block_r)
+            else:
+                tiles = _group_tiles.tile_count((args["R1"],) * 2, args["K"], block_r, block_k)
+                ws = _group_tiles.WorkspaceLayout((args["R1"],) * 2, args["G"], block_r, tiles)
             key = args["ws_ptr"].data_ptr()
             if key not in widened or args["PHASE"] in (_coop.PHASE_AMAX, _coop.PHASE_FUSED):
                 widened[key] = torch.zeros(ws.size, dtype=torch.int32, device=args["ws_ptr"].device)  # a call's first
