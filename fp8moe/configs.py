@@ -389,15 +389,21 @@ PER_GROUP_DUAL = KernelConfigs(
 )
 
 
+def _config_by_view(kernel_configs: KernelConfigs, backend: Backend, args: Mapping[str, object]) -> triton.Config:
+    """The rule of the cooperative jagged kernels: ROCm's one config; on CUDA the first candidate for a transposing
+    view (x contiguous along R, q along K: the colwise ops), the second for a view contiguous along K."""
+    if backend.kind == "rocm":
+        return kernel_configs.rocm
+    transposing = args["stride_xr"] == 1 and args["stride_xk"] != 1
+    return kernel_configs.cuda[0] if transposing else kernel_configs.cuda[1]
+
+
 def _group_tiles_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
     """The one-read per-group kernel's tile (fp8moe.kernels._group_tiles): it never autotunes (its workspace is
     sized from the tile, and the autotuner's timing runs would share it). Transposing views (the colwise ops: x
     contiguous along R, q along K) take tiles tall in R, so loads and stores both run along 128 bytes or more;
     views contiguous along K take tiles wide in K. ROCm takes its one fixed tile (no AMD timing)."""
-    if backend.kind == "rocm":
-        return GROUP_TILES.rocm
-    transposing = args["stride_xr"] == 1 and args["stride_xk"] != 1
-    return GROUP_TILES.cuda[0] if transposing else GROUP_TILES.cuda[1]
+    return _config_by_view(GROUP_TILES, backend, args)
 
 
 #: The one-read per-group kernel (fp8moe.kernels._group_tiles): tile (BLOCK_R rows, BLOCK_K jagged positions),
@@ -433,10 +439,7 @@ def _group_chunks_rule(backend: Backend, args: Mapping[str, object]) -> triton.C
     sized from BLOCK_R, and the autotuner's timing runs would share it). Transposing views (the colwise ops) take
     tiles tall in R; views contiguous along K take tiles wide in K. ROCm takes its one fixed config (no AMD
     timing)."""
-    if backend.kind == "rocm":
-        return GROUP_CHUNKS.rocm
-    transposing = args["stride_xr"] == 1 and args["stride_xk"] != 1
-    return GROUP_CHUNKS.cuda[0] if transposing else GROUP_CHUNKS.cuda[1]
+    return _config_by_view(GROUP_CHUNKS, backend, args)
 
 
 #: The chunked per-group kernel (fp8moe.kernels._group_chunks): tile (BLOCK_R rows, BLOCK_K jagged positions),

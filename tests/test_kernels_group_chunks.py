@@ -47,20 +47,11 @@ def _chunks(start: int, end: int, chunk: int = CHUNK) -> int:
 
 
 @pytest.fixture(params=[2, 0], ids=["tickets", "one-item-per-program"])
-def fixed_chunks(request, monkeypatch):
+def fixed_chunks(request, force_jagged_kernel):
     """The jagged ops launch the chunked kernel with CONFIG (CUDA, ROCm and the interpreter alike), its programs
     taking items from a ticket or one item each."""
-    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "chunks"))
-    original = configs.KernelConfigs.fixed
     config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": request.param}, num_warps=4)
-
-    def fixed(self, backend, args):
-        return config if self is configs.GROUP_CHUNKS else original(self, backend, args)
-
-    monkeypatch.setattr(configs.KernelConfigs, "fixed", fixed)
-    fp8moe.replay.forget()  # no plan recorded under another config may replay inside the test
-    yield
-    fp8moe.replay.forget()
+    force_jagged_kernel("chunks", configs.GROUP_CHUNKS, config)
 
 
 def _x(shape, device, seed=0):

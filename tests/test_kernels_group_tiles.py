@@ -56,19 +56,10 @@ def _kinds(ends: list[int], limit: int) -> dict[str, int]:
 
 
 @pytest.fixture
-def fixed_tile(monkeypatch):
+def fixed_tile(force_jagged_kernel):
     """The jagged ops launch the tile kernel, with the 16 x 32 tile (CUDA, ROCm and the interpreter alike)."""
-    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "tiles"))
-    original = configs.KernelConfigs.fixed
     tile = triton.Config({"BLOCK_R": BLOCK_R, "BLOCK_K": BLOCK_K}, num_warps=4)
-
-    def fixed(self, backend, args):
-        return tile if self is configs.GROUP_TILES else original(self, backend, args)
-
-    monkeypatch.setattr(configs.KernelConfigs, "fixed", fixed)
-    fp8moe.replay.forget()  # no plan recorded under another tile may replay inside the test
-    yield
-    fp8moe.replay.forget()
+    force_jagged_kernel("tiles", configs.GROUP_TILES, tile)
 
 
 def _x(shape, device, seed=0):

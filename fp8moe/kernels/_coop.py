@@ -10,6 +10,7 @@ and the bound on how many programs a slice may wait for (``coop_limit``).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import torch
 import triton
@@ -26,8 +27,10 @@ __all__ = [
     "PHASE_LONG",
     "clamped_ends",
     "coop_limit",
+    "device_multiprocessors",
     "max_combine",
     "multiprocessors",
+    "view_outputs",
     "wait_for_slice",
 ]
 
@@ -77,11 +80,30 @@ def multiprocessors(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+def device_multiprocessors(device: torch.device) -> int:
+    """SMs (CUs) of the GPU ``device`` names (the current one for a bare "cuda")."""
+    return multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def view_outputs(
+    xs: Sequence[torch.Tensor], groups: int, fp8_dtype: torch.dtype
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The outputs of a cooperative launch over (R_i, Ktot) views: per view q (R_i, Ktot) row-major and the scales
+    (G * R_i,) f32."""
+    ktot, device = xs[0].shape[1], xs[0].device
+    return [
+        (
+            torch.empty_strided((x.shape[0], ktot), (ktot, 1), dtype=fp8_dtype, device=device),
+            torch.empty((groups * x.shape[0],), dtype=torch.float32, device=device),
+        )
+        for x in xs
+    ]
+
+
 def coop_limit(backend: Backend, device: torch.device) -> int:
     """Most programs a slice may wait for (each kernel's module docstring, Progress): half the device's SMs (CUs on
     ROCm), so a slice's programs fit on the device with room to spare for other streams' kernels;
     INTERPRETER_COOP_LIMIT in the interpreter, where nothing waits."""
     if backend.kind == "interpreter":
         return INTERPRETER_COOP_LIMIT
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return max(multiprocessors(index) // 2, 1)
+    return max(device_multiprocessors(device) // 2, 1)

@@ -57,11 +57,12 @@ from fp8moe.kernels._coop import (
     PHASE_FUSED,
     clamped_ends,
     coop_limit,
+    device_multiprocessors,
     max_combine,
-    multiprocessors,
+    view_outputs,
     wait_for_slice,
 )
-from fp8moe.kernels._span import cast_span, pack_k, quantize_span, span_amax
+from fp8moe.kernels._span import cast_span, pack_k, quantize_group_span, span_amax
 
 __all__ = [
     "ChunkWorkspace",
@@ -150,16 +151,10 @@ def _quantize_item(
     q_rows = q_ptr + rows[:, None] * stride_qr
     if n == 1:
         if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
-            if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
-                scale = quantize_span(
-                    x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-                )  # fmt: skip
-            else:
-                scale = quantize_span(
-                    x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-                )  # fmt: skip
+            scale = quantize_group_span(
+                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
             tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
     else:
         amax_slots = amax_ptr + g_row + rows
@@ -263,7 +258,7 @@ def _sm_count(backend: Backend, device: torch.device) -> int:
     """The device's SMs (CUs on ROCm); 1 in the interpreter."""
     if backend.kind == "interpreter":
         return 1
-    return multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+    return device_multiprocessors(device)
 
 
 def _grid(meta) -> tuple[int]:
@@ -281,16 +276,7 @@ def launch_group_chunks(
     xs: Sequence[torch.Tensor], offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
     backend: Backend,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
-    """Per-row-per-group scale and cast of one or two (R, Ktot) views jagged along their columns by one offs.
-
-    Args:
-        xs: one or two (R_i, Ktot) views, one dtype and device, any strides.
-        offs: (G,) int32 end offsets along Ktot, on the views' device; never read on the host.
-
-    Returns:
-        One (q, scales) per view: q (R_i, Ktot) fp8_dtype row-major, columns past offs[-1] unwritten; scales
-        (G * R_i,) f32, s[g * R_i + r].
-    """
+    """fp8moe.kernels._group_tiles.launch_group_tiles (same arguments, same outputs) on the chunked kernel."""
     outs, _ = run_chunk_phases(xs, offs, fp8_dtype, round_scales_to_power_of_2, backend)
     return outs
 
@@ -306,13 +292,7 @@ def run_chunk_phases(
     ktot = xs[0].shape[1]
     num_groups = offs.numel()
     device = xs[0].device
-    outs = [
-        (
-            torch.empty_strided((r, ktot), (ktot, 1), dtype=fp8_dtype, device=device),
-            torch.empty((num_groups * r,), dtype=torch.float32, device=device),
-        )
-        for r in rows
-    ]
+    outs = view_outputs(xs, num_groups, fp8_dtype)
     if num_groups == 0 or sum(rows) == 0:
         return outs, None
     if config is None:

@@ -61,8 +61,9 @@ from fp8moe.kernels._coop import (
     PHASE_LONG,
     clamped_ends,
     coop_limit,
+    device_multiprocessors,
     max_combine,
-    multiprocessors,
+    view_outputs,
     wait_for_slice,
 )
 
@@ -450,8 +451,7 @@ def long_programs(backend: Backend, device: torch.device) -> int:
     that an empty list costs one short wave); INTERPRETER_LONG_PROGRAMS in the interpreter."""
     if backend.kind == "interpreter":
         return INTERPRETER_LONG_PROGRAMS
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return 2 * multiprocessors(index)
+    return 2 * device_multiprocessors(device)
 
 
 def launch_group_tiles(
@@ -482,13 +482,7 @@ def run_phases(
     ktot = xs[0].shape[1]
     num_groups = offs.numel()
     device = xs[0].device
-    outs = [
-        (
-            torch.empty_strided((r, ktot), (ktot, 1), dtype=fp8_dtype, device=device),
-            torch.empty((num_groups * r,), dtype=torch.float32, device=device),
-        )
-        for r in rows
-    ]
+    outs = view_outputs(xs, num_groups, fp8_dtype)
     if num_groups == 0 or sum(rows) == 0:
         return outs, None
     config = configs.GROUP_TILES.fixed(

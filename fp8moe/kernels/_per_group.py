@@ -23,7 +23,7 @@ import triton.language as tl
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._span import pack_k, quantize_span
+from fp8moe.kernels._span import pack_k, quantize_group_span
 
 __all__ = ["launch_jagged_rows", "quantize_group_rows"]
 
@@ -73,16 +73,10 @@ def quantize_group_rows(
     row_mask = rows < R
     x_rows = x_ptr + rows[:, None] * stride_xr  # (BLOCK_R, 1)
     q_rows = q_ptr + rows[:, None] * stride_qr
-    if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:  # the group's aligned interior fits one tile
-        scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
-    else:
-        scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
+    scale = quantize_group_span(
+        x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
+        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+    )  # fmt: skip
     tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
 
 

@@ -48,7 +48,7 @@ from fp8moe.kernels._common import (
     scale_from_amax,
 )
 
-__all__ = ["cast_span", "pack_k", "quantize_span", "span_amax"]
+__all__ = ["cast_span", "pack_k", "quantize_group_span", "quantize_span", "span_amax"]
 
 
 def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
@@ -372,5 +372,27 @@ def quantize_span(
         cast_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+        )  # fmt: skip
+    return scale
+
+
+@triton.jit
+def quantize_group_span(
+    x_rows, q_rows, row_mask, start, end, stride_xk,
+    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """:func:`quantize_span` of a span whose length is known only at run time (a group's): one read when its aligned
+    interior fits one tile, two otherwise (both paths compiled, one branch taken)."""
+    if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:
+        scale = quantize_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+    else:
+        scale = quantize_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     return scale
