@@ -7,10 +7,11 @@ Per MoE shape (M tokens, K, N, E experts; SPEC §7), with routing-like uneven gr
 of:
 
 - ``bf16 step``: torch._grouped_mm forward + autograd backward (grad of A and B_t);
-- ``fp8 step``: fp8moe.grouped_mm forward + backward (five quantization kernels + three scaled grouped GEMMs);
+- ``fp8 step``: fp8moe.grouped_mm forward + backward (four quantization calls, B_t's two quantizations fused in
+  one, fp8moe.colwise_3d_and_transpose_rhs, + three scaled grouped GEMMs);
 - ``bf16 GEMMs`` / ``fp8 GEMMs``: the three GEMMs alone (fwd, dgrad, wgrad), the fp8 ones on pre-quantized
   operands: the ceiling a quantized step can reach;
-- ``quant``: the five fp8moe quantization calls alone, and their share of the fp8 GEMM time.
+- ``quant``: the step's fp8moe quantization calls alone, and their share of the fp8 GEMM time.
 
 The eager time (triton.testing.do_bench, host overhead included) is given next to the graph time of each step.
 Before timing, the fp8 step's SQNR against the bf16 step is printed, so a fast wrong path cannot post a number.
@@ -35,7 +36,16 @@ from fp8ref import grouped_mm as ref
 
 SHAPES = [(16384, 7168, 2048, 8), (16640, 2048, 1408, 64), (32768, 5120, 8192, 16), (65536, 4096, 14336, 8)]
 E4 = torch.float8_e4m3fn
-QUANT_CALLS = ("rowwise A", "colwise-3D B_t", "rowwise grad_out", "transpose-rowwise B_t", "dual grad_out, A")
+QUANT_CALLS = (
+    "rowwise A",
+    "colwise-3D B_t",
+    "rowwise grad_out",
+    "transpose-rowwise B_t",
+    "dual grad_out, A",
+    "both B_t ops fused",
+)
+#: The calls of one step (the fused pair replaces the two B_t calls; grouped_mm runs it for both B_t layouts here).
+STEP_CALLS = ("rowwise A", "both B_t ops fused", "rowwise grad_out", "dual grad_out, A")
 
 
 DEVICE = "cuda"  # --device cpu: a smoke run of this script's logic (interpreter kernels, wall-clock times)
@@ -106,20 +116,18 @@ def _gemms(A, B_t, grad_out, offs):
 
 
 def _quant(A, B_t, grad_out, offs):
-    a, b = A.detach(), B_t.detach()
+    """The quantization calls of one step (STEP_CALLS), as one function."""
+    calls = dict(_quant_calls(A, B_t, grad_out, offs))
 
     def run():
-        qops.rowwise_2d_scale_and_cast(a, E4)
-        qops.colwise_3d_scale_and_cast(b, E4)
-        qops.rowwise_2d_scale_and_cast(grad_out, E4)
-        qops.rowwise_3d_transpose_rhs(b, E4)
-        qops.per_group_colwise_scales_dual(grad_out, a, offs, E4)
+        for name in STEP_CALLS:
+            calls[name]()
 
     return run
 
 
 def _quant_calls(A, B_t, grad_out, offs):
-    """The five quantization calls of a step, one by one: (name, fn), names as QUANT_CALLS."""
+    """Each quantization call a step may make, one by one: (name, fn), names as QUANT_CALLS."""
     a, b = A.detach(), B_t.detach()
     fns = [
         lambda: qops.rowwise_2d_scale_and_cast(a, E4),
@@ -127,8 +135,9 @@ def _quant_calls(A, B_t, grad_out, offs):
         lambda: qops.rowwise_2d_scale_and_cast(grad_out, E4),
         lambda: qops.rowwise_3d_transpose_rhs(b, E4),
         lambda: qops.per_group_colwise_scales_dual(grad_out, a, offs, E4),
+        lambda: qops.colwise_3d_and_transpose_rhs(b, E4),
     ]
-    return list(zip(QUANT_CALLS, fns))
+    return list(zip(QUANT_CALLS, fns, strict=True))
 
 
 def _copy_gbs() -> float:
@@ -140,23 +149,27 @@ def _copy_gbs() -> float:
 
 def quant_layouts(shapes, emit) -> None:
     """Each quantization call's graph time with B_t row-major (E, K, N) contiguous vs column-major per expert
-    (strides (K*N, 1, K)), and the copy-roofline time of all five (bf16 read once + fp8 written once)."""
+    (strides (K*N, 1, K)); the step's calls (STEP_CALLS) in total; and the copy-roofline time of the five
+    quantizations (each op's bf16 read once + fp8 written once; the fused pair reads B_t twice, as the two ops at
+    their roofline do)."""
     copy_gbs = _copy_gbs()
     emit(f"Quantization calls, GPU time in us with B_t row-major / column-major. Copy bandwidth {copy_gbs:.0f} GB/s.")
     emit()
-    emit("| M, K, N, E | " + " | ".join(QUANT_CALLS) + " | total | all five at copy roofline |")
-    emit("|---|" + "---:|" * 7)
+    emit("| M, K, N, E | " + " | ".join(QUANT_CALLS) + " | step total | all five at copy roofline |")
+    emit("|---|" + "---:|" * (len(QUANT_CALLS) + 2))
     for shape in shapes:
         A, B_t, grad_out, offs = _inputs(shape, pad=False)
         B_col = B_t.detach().transpose(1, 2).contiguous().transpose(1, 2)
         row = [_graph_ms(fn) for _, fn in _quant_calls(A, B_t, grad_out, offs)]
         col = [_graph_ms(fn) for _, fn in _quant_calls(A, B_col, grad_out, offs)]
+        step = [i for i, name in enumerate(QUANT_CALLS) if name in STEP_CALLS]
         m, k, n, e = shape
         ideal_bytes = 3 * (m * k + 2 * e * k * n + m * n) + 3 * (m * n + m * k)  # A, B twice, G; then the dual
         emit(
             f"| {', '.join(map(str, shape))} | "
             + " | ".join(f"{r * 1e3:.0f} / {c * 1e3:.0f}" for r, c in zip(row, col))
-            + f" | {sum(row) * 1e3:.0f} / {sum(col) * 1e3:.0f} | {ideal_bytes / copy_gbs / 1e3:.0f} |"
+            + f" | {sum(row[i] for i in step) * 1e3:.0f} / {sum(col[i] for i in step) * 1e3:.0f}"
+            + f" | {ideal_bytes / copy_gbs / 1e3:.0f} |"
         )
         del A, B_t, B_col, grad_out
         if DEVICE == "cuda":
@@ -268,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     emit(
         f"{versions} GPU time of CUDA-graph replays (median, triton.testing.do_bench_cudagraph); `eager` is "
         "do_bench's median with host overhead. Groups: fp8ref.grouped_mm.skewed_offs (uneven, one empty, "
-        "multiples of 16). Speed-up = bf16 time / fp8 time. quant = the five fp8moe quantization calls of a step; "
+        "multiples of 16). Speed-up = bf16 time / fp8 time. quant = the fp8moe quantization calls of a step "
+        f"({', '.join(STEP_CALLS)}); "
         "its share is of the fp8 GEMMs."
     )
     emit()

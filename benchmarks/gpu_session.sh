@@ -10,7 +10,9 @@
 #   5. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points.
 #   6. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
 #   7. host: the host cost of one call, layer by layer, launch plans on and off (benchmarks/host_overhead.py).
-# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host), DEVICES=all on a multi-GPU machine
+#   8. pair: B_t's two quantizations fused vs the two ops (benchmarks/probe_weight_pair.py, PAIR_ARGS).
+#   9. layouts: each quantization call of the grouped-GEMM step, both B_t layouts (bench_grouped_mm --quant-layouts).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts), DEVICES=all on a multi-GPU machine
 # (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT,
 # TUNE_TIMEOUT (seconds),
 # BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
@@ -82,9 +84,19 @@ if [[ $steps == *" tune "* ]]; then
     >"$OUT/tune.log" 2>&1
   echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
+if [[ $steps == *" pair "* ]]; then
+  timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/probe_weight_pair.py ${PAIR_ARGS:-} >"$OUT/pair.log" 2>&1
+  echo "pair exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+if [[ $steps == *" layouts "* ]]; then
+  timeout "${LAYOUTS_TIMEOUT:-120}" python3 benchmarks/bench_grouped_mm.py --quant-layouts --out "$OUT/quant_layouts.md" \
+    >"$OUT/quant_layouts.log" 2>&1
+  echo "layouts exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
 if [[ $steps == *" host "* ]]; then
   timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py >"$OUT/host_overhead.txt" 2>&1
   echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
+cat "$OUT/pair.log" "$OUT/grouped_mm.md" 2>/dev/null

@@ -8,6 +8,7 @@ use_interpreter_if_no_gpu()
 from fp8moe.frozen_weights import frozen_weights  # noqa: E402
 from fp8moe.grouped_mm import grouped_mm  # noqa: E402  (shadows the submodule name: import its helpers from it)
 from fp8moe.ops import (  # noqa: E402  (kernels are defined on import: after the interpreter switch above)
+    colwise_3d_and_transpose_rhs,
     colwise_3d_scale_and_cast,
     per_group_colwise_scales,
     per_group_colwise_scales_dual,
@@ -19,6 +20,7 @@ from fp8moe.ops import (  # noqa: E402  (kernels are defined on import: after th
 __all__ = [
     "Backend",
     "backend_for",
+    "colwise_3d_and_transpose_rhs",
     "colwise_3d_scale_and_cast",
     "frozen_weights",
     "grouped_mm",

@@ -45,6 +45,9 @@ __all__ = [
     "INTERPRETER_ONE_PASS_UP_TO",
     "INTERPRETER_ROW_SPLIT_UP_TO",
     "LAST_CONFIG",
+    "PAIR_AMAX",
+    "PAIR_CAST",
+    "PAIR_SCALES",
     "PER_GROUP",
     "PER_GROUP_DUAL",
     "PER_GROUP_KERNEL",
@@ -336,6 +339,46 @@ TRANSPOSE_QUANTIZE = KernelConfigs(
     key=(*_TRANSPOSE_KEY, "FP8_DTYPE", "ROUND_POW2"),
 )
 
+
+#: The fused weight pair (fp8moe.kernels.colwise_3d_and_transpose_rhs): tile (BLOCK_P positions along x's
+#: contiguous dim, BLOCK_Q columns across it), CHUNK_TILES tiles per program. Both kernels load tiles contiguous
+#: along P, like the per-group kernels' transposing views, whose best tiles were 64x64/w4 and 64x128/w4
+#: (PER_GROUP); the cast kernel's BLOCK_Q must be a multiple of 16 (its word stores). Not yet timed on the H200.
+_PAIR_TILES_CUDA = (
+    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=4),
+    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 128, "CHUNK_TILES": 4}, num_warps=4),
+    triton.Config({"BLOCK_P": 128, "BLOCK_Q": 32, "CHUNK_TILES": 16}, num_warps=4),
+    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 32}, num_warps=4),
+    triton.Config({"BLOCK_P": 128, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=8),
+)
+_PAIR_KEY = ("E", "P", "Q", "stride_xe", "stride_xq")
+
+#: The fused pair's amax kernel: it folds into a zeroed workspace by atomic max, which the autotuner's repeated runs
+#: leave as it is (a max is idempotent).
+PAIR_AMAX = KernelConfigs(
+    name="colwise_3d_and_transpose_rhs_amax",
+    cuda=_PAIR_TILES_CUDA,
+    rocm=triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=4),
+    interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("Q",)}, reduced="BLOCK_Q"),
+    key=_PAIR_KEY,
+)
+
+#: The fused pair's scales kernel: one elementwise pass over the E * (K + N) folded amaxes.
+PAIR_SCALES = KernelConfigs(
+    name="colwise_3d_and_transpose_rhs_scales",
+    cuda=(triton.Config({"BLOCK": 1024}, num_warps=4),),
+    rocm=triton.Config({"BLOCK": 1024}, num_warps=4),
+    interpreter=InterpreterTiles({"BLOCK": ("N",)}, reduced="BLOCK"),
+    key=("N", "N_P", "FP8_MAX", "ROUND_POW2"),
+)
+
+PAIR_CAST = KernelConfigs(
+    name="colwise_3d_and_transpose_rhs_cast",
+    cuda=_PAIR_TILES_CUDA,
+    rocm=triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=4),
+    interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("Q",)}, reduced="BLOCK_Q"),
+    key=(*_PAIR_KEY, "FP8_DTYPE", "ROUND_POW2"),
+)
 
 # ----------------------------------------------------------------------------------------------------------------
 # The configs of the per-group kernels (fp8moe/kernels/_per_group.py, per_group_colwise_scales_dual.py)

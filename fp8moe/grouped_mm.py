@@ -18,6 +18,7 @@ import torch
 from fp8moe import ops as _ops
 from fp8moe.backend import Backend, backend_for
 from fp8moe.frozen_weights import active_weight_ops
+from fp8moe.kernels.colwise_3d_and_transpose_rhs import fusable
 from fp8ref import grouped_mm as _ref
 from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, GroupedMMResult, PathOperands
 
@@ -74,11 +75,24 @@ def quantize_operands(
     """The operands :func:`grouped_mm` feeds its three GEMMs (unpadded), from the fp8moe kernels: the debug hook for
     comparing them bitwise with :func:`fp8ref.grouped_mm.quantize_operands`. Same wiring code as the autograd op."""
     fp8_dtype = default_fp8_dtype(A.device) if fp8_dtype is None else fp8_dtype
-    return _ref.quantize_operands(A, B_t, offs, grad_out, fp8_dtype=fp8_dtype, ops=_ops)
+    weights = _fused_weight_operands(B_t, fp8_dtype) if grad_out is not None else None
+    return _ref.quantize_operands(A, B_t, offs, grad_out, fp8_dtype=fp8_dtype, ops=_ops, weights=weights)
+
+
+def _fused_weight_operands(B_t: torch.Tensor, fp8_dtype: torch.dtype):
+    """B_t's forward (colwise-3D) and dgrad (transposed-rowwise) operands from one fused call
+    (:func:`fp8moe.colwise_3d_and_transpose_rhs`: two reads of B_t, not the three to four the two ops take), or None
+    for a layout it does not fuse (the two ops then run where the GEMMs need them)."""
+    if not fusable(B_t):
+        return None
+    q_c, s_c, q_t, s_t = _ops.colwise_3d_and_transpose_rhs(B_t, fp8_dtype)
+    return (q_c, s_c), (q_t, s_t)
 
 
 class _Fp8GroupedMM(torch.autograd.Function):
-    """out = per-group A @ B_t[g] through FP8; saves A and B_t (high precision) for the two backward GEMMs."""
+    """out = per-group A @ B_t[g] through FP8; saves A and B_t (high precision) for the two backward GEMMs, and where
+    B_t's two quantizations ran fused in the forward, the dgrad operand (E*K*N fp8 bytes and the scales, held until
+    the backward) instead of quantizing B_t again there."""
 
     @staticmethod
     def forward(ctx, A, B_t, offs, out_dtype, fp8_dtype):
@@ -86,18 +100,25 @@ class _Fp8GroupedMM(torch.autograd.Function):
         # (detach() shares the version counter, which a frozen_weights scope checks.)
         A, B_t = A.detach(), B_t.detach()
         weight_ops = active_weight_ops()  # a frozen_weights scope quantizes B_t once; None: every call
-        out = scaled_grouped_mm(_ref.forward_operands(A, B_t, fp8_dtype, weight_ops or _ops), offs, out_dtype)
-        ctx.save_for_backward(A, B_t, offs)
+        fused = None
+        if weight_ops is None and ctx.needs_input_grad[0]:
+            fused = _fused_weight_operands(B_t, fp8_dtype)
+        fwd_weight, dgrad_weight = (None, ()) if fused is None else fused
+        out = scaled_grouped_mm(
+            _ref.forward_operands(A, B_t, fp8_dtype, weight_ops or _ops, fwd_weight), offs, out_dtype
+        )
+        ctx.save_for_backward(A, B_t, offs, *dgrad_weight)
         ctx.fp8_dtype = fp8_dtype
         ctx.weight_ops = weight_ops  # the backward may run on autograd's thread, outside the scope's context
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        A, B_t, offs = ctx.saved_tensors
+        A, B_t, offs, *dgrad_weight = ctx.saved_tensors
         grad_A = grad_B_t = None
         if ctx.needs_input_grad[0]:
-            dgrad = _ref.dgrad_operands(grad_out, B_t, ctx.fp8_dtype, ctx.weight_ops or _ops)
+            weight = tuple(dgrad_weight) or None
+            dgrad = _ref.dgrad_operands(grad_out, B_t, ctx.fp8_dtype, ctx.weight_ops or _ops, weight)
             grad_A = scaled_grouped_mm(dgrad, offs).to(A.dtype)
         if ctx.needs_input_grad[1]:
             wgrad = _ref.wgrad_operands(grad_out, A, offs, ctx.fp8_dtype, _ops)

@@ -1,4 +1,4 @@
-"""The six public ops: Triton twins of fp8ref.ops, registered with torch.library.
+"""The six public ops, Triton twins of fp8ref.ops, and one fusion of two of them, registered with torch.library.
 
 Each public function validates its arguments (raising TypeError/ValueError that name the argument), then runs the
 implementation that launches the kernel (fp8moe/kernels/<op>.py). The implementation is registered as the custom
@@ -22,6 +22,7 @@ from torch._C import _is_torch_function_mode_enabled as _torch_function_mode_ena
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
 from fp8moe.backend import Backend, backend_for
+from fp8moe.kernels import colwise_3d_and_transpose_rhs as _pair
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
 from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
 from fp8moe.kernels import per_group_colwise_scales_dual as _per_group_colwise_dual
@@ -32,6 +33,7 @@ from fp8ref.ops import check_args
 from fp8ref.ops import validate_offs as _validate_offs_values
 
 __all__ = [
+    "colwise_3d_and_transpose_rhs",
     "colwise_3d_scale_and_cast",
     "per_group_colwise_scales",
     "per_group_colwise_scales_dual",
@@ -196,6 +198,50 @@ def rowwise_3d_transpose_rhs(
         raise ValueError(f"method must be one of {_transpose_rhs.METHODS}, got {method!r}")
     run = _transpose_rhs_impl if _direct_call(x) else _transpose_rhs_op
     return run(x, fp8_dtype, round_scales_to_power_of_2, method)
+
+
+def _pair_impl(
+    x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _pair.launch(x, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+_pair_op = _register("colwise_3d_and_transpose_rhs", _pair_impl)
+
+
+@_pair_op.register_fake
+def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    _backend(x, fp8_dtype)
+    e, k, n = x.shape
+    return (
+        x.new_empty_strided((e, k, n), (k * n, 1, k), dtype=fp8_dtype),
+        x.new_empty((e, 1, n), dtype=torch.float32),
+        x.new_empty_strided((e, n, k), (n * k, 1, n), dtype=fp8_dtype),
+        x.new_empty((e, k), dtype=torch.float32),
+    )
+
+
+def colwise_3d_and_transpose_rhs(
+    x: torch.Tensor, fp8_dtype: torch.dtype = _E4M3, round_scales_to_power_of_2: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`colwise_3d_scale_and_cast` and :func:`rowwise_3d_transpose_rhs` of one x, bitwise each op's result,
+    from two reads of x (fp8moe.kernels.colwise_3d_and_transpose_rhs): the two quantizations of an expert weight
+    that the FP8 grouped GEMM's forward and dgrad GEMMs take. Not a row of the op table (fp8ref.contracts): a
+    fusion of two of them, tested against both references.
+
+    Args:
+        x: (E, K, N) bf16/f16/f32; fused when x has unit stride along K or N (row- or column-major experts), else
+            the two ops run one after the other.
+        fp8_dtype: an fp8 dtype the backend stores.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+
+    Returns:
+        (q, scales) of colwise_3d_scale_and_cast: (E, K, N) strides (K*N, 1, K), (E, 1, N); then (q, scales) of
+        rowwise_3d_transpose_rhs: (E, N, K) strides (N*K, 1, N), (E, K).
+    """
+    check_args("EKN", x, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
+    run = _pair_impl if _direct_call(x) else _pair_op
+    return run(x, fp8_dtype, round_scales_to_power_of_2)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -252,21 +252,36 @@ def check_gemm_operands(ops: GemmOperands, offs: torch.Tensor) -> str:
 
 
 def forward_operands(
-    A: torch.Tensor, B_t: torch.Tensor, fp8_dtype: torch.dtype, ops: ModuleType = _ref_ops
+    A: torch.Tensor,
+    B_t: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    ops: ModuleType = _ref_ops,
+    weight: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> GemmOperands:
-    """Forward GEMM operands: A rowwise (M, K), B_t colwise-3D (E, K, N) column-major, scales (M,) and (E, N)."""
+    """Forward GEMM operands: A rowwise (M, K), B_t colwise-3D (E, K, N) column-major, scales (M,) and (E, N).
+    ``weight``: B_t's colwise-3D (q, scales) where the caller already has them (a kernel library may quantize both
+    of B_t's operands in one call); None: ``ops`` computes them."""
     q_a, s_a = ops.rowwise_2d_scale_and_cast(A, fp8_dtype)  # (M, K) row-major, (M, 1)
-    q_b, s_b = ops.colwise_3d_scale_and_cast(B_t, fp8_dtype)  # (E, K, N) strides (K*N, 1, K), (E, 1, N)
+    if weight is None:
+        weight = ops.colwise_3d_scale_and_cast(B_t, fp8_dtype)
+    q_b, s_b = weight  # (E, K, N) strides (K*N, 1, K), (E, 1, N)
     return GemmOperands(q_a, s_a.view(-1), q_b, s_b.view(s_b.shape[0], s_b.shape[2]))
 
 
 def dgrad_operands(
-    grad_out: torch.Tensor, B_t: torch.Tensor, fp8_dtype: torch.dtype, ops: ModuleType = _ref_ops
+    grad_out: torch.Tensor,
+    B_t: torch.Tensor,
+    fp8_dtype: torch.dtype,
+    ops: ModuleType = _ref_ops,
+    weight: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> GemmOperands:
     """grad_A GEMM operands: grad_out rowwise (M, N), B_t rowwise over N and transposed to (E, N, K) column-major,
-    scales (M,) and (E, K): grad_A[rows of g] = grad_out[rows of g] @ B_t[g]^T."""
+    scales (M,) and (E, K): grad_A[rows of g] = grad_out[rows of g] @ B_t[g]^T. ``weight``: B_t's transposed-rowwise
+    (q, scales) where the caller already has them; None: ``ops`` computes them."""
     q_g, s_g = ops.rowwise_2d_scale_and_cast(grad_out, fp8_dtype)  # (M, N) row-major, (M, 1)
-    q_b, s_b = ops.rowwise_3d_transpose_rhs(B_t, fp8_dtype)  # (E, N, K) strides (N*K, 1, N), (E, K)
+    if weight is None:
+        weight = ops.rowwise_3d_transpose_rhs(B_t, fp8_dtype)
+    q_b, s_b = weight  # (E, N, K) strides (N*K, 1, N), (E, K)
     return GemmOperands(q_g, s_g.view(-1), q_b, s_b)
 
 
@@ -293,13 +308,18 @@ def quantize_operands(
     *,
     fp8_dtype: torch.dtype = torch.float8_e4m3fn,
     ops: ModuleType = _ref_ops,
+    weights: tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> PathOperands:
-    """The operands of all three GEMMs of the path, quantized by ``ops`` (dgrad/wgrad only with grad_out)."""
-    fwd = forward_operands(A, B_t, fp8_dtype, ops)
+    """The operands of all three GEMMs of the path, quantized by ``ops`` (dgrad/wgrad only with grad_out);
+    ``weights``: B_t's colwise-3D and transposed-rowwise (q, scales) where the caller already has them."""
+    fwd_weight, dgrad_weight = (None, None) if weights is None else weights
+    fwd = forward_operands(A, B_t, fp8_dtype, ops, fwd_weight)
     if grad_out is None:
         return PathOperands(fwd, None, None)
     return PathOperands(
-        fwd, dgrad_operands(grad_out, B_t, fp8_dtype, ops), wgrad_operands(grad_out, A, offs, fp8_dtype, ops)
+        fwd,
+        dgrad_operands(grad_out, B_t, fp8_dtype, ops, dgrad_weight),
+        wgrad_operands(grad_out, A, offs, fp8_dtype, ops),
     )
 
 

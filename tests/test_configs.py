@@ -23,6 +23,7 @@ from fp8moe import configs, fp8ref_backend
 from fp8moe.backend import Backend, launch_device
 from fp8moe.kernels import (
     _per_group,
+    colwise_3d_and_transpose_rhs,
     _rows,
     per_group_colwise_scales_dual,
     rowwise_2d_scale_and_cast,
@@ -44,6 +45,13 @@ KERNELS = {
     "per_group": (_per_group._per_group_rows_kernel, configs.PER_GROUP),
     "per_group_dual": (per_group_colwise_scales_dual._per_group_colwise_scales_dual_kernel, configs.PER_GROUP_DUAL),
 }
+#: Kernels whose configs also set a chunk length (CHUNK_TILES, which the launcher adds in the interpreter): the
+#: autotune key test covers them; the block test below is for KERNELS.
+CHUNKED_KERNELS = {
+    "pair_amax": (colwise_3d_and_transpose_rhs._pair_amax_kernel, configs.PAIR_AMAX),
+    "pair_scales": (colwise_3d_and_transpose_rhs._pair_scales_kernel, configs.PAIR_SCALES),
+    "pair_cast": (colwise_3d_and_transpose_rhs._pair_cast_kernel, configs.PAIR_CAST),
+}
 
 
 def _python_fn(kernel):
@@ -60,9 +68,9 @@ def _runtime_args(kernel) -> list[str]:
     return [p.name for p in params if "constexpr" not in str(p.annotation) and not p.name.endswith("_ptr")]
 
 
-@pytest.mark.parametrize("name", KERNELS)
+@pytest.mark.parametrize("name", [*KERNELS, *CHUNKED_KERNELS])
 def test_cuda_autotune_key_names_every_shape_input_stride_and_result_arg(name):
-    kernel, kernel_configs = KERNELS[name]
+    kernel, kernel_configs = {**KERNELS, **CHUNKED_KERNELS}[name]
     args = inspect.signature(_python_fn(kernel)).parameters
     # Output strides follow from the shape (outputs are allocated by the launcher), so they need no key entry.
     required = [a for a in _runtime_args(kernel) if not a.startswith("stride_q")]

@@ -7,6 +7,7 @@ The GPU claims (SQNR vs bf16 at the MoE shapes, compile, no syncs) are in tests/
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
@@ -369,3 +370,35 @@ def test_traces_as_one_graph_and_matches_eager():
     expected = _run(A, B_t, offs, grad_out, pad_groups=True)
     for name, a, e in zip(("out", "grad_A", "grad_B_t"), (out.detach(), A_leaf.grad, B_leaf.grad), expected):
         _assert_same_values(a, e, 61 if name != "grad_B_t" else E, name)
+
+
+@needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
+@pytest.mark.parametrize("layout", ["row_major", "col_major_per_expert", "expert_innermost"])
+def test_weight_quantized_once_for_both_gemms_gives_the_two_ops_bytes(layout, monkeypatch):
+    """The forward quantizes B_t for the forward and dgrad GEMMs in one fused call
+    (fp8moe.colwise_3d_and_transpose_rhs) wherever B_t has unit stride along K or N, and the backward reuses the
+    dgrad half: out and both gradients are bitwise those of quantizing B_t with the two ops where each GEMM needs it.
+    Other layouts run the two ops."""
+    import fp8moe
+
+    mm_module = importlib.import_module("fp8moe.grouped_mm")
+    A, B_t, grad_out = _inputs()
+    B_t = {
+        "row_major": lambda b: b,
+        "col_major_per_expert": lambda b: b.mT.contiguous().mT,
+        "expert_innermost": lambda b: b.permute(1, 2, 0).contiguous().permute(2, 0, 1),
+    }[layout](B_t)
+    offs = _offs([16, 48, 48, 64])
+    calls = []
+    for name in ("colwise_3d_and_transpose_rhs", "colwise_3d_scale_and_cast", "rowwise_3d_transpose_rhs"):
+        op = getattr(fp8moe.ops, name)
+        monkeypatch.setattr(fp8moe.ops, name, lambda *a, _op=op, _name=name, **k: calls.append(_name) or _op(*a, **k))
+    fused = _run(A, B_t, offs, grad_out)
+    if layout == "expert_innermost":
+        assert calls == ["colwise_3d_scale_and_cast", "rowwise_3d_transpose_rhs"]
+    else:
+        assert calls == ["colwise_3d_and_transpose_rhs"]  # the backward reused the forward's dgrad operand
+    monkeypatch.setattr(mm_module, "_fused_weight_operands", lambda *args: None)
+    separate = _run(A, B_t, offs, grad_out)
+    for name, a, e in zip(("out", "grad_A", "grad_B_t"), fused, separate):
+        _assert_same_values(a, e, 64 if name != "grad_B_t" else E, name)

@@ -69,6 +69,23 @@ OPS = [
         2,
     ),
 ]
+
+
+def _pair_half(half: int) -> Callable:
+    """One op's half of fp8moe.colwise_3d_and_transpose_rhs (0: colwise-3D, 1: the transpose): the fused kernel runs
+    every dense test of the op it stands for."""
+
+    def run(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
+        outs = fp8moe.colwise_3d_and_transpose_rhs(x, fp8_dtype, round_scales_to_power_of_2)
+        return outs[2 * half : 2 * half + 2]
+
+    return run
+
+
+OPS += [
+    DenseOp("pair-colwise_3d", _pair_half(0), ref.colwise_3d_scale_and_cast, (2, 24, 40), 1),
+    DenseOp("pair-transpose_rhs", _pair_half(1), ref.rowwise_3d_transpose_rhs, (2, 24, 40), 2),
+]
 OPS_2D = [op for op in OPS if op.ndim == 2]
 OPS_3D = [op for op in OPS if op.ndim == 3]
 TRANSPOSE_ATOMIC, TRANSPOSE_REDUCTION = OPS[2], OPS[3]

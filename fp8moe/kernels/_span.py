@@ -48,7 +48,15 @@ from fp8moe.kernels._common import (
     scale_from_amax,
 )
 
-__all__ = ["cast_span", "pack_k", "quantize_group_span", "quantize_span", "span_amax"]
+__all__ = [
+    "cast_span",
+    "load_quad",
+    "pack_k",
+    "quantize_group_span",
+    "quantize_span",
+    "span_amax",
+    "store_quad",
+]
 
 
 def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
@@ -144,7 +152,7 @@ def _interior_cast(
 
 
 @triton.jit
-def _load_quad(x_rows, row_mask, k0, lo, hi, stride_xk, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr):
+def load_quad(x_rows, row_mask, k0, lo, hi, stride_xk, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr):
     """Columns k0 + 4w + j of the rows for j = 0..3: four (BLOCK_R, BLOCK_W) tiles, 0 outside [lo, hi)."""
     cols = k0 + 4 * tl.arange(0, BLOCK_W)
     x0 = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
@@ -155,12 +163,12 @@ def _load_quad(x_rows, row_mask, k0, lo, hi, stride_xk, BLOCK_W: tl.constexpr, I
 
 
 @triton.jit
-def _store_quad(
+def store_quad(
     q_rows, row_mask, k0, hi, x0, x1, x2, x3, scale,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """Quantize the four tiles of :func:`_load_quad` (``scale`` is (BLOCK_R, 1)) into q[:, k0:k0 + 4 * BLOCK_W],
+    """Quantize the four tiles of :func:`load_quad` (``scale`` is (BLOCK_R, 1)) into q[:, k0:k0 + 4 * BLOCK_W],
     column k0 + 4w + j from tile j; columns at or past ``hi`` are not stored. k0 and every row of q are 4-byte
     aligned.
 
@@ -190,10 +198,10 @@ def _interior_amax_packed(
     loads :func:`_interior_cast_packed` makes (so both passes hit the same lines in the same order)."""
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
-    n0, n1, n2, n3 = _load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
     for k0 in range(inner_lo, inner_hi, BLOCK_K):
         x0, x1, x2, x3 = n0, n1, n2, n3
-        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        n0, n1, n2, n3 = load_quad(x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
         acc = tl.maximum(
             acc,
             tl.maximum(
@@ -212,7 +220,7 @@ def _interior_cast_packed(
 ):  # fmt: skip
     """:func:`_interior_cast` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
     columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
-    (:func:`_store_quad`). One-read spans store bytes (:func:`_quantize_one_tile`; module docstring).
+    (:func:`store_quad`). One-read spans store bytes (:func:`_quantize_one_tile`; module docstring).
 
     x's fast dim is R and q's is K, so a tile changes layout on its way out; Triton does it through shared memory.
     Packing four columns into one word before that makes the exchange a quarter of the elements at four bytes each
@@ -221,12 +229,12 @@ def _interior_cast_packed(
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
-    n0, n1, n2, n3 = _load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
     for i in range(num_tiles):
         k0 = last - i * BLOCK_K
         x0, x1, x2, x3 = n0, n1, n2, n3
-        n0, n1, n2, n3 = _load_quad(x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
-        _store_quad(
+        n0, n1, n2, n3 = load_quad(x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        store_quad(
             q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
         )  # fmt: skip

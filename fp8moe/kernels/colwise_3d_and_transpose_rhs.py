@@ -1,0 +1,283 @@
+"""Both quantizations of an expert weight from two reads: colwise_3d_scale_and_cast and rowwise_3d_transpose_rhs
+of one (E, K, N) x in two launches, each output bitwise that op's (SPEC §5.3).
+
+Why: the FP8 grouped GEMM quantizes its weight B_t twice per step, over K for the forward GEMM and over N for the
+dgrad GEMM. Each op alone needs x's amax before it can cast, and one of the two always reduces across x's strided
+dim: that one reads x twice (amax, then cast) and reaches 46-60% of copy bandwidth on the H200 (the row-major
+colwise-3D rows of benchmarks/results/h200-bench-2026-12-02-s9.md), while the other runs at 92-103%. Together the
+two ops need x's two amaxes and two casts, and here each read serves both:
+
+1. **Amax launch** (``_pair_amax_kernel``): one read of x in (BLOCK_P, BLOCK_Q) tiles. A program owns BLOCK_P
+   positions of the contiguous dim and a chunk of the other; it keeps the running max over its chunk per position
+   and folds each tile's max over its positions per column, both into zeroed workspace words by an integer atomic
+   max of the f32 bit patterns (exact, order-free, NaN-keeping: SPEC §10.1).
+2. **Cast launch** (``_pair_cast_kernel``): the second read, which quantizes every tile twice from registers with
+   the two folded scales and stores both outputs: one along x's contiguous dim (the layout the tile was loaded in),
+   one across it (a transposing store, in 4-byte words of four columns where the dim is 16-aligned, as the span
+   loop does: fp8moe.kernels._span).
+
+Bytes: two reads of x and one write of each output, which is what the two ops move when each runs at the
+roofline; the programs never wait for each other (stream order separates the launches).
+
+The view. Let V (E, P, Q) be x viewed so that P is x's unit-stride dim: V = x.mT (P = N, Q = K) when x is
+row-major per expert, V = x (P = K, Q = N) when it is column-major. Output ``along_p`` is scaled per (e, q) over P
+and stored P-contiguous, ``along_q`` per (e, p) over Q and stored Q-contiguous; both are dense (E, P*Q) blocks,
+which is exactly the layout each op returns:
+
+- row-major x: along_p is rowwise_3d_transpose_rhs (q (E, N, K) strides (N*K, 1, N), scales (E, K)), along_q is
+  colwise_3d_scale_and_cast (q (E, K, N) strides (K*N, 1, K), scales (E, 1, N));
+- column-major x: the other way round.
+
+Any other layout (or an empty dim) runs the two ops one after the other.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8moe import configs, replay
+from fp8moe.backend import Backend
+from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
+from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
+from fp8moe.kernels._common import (
+    amax_of_magnitude_bits,
+    fp8_constexprs,
+    magnitude_bits,
+    quantize,
+    scale_from_amax,
+)
+from fp8moe.kernels._span import load_quad, store_quad
+
+__all__ = ["fusable", "launch"]
+
+
+def fusable(x: torch.Tensor) -> bool:
+    """Whether the fused launches take this (E, K, N) ``x``: unit stride along K or N and no empty dim (module
+    docstring); else :func:`launch` runs the two ops."""
+    return x.numel() > 0 and (x.stride(2) == 1 or x.stride(1) == 1)
+
+
+@triton.jit
+def _tile(pid_p, q0, P, q_hi, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, INT64_INDEX: tl.constexpr):
+    """Positions ``p`` (BLOCK_P,) of program pid_p and columns ``q`` (BLOCK_Q,) from q0, with their masks."""
+    p = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
+    q = q0 + tl.arange(0, BLOCK_Q)
+    if INT64_INDEX:
+        p = p.to(tl.int64)
+        q = q.to(tl.int64)
+    return p, q, p < P, q < q_hi
+
+
+@triton.jit
+def _pair_amax_kernel(
+    x_ptr, amax_ptr, E, P, Q, stride_xe, stride_xq,
+    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, INT64_INDEX: tl.constexpr,
+):  # fmt: skip
+    """amax[e * Q + q] = max |V[e, :, q]| and amax[E * Q + e * P + p] = max |V[e, p, :]| as f32 bits, folded by
+    atomic max into zeroed words. Grid (cdiv(P, BLOCK_P), cdiv(Q, CHUNK_TILES * BLOCK_Q), E)."""
+    pid_p = tl.program_id(0)
+    pid_e = tl.program_id(2)
+    if INT64_INDEX:
+        pid_e = pid_e.to(tl.int64)
+    q_lo = tl.program_id(1) * (CHUNK_TILES * BLOCK_Q)
+    q_hi = tl.minimum(q_lo + CHUNK_TILES * BLOCK_Q, Q)
+    p, q, p_mask, q_mask = _tile(pid_p, q_lo, P, q_hi, BLOCK_P, BLOCK_Q, INT64_INDEX)
+    x_rows = x_ptr + pid_e * stride_xe + p[:, None]
+    acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=x_ptr.dtype.element_ty))
+    x_next = tl.load(x_rows + q[None, :] * stride_xq, mask=p_mask[:, None] & q_mask[None, :], other=0.0)
+    for q0 in range(q_lo, q_hi, BLOCK_Q):
+        x = x_next
+        cols = q0 + tl.arange(0, BLOCK_Q)
+        nxt = cols + BLOCK_Q
+        x_next = tl.load(x_rows + nxt[None, :] * stride_xq, mask=p_mask[:, None] & (nxt < q_hi)[None, :], other=0.0)
+        bits = magnitude_bits(x)
+        acc = tl.maximum(acc, bits)
+        col_amax = amax_of_magnitude_bits(bits, x_ptr.dtype.element_ty, 0)  # (BLOCK_Q,), NaN as 0x7FC00000
+        tl.atomic_max(amax_ptr + pid_e * Q + cols, col_amax.to(tl.int32, bitcast=True), mask=cols < q_hi)
+    row_amax = amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 1)
+    tl.atomic_max(amax_ptr + E * Q + pid_e * P + p, row_amax.to(tl.int32, bitcast=True), mask=p_mask)
+
+
+@triton.jit
+def _pair_scales_kernel(
+    amax_ptr, scales_p_ptr, scales_q_ptr, N_P, N, BLOCK: tl.constexpr, FP8_MAX: tl.constexpr,
+    ROUND_POW2: tl.constexpr,
+):  # fmt: skip
+    """The scales of both outputs from the folded amaxes: amax[i] for i < N_P into scales_p[i], the rest into
+    scales_q[i - N_P]. One small launch, so that the cast kernel loads f32 scales instead of computing each
+    column's in f64 in every program that holds it."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    amax = tl.load(amax_ptr + i, mask=i < N, other=0).to(tl.float32, bitcast=True)
+    scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
+    tl.store(scales_p_ptr + i, scale, mask=i < N_P)
+    tl.store(scales_q_ptr + (i - N_P), scale, mask=(i >= N_P) & (i < N))
+
+
+@triton.jit
+def _cast_along_p(
+    x, p, cols, p_mask, col_mask, along_p_rows, scales_p_ptr, e, P, Q,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Quantize the tile x (positions p, columns ``cols``) at its columns' scales into the P-contiguous output,
+    stored in the layout x was loaded in."""
+    scale = tl.load(scales_p_ptr + e * Q + cols, mask=col_mask, other=0.0)
+    q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+    tl.store(along_p_rows + cols[None, :] * P, q, mask=p_mask[:, None] & col_mask[None, :])
+
+
+@triton.jit
+def _pair_cast_kernel(
+    x_ptr, along_p_ptr, scales_p_ptr, along_q_ptr, scales_q_ptr, E, P, Q, stride_xe, stride_xq,
+    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, PACK_Q: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """along_p[e, q * P + p] and along_q[e, p * Q + q] (each output a dense (E, P*Q)) at the scales the scales
+    kernel wrote. Grid as the amax kernel's. PACK_Q: Q and every chunk bound are multiples of 16, so the
+    Q-contiguous stores go out as 4-byte words of four columns (fp8moe.kernels._span.store_quad). ROUND_POW2 is
+    unused here (the scales are made); it is an argument so the autotune key holds every result argument."""
+    pid_p = tl.program_id(0)
+    pid_e = tl.program_id(2)
+    if INT64_INDEX:
+        pid_e = pid_e.to(tl.int64)
+    q_lo = tl.program_id(1) * (CHUNK_TILES * BLOCK_Q)
+    q_hi = tl.minimum(q_lo + CHUNK_TILES * BLOCK_Q, Q)
+    p, _, p_mask, _ = _tile(pid_p, q_lo, P, q_hi, BLOCK_P, BLOCK_Q, INT64_INDEX)
+    scale_q = tl.load(scales_q_ptr + pid_e * P + p, mask=p_mask, other=0.0)  # (BLOCK_P,)
+    x_rows = x_ptr + pid_e * stride_xe + p[:, None]
+    block = pid_e * P * Q
+    along_p_rows = along_p_ptr + block + p[:, None]
+    along_q_rows = along_q_ptr + block + p[:, None] * Q
+    if PACK_Q:
+        BLOCK_W: tl.constexpr = BLOCK_Q // 4
+        for q0 in range(q_lo, q_hi, BLOCK_Q):
+            x0, x1, x2, x3 = load_quad(x_rows, p_mask, q0, q_lo, q_hi, stride_xq, BLOCK_W, INT64_INDEX)
+            store_quad(
+                along_q_rows, p_mask, q0, q_hi, x0, x1, x2, x3, scale_q[:, None], BLOCK_W, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+            cols = q0 + 4 * tl.arange(0, BLOCK_W)
+            if INT64_INDEX:
+                cols = cols.to(tl.int64)
+            _cast_along_p(
+                x0, p, cols + 0, p_mask, cols + 0 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+            _cast_along_p(
+                x1, p, cols + 1, p_mask, cols + 1 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+            _cast_along_p(
+                x2, p, cols + 2, p_mask, cols + 2 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+            _cast_along_p(
+                x3, p, cols + 3, p_mask, cols + 3 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+    else:
+        for q0 in range(q_lo, q_hi, BLOCK_Q):
+            cols = q0 + tl.arange(0, BLOCK_Q)
+            if INT64_INDEX:
+                cols = cols.to(tl.int64)
+            col_mask = cols < q_hi
+            mask = p_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_rows + cols[None, :] * stride_xq, mask=mask, other=0.0)
+            q = quantize(x, scale_q[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            tl.store(along_q_rows + cols[None, :], q, mask=mask)
+            _cast_along_p(
+                x, p, cols, p_mask, col_mask, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+
+
+def _grid(meta) -> tuple[int, int, int]:
+    chunk = meta["CHUNK_TILES"] * meta["BLOCK_Q"]
+    return (triton.cdiv(meta["P"], meta["BLOCK_P"]), triton.cdiv(meta["Q"], chunk), meta["E"])
+
+
+def _interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:
+    """The interpreter's tiles with one tile per chunk (a Q of more than 32 then spans two chunks, so the cross-chunk
+    folds run); None elsewhere (the policy: autotuning on CUDA, ROCm's fixed config)."""
+    if backend.kind != "interpreter":
+        return None
+    tiles = kernel_configs.fixed(backend, args)
+    return triton.Config({**tiles.kwargs, "CHUNK_TILES": 1}, num_warps=tiles.num_warps)
+
+
+@replay.replayable
+def launch(
+    x: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, backend: Backend
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Allocate and compute colwise_3d_scale_and_cast(x) and rowwise_3d_transpose_rhs(x) for a validated (E, K, N)
+    ``x``, any strides.
+
+    Returns:
+        q_colwise (E, K, N) strides (K*N, 1, K), scales_colwise (E, 1, N), q_transpose (E, N, K) strides
+        (N*K, 1, N), scales_transpose (E, K): the two ops' outputs, bitwise.
+    """
+    if not fusable(x):
+        q_c, s_c = _colwise_3d.launch(x, fp8_dtype, round_scales_to_power_of_2, backend)
+        q_t, s_t = _transpose_rhs.launch(x, fp8_dtype, round_scales_to_power_of_2, backend)
+        return q_c, s_c, q_t, s_t
+    e, k, n = x.shape
+    q_c = torch.empty_strided((e, k, n), (k * n, 1, k), dtype=fp8_dtype, device=x.device)
+    s_c = torch.empty((e, 1, n), dtype=torch.float32, device=x.device)
+    q_t = torch.empty_strided((e, n, k), (n * k, 1, n), dtype=fp8_dtype, device=x.device)
+    s_t = torch.empty((e, k), dtype=torch.float32, device=x.device)
+    if x.stride(2) == 1:  # row-major: V = x.mT, P = N; along P is the transpose op, along Q (= K) colwise-3D
+        p_len, q_len, stride_xq = n, k, x.stride(1)
+        (along_p, out_p), (along_q, out_q) = (q_t, s_t), (q_c, s_c)
+    else:  # column-major: V = x, P = K; along P is colwise-3D, along Q (= N) the transpose op
+        p_len, q_len, stride_xq = k, n, x.stride(2)
+        (along_p, out_p), (along_q, out_q) = (q_c, s_c), (q_t, s_t)
+    # One workspace for both amaxes: over P (E * Q words), then over Q (E * P).
+    amax = replay.scratch_zeros((e * (p_len + q_len),), torch.int32, x.device)
+    scales_p, scales_q = out_p.view(-1), out_q.view(-1)
+    shape_args = {
+        "E": e, "P": p_len, "Q": q_len, "stride_xe": x.stride(0), "stride_xq": stride_xq,
+        "INT64_INDEX": configs.needs_int64_index(x, q_c, q_t),
+    }  # fmt: skip
+    fp8_args = fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode)
+    configs.launch(
+        _pair_amax_kernel,
+        configs.PAIR_AMAX,
+        backend,
+        _grid,
+        config=_interpreter_config(configs.PAIR_AMAX, backend, shape_args),
+        x_ptr=x,
+        amax_ptr=amax,
+        **shape_args,
+    )
+    configs.launch(
+        _pair_scales_kernel,
+        configs.PAIR_SCALES,
+        backend,
+        lambda meta: (triton.cdiv(meta["N"], meta["BLOCK"]),),
+        amax_ptr=amax,
+        scales_p_ptr=scales_p,
+        scales_q_ptr=scales_q,
+        N_P=e * q_len,
+        N=amax.numel(),
+        FP8_MAX=fp8_args["FP8_MAX"],
+        ROUND_POW2=fp8_args["ROUND_POW2"],
+    )
+    configs.launch(
+        _pair_cast_kernel,
+        configs.PAIR_CAST,
+        backend,
+        _grid,
+        config=_interpreter_config(configs.PAIR_CAST, backend, shape_args),
+        x_ptr=x,
+        along_p_ptr=along_p,
+        scales_p_ptr=scales_p,
+        along_q_ptr=along_q,
+        scales_q_ptr=scales_q,
+        PACK_Q=q_len % 16 == 0,
+        **shape_args,
+        **fp8_args,
+    )
+    return q_c, s_c, q_t, s_t
