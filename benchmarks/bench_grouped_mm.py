@@ -7,8 +7,9 @@ Per MoE shape (M tokens, K, N, E experts; SPEC §7), with routing-like uneven gr
 of:
 
 - ``bf16 step``: torch._grouped_mm forward + autograd backward (grad of A and B_t);
-- ``fp8 step``: fp8moe.grouped_mm forward + backward (four quantization calls, B_t's two quantizations fused in
-  one, fp8moe.colwise_3d_and_transpose_rhs, + three scaled grouped GEMMs);
+- ``fp8 step``: fp8moe.grouped_mm forward + backward (three quantization calls, one per tensor, each fusing the
+  tensor's two quantizations: fp8moe.rowwise_and_per_group_colwise for A and grad_out,
+  fp8moe.colwise_3d_and_transpose_rhs for B_t; + three scaled grouped GEMMs);
 - ``bf16 GEMMs`` / ``fp8 GEMMs``: the three GEMMs alone (fwd, dgrad, wgrad), the fp8 ones on pre-quantized
   operands: the ceiling a quantized step can reach;
 - ``quant``: the step's fp8moe quantization calls alone, and their share of the fp8 GEMM time.
@@ -43,9 +44,11 @@ QUANT_CALLS = (
     "transpose-rowwise B_t",
     "dual grad_out, A",
     "both B_t ops fused",
+    "both A ops fused",
+    "both grad_out ops fused",
 )
-#: The calls of one step (the fused pair replaces the two B_t calls; grouped_mm runs it for both B_t layouts here).
-STEP_CALLS = ("rowwise A", "both B_t ops fused", "rowwise grad_out", "dual grad_out, A")
+#: The calls of one step: each tensor once, both its quantizations from one fused call (fp8moe.grouped_mm).
+STEP_CALLS = ("both A ops fused", "both B_t ops fused", "both grad_out ops fused")
 
 
 DEVICE = "cuda"  # --device cpu: a smoke run of this script's logic (interpreter kernels, wall-clock times)
@@ -136,22 +139,30 @@ def _quant_calls(A, B_t, grad_out, offs):
         lambda: qops.rowwise_3d_transpose_rhs(b, E4),
         lambda: qops.per_group_colwise_scales_dual(grad_out, a, offs, E4),
         lambda: qops.colwise_3d_and_transpose_rhs(b, E4),
+        lambda: qops.rowwise_and_per_group_colwise(a, offs, E4),
+        lambda: qops.rowwise_and_per_group_colwise(grad_out, offs, E4),
     ]
     return list(zip(QUANT_CALLS, fns, strict=True))
 
 
 def _copy_gbs() -> float:
-    """Device-to-device copy bandwidth (read + write bytes) of a 2 GiB buffer: the quantization roofline."""
-    src = torch.empty(2**30 if DEVICE == "cuda" else 2**20, dtype=torch.bfloat16, device=DEVICE).normal_()
+    """Device-to-device copy bandwidth (read + write bytes) of a 2 GiB buffer: the quantization roofline. On CUDA
+    fp8moe.bench's measurement (after a warm-up: the cold first copy gave 2775 GB/s instead of ~4270 in
+    benchmarks/results/h200-s13-quant-layouts.md's first run)."""
+    if DEVICE == "cuda":
+        from fp8moe.bench import copy_bandwidth_gbps
+
+        return copy_bandwidth_gbps()
+    src = torch.empty(2**20, dtype=torch.bfloat16, device=DEVICE).normal_()
     dst = torch.empty_like(src)
     return 2 * src.numel() * src.element_size() / _graph_ms(lambda: dst.copy_(src)) / 1e6
 
 
 def quant_layouts(shapes, emit) -> None:
     """Each quantization call's graph time with B_t row-major (E, K, N) contiguous vs column-major per expert
-    (strides (K*N, 1, K)); the step's calls (STEP_CALLS) in total; and the copy-roofline time of the five
-    quantizations (each op's bf16 read once + fp8 written once; the fused pair reads B_t twice, as the two ops at
-    their roofline do)."""
+    (strides (K*N, 1, K)): the five ops a step needs, then the three fused calls the step makes; the step's calls
+    (STEP_CALLS) in total; and the copy-roofline time of the five ops (each op's bf16 read once + fp8 written once,
+    which is also what the three fused calls move: each reads its tensor twice and writes both outputs)."""
     copy_gbs = _copy_gbs()
     emit(f"Quantization calls, GPU time in us with B_t row-major / column-major. Copy bandwidth {copy_gbs:.0f} GB/s.")
     emit()

@@ -15,6 +15,7 @@ from fp8moe.ops import (  # noqa: E402  (kernels are defined on import: after th
     per_group_rowwise_scales,
     rowwise_2d_scale_and_cast,
     rowwise_3d_transpose_rhs,
+    rowwise_and_per_group_colwise,
 )
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "per_group_rowwise_scales",
     "rowwise_2d_scale_and_cast",
     "rowwise_3d_transpose_rhs",
+    "rowwise_and_per_group_colwise",
 ]

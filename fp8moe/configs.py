@@ -44,6 +44,8 @@ __all__ = [
     "INTERPRETER_MAX_TILE",
     "INTERPRETER_ONE_PASS_UP_TO",
     "INTERPRETER_ROW_SPLIT_UP_TO",
+    "JAGGED_PAIR_AMAX",
+    "JAGGED_PAIR_CAST",
     "LAST_CONFIG",
     "PAIR_AMAX",
     "PAIR_CAST",
@@ -378,6 +380,26 @@ PAIR_CAST = KernelConfigs(
     rocm=triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=4),
     interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("Q",)}, reduced="BLOCK_Q"),
     key=(*_PAIR_KEY, "FP8_DTYPE", "ROUND_POW2"),
+)
+
+#: The fused activation pair (fp8moe.kernels.rowwise_and_per_group_colwise): the weight pair's tiles over (P = K,
+#: Q = the jagged rows), chunks of CHUNK_TILES tiles of a group's rows.
+_JAGGED_PAIR_KEY = ("G", "M", "P", "stride_xq")
+
+JAGGED_PAIR_AMAX = KernelConfigs(
+    name="rowwise_and_per_group_colwise_amax",
+    cuda=_PAIR_TILES_CUDA,
+    rocm=PAIR_AMAX.rocm,
+    interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("M",)}, reduced="BLOCK_Q"),
+    key=_JAGGED_PAIR_KEY,
+)
+
+JAGGED_PAIR_CAST = KernelConfigs(
+    name="rowwise_and_per_group_colwise_cast",
+    cuda=_PAIR_TILES_CUDA,
+    rocm=PAIR_CAST.rocm,
+    interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("M",)}, reduced="BLOCK_Q"),
+    key=(*_JAGGED_PAIR_KEY, "FP8_DTYPE", "ROUND_POW2"),
 )
 
 # ----------------------------------------------------------------------------------------------------------------

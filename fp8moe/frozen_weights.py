@@ -1,11 +1,11 @@
 """``frozen_weights()``: quantize each expert weight once per optimizer step instead of once per micro-batch.
 
-:func:`fp8moe.grouped_mm` quantizes its weight B_t twice per forward + backward (colwise-3D for the forward GEMM,
-transposed-rowwise for grad_A). Those two passes read and write more bytes than everything else in the step at many
-small experts (at (16640, 2048, 1408, 64) they cost more than the FP8 GEMMs save, benchmarks/results/
-h200-grouped-mm.md). With gradient accumulation over micro-batches, or activation checkpointing that reruns the
-forward, the weights do not change between those calls; inside ``with fp8moe.frozen_weights():`` each weight's two
-quantizations are computed on first use and reused after:
+:func:`fp8moe.grouped_mm` quantizes its weight B_t two ways per forward + backward (colwise-3D for the forward GEMM,
+transposed-rowwise for grad_A; outside a scope in one fused call that reads B_t twice). That reads and writes more
+bytes than everything else in the step at many small experts (at (16640, 2048, 1408, 64) the two ops cost more than
+the FP8 GEMMs save, benchmarks/results/h200-grouped-mm.md). With gradient accumulation over micro-batches, or
+activation checkpointing that reruns the forward, the weights do not change between those calls; inside
+``with fp8moe.frozen_weights():`` each weight's two quantizations are computed on first use and reused after:
 
     with fp8moe.frozen_weights():
         for micro_batch in micro_batches:
@@ -104,8 +104,9 @@ def active_weight_ops() -> FrozenWeightOps | None:
 @contextlib.contextmanager
 def frozen_weights() -> Iterator[FrozenWeightOps]:
     """Quantize each weight :func:`fp8moe.grouped_mm` sees once inside the block (see the module docstring for the
-    contract); yields the scope's :class:`FrozenWeightOps` (its ``hits`` and ``misses`` count reuses). The backward of
-    a forward run inside the block uses the scope too; once the block has exited it quantizes afresh."""
+    contract); yields the scope's :class:`FrozenWeightOps` (its ``hits`` and ``misses`` count reuses). A forward run
+    inside the block takes both of B_t's operands from the scope (grouped_mm quantizes the weight for its backward in
+    the forward), so its backward uses the scope's even after the block has exited."""
     scope = FrozenWeightOps()
     token = _SCOPE.set(scope)
     try:

@@ -18,9 +18,8 @@ import torch
 from fp8moe import ops as _ops
 from fp8moe.backend import Backend, backend_for
 from fp8moe.frozen_weights import active_weight_ops
-from fp8moe.kernels.colwise_3d_and_transpose_rhs import fusable
 from fp8ref import grouped_mm as _ref
-from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, GroupedMMResult, PathOperands
+from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, GroupedMMResult, PathOperands, Quantized
 
 __all__ = ["default_fp8_dtype", "forward_backward", "grouped_mm", "quantize_operands", "scaled_grouped_mm"]
 
@@ -73,56 +72,81 @@ def quantize_operands(
     fp8_dtype: torch.dtype | None = None,
 ) -> PathOperands:
     """The operands :func:`grouped_mm` feeds its three GEMMs (unpadded), from the fp8moe kernels: the debug hook for
-    comparing them bitwise with :func:`fp8ref.grouped_mm.quantize_operands`. Same wiring code as the autograd op."""
+    comparing them bitwise with :func:`fp8ref.grouped_mm.quantize_operands`. The same quantizer calls as the
+    autograd op (:func:`_quantize_activation`, :func:`_quantize_weight`)."""
     fp8_dtype = default_fp8_dtype(A.device) if fp8_dtype is None else fp8_dtype
-    weights = _fused_weight_operands(B_t, fp8_dtype) if grad_out is not None else None
-    return _ref.quantize_operands(A, B_t, offs, grad_out, fp8_dtype=fp8_dtype, ops=_ops, weights=weights)
+    training = grad_out is not None
+    rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=training)
+    colwise_B, transposed_B = _quantize_weight(B_t, fp8_dtype, _ops, dgrad=training)
+    fwd = _ref.forward_gemm(rows_A, colwise_B)
+    if not training:
+        return PathOperands(fwd, None, None)
+    rows_G, cols_G = _quantize_activation(grad_out, offs, fp8_dtype, rowwise=True, per_group=True)
+    return PathOperands(fwd, _ref.dgrad_gemm(rows_G, transposed_B), _ref.wgrad_gemm(cols_G, cols_A))
 
 
-def _fused_weight_operands(B_t: torch.Tensor, fp8_dtype: torch.dtype):
-    """B_t's forward (colwise-3D) and dgrad (transposed-rowwise) operands from one fused call
-    (:func:`fp8moe.colwise_3d_and_transpose_rhs`: two reads of B_t, not the three to four the two ops take), or None
-    for a layout it does not fuse (the two ops then run where the GEMMs need them)."""
-    if not fusable(B_t):
-        return None
-    q_c, s_c, q_t, s_t = _ops.colwise_3d_and_transpose_rhs(B_t, fp8_dtype)
-    return (q_c, s_c), (q_t, s_t)
+def _quantize_activation(
+    x: torch.Tensor, offs: torch.Tensor, fp8_dtype: torch.dtype, *, rowwise: bool, per_group: bool
+) -> tuple[Quantized | None, Quantized | None]:
+    """x (A, or grad_out) rowwise (the forward or dgrad GEMM's operand) and per (group, column) (the weight-gradient
+    GEMM's), each only where asked; both from one fused call (:func:`fp8moe.rowwise_and_per_group_colwise`: two
+    reads of x where the two ops take three)."""
+    if rowwise and per_group:
+        q_r, s_r, q_c, s_c = _ops.rowwise_and_per_group_colwise(x, offs, fp8_dtype)
+        return (q_r, s_r), (q_c, s_c)
+    if rowwise:
+        return _ops.rowwise_2d_scale_and_cast(x, fp8_dtype), None
+    return None, _ops.per_group_colwise_scales(x, offs, fp8_dtype) if per_group else None
+
+
+def _quantize_weight(
+    B_t: torch.Tensor, fp8_dtype: torch.dtype, ops, *, dgrad: bool
+) -> tuple[Quantized, Quantized | None]:
+    """B_t colwise-3D (the forward GEMM's operand) and, with ``dgrad``, transposed-rowwise (the dgrad GEMM's). Both
+    from one fused call (:func:`fp8moe.colwise_3d_and_transpose_rhs`: two reads of B_t, where the two ops take
+    three to four) when ``ops`` is fp8moe.ops; a frozen_weights scope's ``ops`` answers each from its cache."""
+    if dgrad and ops is _ops:
+        q_c, s_c, q_t, s_t = _ops.colwise_3d_and_transpose_rhs(B_t, fp8_dtype)
+        return (q_c, s_c), (q_t, s_t)
+    colwise = ops.colwise_3d_scale_and_cast(B_t, fp8_dtype)
+    return colwise, ops.rowwise_3d_transpose_rhs(B_t, fp8_dtype) if dgrad else None
 
 
 class _Fp8GroupedMM(torch.autograd.Function):
-    """out = per-group A @ B_t[g] through FP8; saves A and B_t (high precision) for the two backward GEMMs, and where
-    B_t's two quantizations ran fused in the forward, the dgrad operand (E*K*N fp8 bytes and the scales, held until
-    the backward) instead of quantizing B_t again there."""
+    """out = per-group A @ B_t[g] through FP8.
+
+    Every tensor is quantized once for all the GEMMs that take it, in the forward for A and B_t, in the backward for
+    grad_out (fused pairs, two reads each). The forward saves the backward's operands of A and B_t (fp8: M*K and
+    E*K*N bytes plus scales, held until the backward) instead of quantizing A and B_t again there.
+    """
 
     @staticmethod
     def forward(ctx, A, B_t, offs, out_dtype, fp8_dtype):
         # Detached: the kernels' direct eager call (no dispatcher, SPEC §7 host overhead) needs non-grad inputs.
         # (detach() shares the version counter, which a frozen_weights scope checks.)
         A, B_t = A.detach(), B_t.detach()
+        need_dgrad, need_wgrad = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         weight_ops = active_weight_ops()  # a frozen_weights scope quantizes B_t once; None: every call
-        fused = None
-        if weight_ops is None and ctx.needs_input_grad[0]:
-            fused = _fused_weight_operands(B_t, fp8_dtype)
-        fwd_weight, dgrad_weight = (None, ()) if fused is None else fused
-        out = scaled_grouped_mm(
-            _ref.forward_operands(A, B_t, fp8_dtype, weight_ops or _ops, fwd_weight), offs, out_dtype
-        )
-        ctx.save_for_backward(A, B_t, offs, *dgrad_weight)
+        rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=need_wgrad)
+        colwise_B, transposed_B = _quantize_weight(B_t, fp8_dtype, weight_ops or _ops, dgrad=need_dgrad)
+        out = scaled_grouped_mm(_ref.forward_gemm(rows_A, colwise_B), offs, out_dtype)
+        ctx.save_for_backward(offs, *(cols_A or ()), *(transposed_B or ()))
+        ctx.dtypes = (A.dtype, B_t.dtype)
         ctx.fp8_dtype = fp8_dtype
-        ctx.weight_ops = weight_ops  # the backward may run on autograd's thread, outside the scope's context
         return out
 
     @staticmethod
     def backward(ctx, grad_out):
-        A, B_t, offs, *dgrad_weight = ctx.saved_tensors
+        offs, *saved = ctx.saved_tensors
+        need_dgrad, need_wgrad = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        cols_A = tuple(saved[:2]) if need_wgrad else None
+        transposed_B = tuple(saved[-2:]) if need_dgrad else None
+        rows_G, cols_G = _quantize_activation(grad_out, offs, ctx.fp8_dtype, rowwise=need_dgrad, per_group=need_wgrad)
         grad_A = grad_B_t = None
-        if ctx.needs_input_grad[0]:
-            weight = tuple(dgrad_weight) or None
-            dgrad = _ref.dgrad_operands(grad_out, B_t, ctx.fp8_dtype, ctx.weight_ops or _ops, weight)
-            grad_A = scaled_grouped_mm(dgrad, offs).to(A.dtype)
-        if ctx.needs_input_grad[1]:
-            wgrad = _ref.wgrad_operands(grad_out, A, offs, ctx.fp8_dtype, _ops)
-            grad_B_t = scaled_grouped_mm(wgrad, offs).to(B_t.dtype)
+        if need_dgrad:
+            grad_A = scaled_grouped_mm(_ref.dgrad_gemm(rows_G, transposed_B), offs).to(ctx.dtypes[0])
+        if need_wgrad:
+            grad_B_t = scaled_grouped_mm(_ref.wgrad_gemm(cols_G, cols_A), offs).to(ctx.dtypes[1])
         return grad_A, grad_B_t, None, None, None
 
 

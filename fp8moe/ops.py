@@ -1,4 +1,4 @@
-"""The six public ops, Triton twins of fp8ref.ops, and one fusion of two of them, registered with torch.library.
+"""The six public ops, Triton twins of fp8ref.ops, and two fusions of two of them, registered with torch.library.
 
 Each public function validates its arguments (raising TypeError/ValueError that name the argument), then runs the
 implementation that launches the kernel (fp8moe/kernels/<op>.py). The implementation is registered as the custom
@@ -29,6 +29,7 @@ from fp8moe.kernels import per_group_colwise_scales_dual as _per_group_colwise_d
 from fp8moe.kernels import per_group_rowwise_scales as _per_group_rowwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
+from fp8moe.kernels import rowwise_and_per_group_colwise as _jagged_pair
 from fp8ref.ops import check_args
 from fp8ref.ops import validate_offs as _validate_offs_values
 
@@ -40,6 +41,7 @@ __all__ = [
     "per_group_rowwise_scales",
     "rowwise_2d_scale_and_cast",
     "rowwise_3d_transpose_rhs",
+    "rowwise_and_per_group_colwise",
 ]
 
 Tensor = torch.Tensor
@@ -385,3 +387,56 @@ def per_group_colwise_scales_dual(
     _check_offs(offs, x1.shape[0], validate_offs)
     run = _per_group_colwise_dual_impl if _direct_call(x1, x2, offs) else _per_group_colwise_dual_op
     return run(x1, x2, offs, fp8_dtype, round_scales_to_power_of_2)
+
+
+def _jagged_pair_impl(
+    x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    return _jagged_pair.launch(x, offs, fp8_dtype, round_scales_to_power_of_2, _backend(x, fp8_dtype))
+
+
+_jagged_pair_op = _register("rowwise_and_per_group_colwise", _jagged_pair_impl)
+
+
+@_jagged_pair_op.register_fake
+def _(
+    x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    _backend(x, fp8_dtype)
+    m, k = x.shape
+    return (
+        x.new_empty((m, k), dtype=fp8_dtype),
+        x.new_empty((m, 1), dtype=torch.float32),
+        x.new_empty_strided((m, k), (1, m), dtype=fp8_dtype),
+        x.new_empty((offs.shape[0] * k,), dtype=torch.float32),
+    )
+
+
+def rowwise_and_per_group_colwise(
+    x: torch.Tensor,
+    offs: torch.Tensor,
+    fp8_dtype: torch.dtype = _E4M3,
+    round_scales_to_power_of_2: bool = False,
+    *,
+    validate_offs: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`rowwise_2d_scale_and_cast` and :func:`per_group_colwise_scales` of one x, bitwise each op's result, from
+    two reads of x (fp8moe.kernels.rowwise_and_per_group_colwise): the two quantizations of an activation (A, or
+    grad_out) that the FP8 grouped GEMM's forward (or dgrad) and weight-gradient GEMMs take. Not a row of the op
+    table (fp8ref.contracts): a fusion of two of them, tested against both references.
+
+    Args:
+        x: (M, K) bf16/f16/f32; fused when x has unit stride along K, else the two ops run one after the other.
+        offs: (G,) int32 end offsets along the rows, on x's device, contiguous (as per_group_colwise_scales').
+        fp8_dtype: an fp8 dtype the backend stores.
+        round_scales_to_power_of_2: apply the "log2" pow2 rule to every scale.
+        validate_offs: check the offset values on the host first (a device sync).
+
+    Returns:
+        (q, scales) of rowwise_2d_scale_and_cast: (M, K) row-major, (M, 1); then (q, scales) of
+        per_group_colwise_scales: (M, K) strides (1, M) (rows past offs[-1] unspecified), (G * K,).
+    """
+    check_args("KN", x, offs=offs, fp8_dtype=fp8_dtype, round_scales_to_power_of_2=round_scales_to_power_of_2)
+    _check_offs(offs, x.shape[0], validate_offs)
+    run = _jagged_pair_impl if _direct_call(x, offs) else _jagged_pair_op
+    return run(x, offs, fp8_dtype, round_scales_to_power_of_2)

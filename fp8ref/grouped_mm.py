@@ -18,8 +18,9 @@ forward and dgrad are "2d-3d" GEMMs (jagged rows, one B per group); wgrad is "2d
 contracts over its own rows). The GEMM receives the reciprocals of the quantizers' scales (SPEC §4).
 
 What is shared with ``fp8moe.grouped_mm`` (one helper, never a copy): the argument checks
-(:func:`check_grouped_mm_args`), the operand wiring (:func:`forward_operands`, :func:`dgrad_operands`,
-:func:`wgrad_operands`, which take the quantizer module as ``ops``: ``fp8ref.ops`` here, ``fp8moe.ops`` there), the
+(:func:`check_grouped_mm_args`), the operand wiring (:func:`forward_gemm`, :func:`dgrad_gemm`, :func:`wgrad_gemm`
+assemble each GEMM's operands from the quantizers' results; :func:`forward_operands` and its two siblings call
+the quantizer module ``ops`` for them: ``fp8ref.ops`` here, fp8moe's fused calls there), the
 GEMM's layout rules (:func:`check_gemm_operands`) and, on the CPU, the GEMM itself (:func:`scaled_grouped_mm`).
 So the two paths differ only in the quantizers (compared bitwise) and, on a GPU, in the GEMM (compared by SQNR).
 """
@@ -45,9 +46,12 @@ __all__ = [
     "GemmOperands",
     "GroupedMMResult",
     "PathOperands",
+    "Quantized",
     "check_gemm_operands",
     "check_grouped_mm_args",
+    "dgrad_gemm",
     "dgrad_operands",
+    "forward_gemm",
     "forward_operands",
     "group_ids",
     "grouped_mm",
@@ -57,6 +61,7 @@ __all__ = [
     "quantize_operands",
     "scaled_grouped_mm",
     "skewed_offs",
+    "wgrad_gemm",
     "wgrad_operands",
 ]
 
@@ -251,53 +256,56 @@ def check_gemm_operands(ops: GemmOperands, offs: torch.Tensor) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def forward_operands(
-    A: torch.Tensor,
-    B_t: torch.Tensor,
-    fp8_dtype: torch.dtype,
-    ops: ModuleType = _ref_ops,
-    weight: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> GemmOperands:
-    """Forward GEMM operands: A rowwise (M, K), B_t colwise-3D (E, K, N) column-major, scales (M,) and (E, N).
-    ``weight``: B_t's colwise-3D (q, scales) where the caller already has them (a kernel library may quantize both
-    of B_t's operands in one call); None: ``ops`` computes them."""
-    q_a, s_a = ops.rowwise_2d_scale_and_cast(A, fp8_dtype)  # (M, K) row-major, (M, 1)
-    if weight is None:
-        weight = ops.colwise_3d_scale_and_cast(B_t, fp8_dtype)
-    q_b, s_b = weight  # (E, K, N) strides (K*N, 1, K), (E, 1, N)
+#: One quantizer's result: (q, scales).
+Quantized = tuple[torch.Tensor, torch.Tensor]
+
+
+def forward_gemm(rowwise_A: Quantized, colwise_B: Quantized) -> GemmOperands:
+    """The forward GEMM's operands from A rowwise ((M, K) row-major, (M, 1)) and B_t colwise-3D ((E, K, N) strides
+    (K*N, 1, K), (E, 1, N)): scales as the GEMM takes them, (M,) and (E, N)."""
+    (q_a, s_a), (q_b, s_b) = rowwise_A, colwise_B
     return GemmOperands(q_a, s_a.view(-1), q_b, s_b.view(s_b.shape[0], s_b.shape[2]))
 
 
-def dgrad_operands(
-    grad_out: torch.Tensor,
-    B_t: torch.Tensor,
-    fp8_dtype: torch.dtype,
-    ops: ModuleType = _ref_ops,
-    weight: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> GemmOperands:
-    """grad_A GEMM operands: grad_out rowwise (M, N), B_t rowwise over N and transposed to (E, N, K) column-major,
-    scales (M,) and (E, K): grad_A[rows of g] = grad_out[rows of g] @ B_t[g]^T. ``weight``: B_t's transposed-rowwise
-    (q, scales) where the caller already has them; None: ``ops`` computes them."""
-    q_g, s_g = ops.rowwise_2d_scale_and_cast(grad_out, fp8_dtype)  # (M, N) row-major, (M, 1)
-    if weight is None:
-        weight = ops.rowwise_3d_transpose_rhs(B_t, fp8_dtype)
-    q_b, s_b = weight  # (E, N, K) strides (N*K, 1, N), (E, K)
+def dgrad_gemm(rowwise_grad_out: Quantized, transposed_B: Quantized) -> GemmOperands:
+    """The grad_A GEMM's operands from grad_out rowwise ((M, N), (M, 1)) and B_t transposed-rowwise ((E, N, K)
+    strides (N*K, 1, N), (E, K)): grad_A[rows of g] = grad_out[rows of g] @ B_t[g]^T."""
+    (q_g, s_g), (q_b, s_b) = rowwise_grad_out, transposed_B
     return GemmOperands(q_g, s_g.view(-1), q_b, s_b)
+
+
+def wgrad_gemm(per_group_grad_out: Quantized, per_group_A: Quantized) -> GemmOperands:
+    """The grad_B_t GEMM's operands from grad_out and A quantized per (group, column) ((M, N) and (M, K)
+    column-major, scales (G * N,) and (G * K,)): grad_B_t[g] = A[rows of g]^T @ grad_out[rows of g], mat_a = qA^T
+    (K, M) row-major, mat_b = qG (M, N) column-major."""
+    (q_g, s_g), (q_a, s_a) = per_group_grad_out, per_group_A
+    return GemmOperands(q_a.t(), s_a, q_g, s_g)
+
+
+def forward_operands(
+    A: torch.Tensor, B_t: torch.Tensor, fp8_dtype: torch.dtype, ops: ModuleType = _ref_ops
+) -> GemmOperands:
+    """Forward GEMM operands (:func:`forward_gemm`): A rowwise, B_t colwise-3D, quantized by ``ops``."""
+    return forward_gemm(ops.rowwise_2d_scale_and_cast(A, fp8_dtype), ops.colwise_3d_scale_and_cast(B_t, fp8_dtype))
+
+
+def dgrad_operands(
+    grad_out: torch.Tensor, B_t: torch.Tensor, fp8_dtype: torch.dtype, ops: ModuleType = _ref_ops
+) -> GemmOperands:
+    """grad_A GEMM operands (:func:`dgrad_gemm`): grad_out rowwise, B_t transposed-rowwise, quantized by ``ops``."""
+    return dgrad_gemm(ops.rowwise_2d_scale_and_cast(grad_out, fp8_dtype), ops.rowwise_3d_transpose_rhs(B_t, fp8_dtype))
 
 
 def wgrad_operands(
     grad_out: torch.Tensor, A: torch.Tensor, offs: torch.Tensor, fp8_dtype: torch.dtype, ops: ModuleType = _ref_ops
 ) -> GemmOperands:
-    """grad_B_t GEMM operands: grad_out and A quantized per (group, column) along the rows in one dual launch.
-
-    grad_B_t[g] = A[rows of g]^T @ grad_out[rows of g]: mat_a = qA^T (K, M) row-major (qA is (M, K) column-major),
-    scales (G * K,); mat_b = qG (M, N) column-major, scales (G * N,). Different dtypes (f32 A, bf16 grad_out) are
-    both upcast to f32 first, which is exact, because the dual op quantizes one dtype.
-    """
+    """grad_B_t GEMM operands (:func:`wgrad_gemm`): grad_out and A per (group, column) along the rows, in one dual
+    launch of ``ops``. Different dtypes (f32 A, bf16 grad_out) are both upcast to f32 first, which is exact,
+    because the dual op quantizes one dtype."""
     if grad_out.dtype != A.dtype:
         grad_out, A = grad_out.to(torch.float32), A.to(torch.float32)
     q_g, s_g, q_a, s_a = ops.per_group_colwise_scales_dual(grad_out, A, offs, fp8_dtype)
-    return GemmOperands(q_a.t(), s_a, q_g, s_g)
+    return wgrad_gemm((q_g, s_g), (q_a, s_a))
 
 
 def quantize_operands(
@@ -308,18 +316,13 @@ def quantize_operands(
     *,
     fp8_dtype: torch.dtype = torch.float8_e4m3fn,
     ops: ModuleType = _ref_ops,
-    weights: tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = None,
 ) -> PathOperands:
-    """The operands of all three GEMMs of the path, quantized by ``ops`` (dgrad/wgrad only with grad_out);
-    ``weights``: B_t's colwise-3D and transposed-rowwise (q, scales) where the caller already has them."""
-    fwd_weight, dgrad_weight = (None, None) if weights is None else weights
-    fwd = forward_operands(A, B_t, fp8_dtype, ops, fwd_weight)
+    """The operands of all three GEMMs of the path, quantized by ``ops`` (dgrad/wgrad only with grad_out)."""
+    fwd = forward_operands(A, B_t, fp8_dtype, ops)
     if grad_out is None:
         return PathOperands(fwd, None, None)
     return PathOperands(
-        fwd,
-        dgrad_operands(grad_out, B_t, fp8_dtype, ops, dgrad_weight),
-        wgrad_operands(grad_out, A, offs, fp8_dtype, ops),
+        fwd, dgrad_operands(grad_out, B_t, fp8_dtype, ops), wgrad_operands(grad_out, A, offs, fp8_dtype, ops)
     )
 
 

@@ -23,8 +23,8 @@ from fp8moe import configs, fp8ref_backend
 from fp8moe.backend import Backend, launch_device
 from fp8moe.kernels import (
     _per_group,
-    colwise_3d_and_transpose_rhs,
     _rows,
+    colwise_3d_and_transpose_rhs,
     per_group_colwise_scales_dual,
     rowwise_2d_scale_and_cast,
     rowwise_3d_transpose_rhs,

@@ -108,7 +108,7 @@ def test_two_weights_of_the_same_shape_are_not_confused():
     assert torch.equal(_bits(out2), _bits(_step(_weight(1), 0)[0]))
 
 
-def test_the_scope_ends_with_its_block_and_a_late_backward_quantizes_afresh(weight_calls):
+def test_the_scope_ends_with_its_block_and_a_late_backward_uses_the_forwards_operands(weight_calls):
     B_t = _weight()
     A, grad_out = _micro_batch(0)
     A.requires_grad_()
@@ -116,8 +116,10 @@ def test_the_scope_ends_with_its_block_and_a_late_backward_quantizes_afresh(weig
         assert active_weight_ops() is scope
         out = fp8moe.grouped_mm(A, B_t, OFFS)
     assert active_weight_ops() is None
-    out.backward(grad_out)  # after the block: the forward's scope is closed, grad_A's operands are computed
+    assert scope.misses == 2  # the forward quantized B_t for both GEMMs, in the scope
+    out.backward(grad_out)  # after the block: the backward takes the dgrad operand the forward saved
     assert weight_calls["rowwise_3d_transpose_rhs"] == 1
+    assert weight_calls["colwise_3d_and_transpose_rhs"] == 0
     assert scope.hits == 0
     with fp8moe.frozen_weights() as inner:
         with fp8moe.frozen_weights() as innermost:

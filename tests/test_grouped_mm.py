@@ -7,7 +7,6 @@ The GPU claims (SQNR vs bf16 at the MoE shapes, compile, no syncs) are in tests/
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import pytest
@@ -372,16 +371,31 @@ def test_traces_as_one_graph_and_matches_eager():
         _assert_same_values(a, e, 61 if name != "grad_B_t" else E, name)
 
 
+#: The quantizer calls of one training step: A and B_t in the forward, grad_out in the backward, each once, fused.
+STEP_CALLS = ["rowwise_and_per_group_colwise", "colwise_3d_and_transpose_rhs", "rowwise_and_per_group_colwise"]
+
+
 @needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
+@pytest.mark.parametrize(
+    ("requires_grad", "calls"),
+    [
+        ((True, True), STEP_CALLS),
+        ((True, False), ["rowwise_2d_scale_and_cast", "colwise_3d_and_transpose_rhs", "rowwise_2d_scale_and_cast"]),
+        (
+            (False, True),
+            ["rowwise_and_per_group_colwise", "colwise_3d_scale_and_cast", "per_group_colwise_scales"],
+        ),
+    ],
+    ids=["both", "grad_A_only", "grad_B_only"],
+)
 @pytest.mark.parametrize("layout", ["row_major", "col_major_per_expert", "expert_innermost"])
-def test_weight_quantized_once_for_both_gemms_gives_the_two_ops_bytes(layout, monkeypatch):
-    """The forward quantizes B_t for the forward and dgrad GEMMs in one fused call
-    (fp8moe.colwise_3d_and_transpose_rhs) wherever B_t has unit stride along K or N, and the backward reuses the
-    dgrad half: out and both gradients are bitwise those of quantizing B_t with the two ops where each GEMM needs it.
-    Other layouts run the two ops."""
+def test_each_tensor_is_quantized_once_for_every_gemm_that_takes_it(layout, requires_grad, calls, monkeypatch):
+    """A training step makes one quantizer call per tensor (the fused pairs) and only for the GEMMs that run; the
+    backward reuses the operands the forward made for it. out and the gradients stay bitwise the reference path's
+    (whose quantizers are the six ops one by one): for B_t of both unit-stride layouts (fused) and of one the pair
+    does not fuse (the pair op then runs the two ops itself)."""
     import fp8moe
 
-    mm_module = importlib.import_module("fp8moe.grouped_mm")
     A, B_t, grad_out = _inputs()
     B_t = {
         "row_major": lambda b: b,
@@ -389,16 +403,17 @@ def test_weight_quantized_once_for_both_gemms_gives_the_two_ops_bytes(layout, mo
         "expert_innermost": lambda b: b.permute(1, 2, 0).contiguous().permute(2, 0, 1),
     }[layout](B_t)
     offs = _offs([16, 48, 48, 64])
-    calls = []
-    for name in ("colwise_3d_and_transpose_rhs", "colwise_3d_scale_and_cast", "rowwise_3d_transpose_rhs"):
+    made = []
+    for name in {*STEP_CALLS, *calls, "per_group_colwise_scales_dual"}:
         op = getattr(fp8moe.ops, name)
-        monkeypatch.setattr(fp8moe.ops, name, lambda *a, _op=op, _name=name, **k: calls.append(_name) or _op(*a, **k))
-    fused = _run(A, B_t, offs, grad_out)
-    if layout == "expert_innermost":
-        assert calls == ["colwise_3d_scale_and_cast", "rowwise_3d_transpose_rhs"]
-    else:
-        assert calls == ["colwise_3d_and_transpose_rhs"]  # the backward reused the forward's dgrad operand
-    monkeypatch.setattr(mm_module, "_fused_weight_operands", lambda *args: None)
-    separate = _run(A, B_t, offs, grad_out)
-    for name, a, e in zip(("out", "grad_A", "grad_B_t"), fused, separate):
-        _assert_same_values(a, e, 64 if name != "grad_B_t" else E, name)
+        monkeypatch.setattr(fp8moe.ops, name, lambda *a, _op=op, _name=name, **k: made.append(_name) or _op(*a, **k))
+    A_leaf, B_leaf = A.clone().requires_grad_(requires_grad[0]), B_t.clone().requires_grad_(requires_grad[1])
+    out = grouped_mm(A_leaf, B_leaf, offs)
+    out.backward(grad_out)
+    assert made == calls
+    expected = ref.grouped_mm(A, B_t, offs, grad_out)
+    _assert_same_values(out.detach(), expected.out, 64, "out")
+    if requires_grad[0]:
+        _assert_same_values(A_leaf.grad, expected.grad_A, 64, "grad_A")
+    if requires_grad[1]:
+        _assert_same_values(B_leaf.grad, expected.grad_B_t, E, "grad_B_t")

@@ -33,6 +33,7 @@ from fp8moe.kernels import (
     per_group_colwise_scales,
     per_group_colwise_scales_dual,
     per_group_rowwise_scales,
+    rowwise_and_per_group_colwise,
 )
 from fp8moe.kernels._span import pack_k
 from fp8ref import ops as ref
@@ -71,9 +72,17 @@ class JaggedOp:
         return (rows, length) if self.jagged_dim == 1 else (length, rows)
 
 
+def _pair_per_group_half(x, offs, fp8_dtype, pow2, backend):
+    """The per-group half of the fused activation pair (fp8moe.kernels.rowwise_and_per_group_colwise): every
+    single-op test runs it as per_group_colwise_scales; its rowwise half is checked against the rowwise reference in
+    tests/test_kernels_pairs.py."""
+    return rowwise_and_per_group_colwise.launch(x, offs, fp8_dtype, pow2, backend)[2:]
+
+
 OPS = [
     JaggedOp("per_group_rowwise_scales", per_group_rowwise_scales.launch, ref.per_group_rowwise_scales, 1),
     JaggedOp("per_group_colwise_scales", per_group_colwise_scales.launch, ref.per_group_colwise_scales, 0),
+    JaggedOp("pair-per_group_colwise", _pair_per_group_half, ref.per_group_colwise_scales, 0),
 ]
 
 #: Named offsets (exclusive END offsets) over a jagged length of 150.

@@ -41,13 +41,8 @@ from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
-from fp8moe.kernels._common import (
-    amax_of_magnitude_bits,
-    fp8_constexprs,
-    magnitude_bits,
-    quantize,
-    scale_from_amax,
-)
+from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize
+from fp8moe.kernels._pair import cast_along_p, interpreter_config, launch_scales
 from fp8moe.kernels._span import load_quad, store_quad
 
 __all__ = ["fusable", "launch"]
@@ -101,34 +96,6 @@ def _pair_amax_kernel(
 
 
 @triton.jit
-def _pair_scales_kernel(
-    amax_ptr, scales_p_ptr, scales_q_ptr, N_P, N, BLOCK: tl.constexpr, FP8_MAX: tl.constexpr,
-    ROUND_POW2: tl.constexpr,
-):  # fmt: skip
-    """The scales of both outputs from the folded amaxes: amax[i] for i < N_P into scales_p[i], the rest into
-    scales_q[i - N_P]. One small launch, so that the cast kernel loads f32 scales instead of computing each
-    column's in f64 in every program that holds it."""
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    amax = tl.load(amax_ptr + i, mask=i < N, other=0).to(tl.float32, bitcast=True)
-    scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
-    tl.store(scales_p_ptr + i, scale, mask=i < N_P)
-    tl.store(scales_q_ptr + (i - N_P), scale, mask=(i >= N_P) & (i < N))
-
-
-@triton.jit
-def _cast_along_p(
-    x, p, cols, p_mask, col_mask, along_p_rows, scales_p_ptr, e, P, Q,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """Quantize the tile x (positions p, columns ``cols``) at its columns' scales into the P-contiguous output,
-    stored in the layout x was loaded in."""
-    scale = tl.load(scales_p_ptr + e * Q + cols, mask=col_mask, other=0.0)
-    q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-    tl.store(along_p_rows + cols[None, :] * P, q, mask=p_mask[:, None] & col_mask[None, :])
-
-
-@triton.jit
 def _pair_cast_kernel(
     x_ptr, along_p_ptr, scales_p_ptr, along_q_ptr, scales_q_ptr, E, P, Q, stride_xe, stride_xq,
     BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, PACK_Q: tl.constexpr,
@@ -147,6 +114,7 @@ def _pair_cast_kernel(
     q_hi = tl.minimum(q_lo + CHUNK_TILES * BLOCK_Q, Q)
     p, _, p_mask, _ = _tile(pid_p, q_lo, P, q_hi, BLOCK_P, BLOCK_Q, INT64_INDEX)
     scale_q = tl.load(scales_q_ptr + pid_e * P + p, mask=p_mask, other=0.0)  # (BLOCK_P,)
+    scales_p = scales_p_ptr + pid_e * Q
     x_rows = x_ptr + pid_e * stride_xe + p[:, None]
     block = pid_e * P * Q
     along_p_rows = along_p_ptr + block + p[:, None]
@@ -162,21 +130,21 @@ def _pair_cast_kernel(
             cols = q0 + 4 * tl.arange(0, BLOCK_W)
             if INT64_INDEX:
                 cols = cols.to(tl.int64)
-            _cast_along_p(
-                x0, p, cols + 0, p_mask, cols + 0 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
-                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            cast_along_p(
+                x0, cols + 0, p_mask, cols + 0 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                EMIN, FNUZ, CAST_MODE,
             )  # fmt: skip
-            _cast_along_p(
-                x1, p, cols + 1, p_mask, cols + 1 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
-                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            cast_along_p(
+                x1, cols + 1, p_mask, cols + 1 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                EMIN, FNUZ, CAST_MODE,
             )  # fmt: skip
-            _cast_along_p(
-                x2, p, cols + 2, p_mask, cols + 2 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
-                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            cast_along_p(
+                x2, cols + 2, p_mask, cols + 2 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                EMIN, FNUZ, CAST_MODE,
             )  # fmt: skip
-            _cast_along_p(
-                x3, p, cols + 3, p_mask, cols + 3 < q_hi, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE,
-                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            cast_along_p(
+                x3, cols + 3, p_mask, cols + 3 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                EMIN, FNUZ, CAST_MODE,
             )  # fmt: skip
     else:
         for q0 in range(q_lo, q_hi, BLOCK_Q):
@@ -188,24 +156,15 @@ def _pair_cast_kernel(
             x = tl.load(x_rows + cols[None, :] * stride_xq, mask=mask, other=0.0)
             q = quantize(x, scale_q[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
             tl.store(along_q_rows + cols[None, :], q, mask=mask)
-            _cast_along_p(
-                x, p, cols, p_mask, col_mask, along_p_rows, scales_p_ptr, pid_e, P, Q, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, CAST_MODE,
+            cast_along_p(
+                x, cols, p_mask, col_mask, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
+                CAST_MODE,
             )  # fmt: skip
 
 
 def _grid(meta) -> tuple[int, int, int]:
     chunk = meta["CHUNK_TILES"] * meta["BLOCK_Q"]
     return (triton.cdiv(meta["P"], meta["BLOCK_P"]), triton.cdiv(meta["Q"], chunk), meta["E"])
-
-
-def _interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:
-    """The interpreter's tiles with one tile per chunk (a Q of more than 32 then spans two chunks, so the cross-chunk
-    folds run); None elsewhere (the policy: autotuning on CUDA, ROCm's fixed config)."""
-    if backend.kind != "interpreter":
-        return None
-    tiles = kernel_configs.fixed(backend, args)
-    return triton.Config({**tiles.kwargs, "CHUNK_TILES": 1}, num_warps=tiles.num_warps)
 
 
 @replay.replayable
@@ -247,30 +206,18 @@ def launch(
         configs.PAIR_AMAX,
         backend,
         _grid,
-        config=_interpreter_config(configs.PAIR_AMAX, backend, shape_args),
+        config=interpreter_config(configs.PAIR_AMAX, backend, shape_args),
         x_ptr=x,
         amax_ptr=amax,
         **shape_args,
     )
-    configs.launch(
-        _pair_scales_kernel,
-        configs.PAIR_SCALES,
-        backend,
-        lambda meta: (triton.cdiv(meta["N"], meta["BLOCK"]),),
-        amax_ptr=amax,
-        scales_p_ptr=scales_p,
-        scales_q_ptr=scales_q,
-        N_P=e * q_len,
-        N=amax.numel(),
-        FP8_MAX=fp8_args["FP8_MAX"],
-        ROUND_POW2=fp8_args["ROUND_POW2"],
-    )
+    launch_scales(backend, amax, scales_p, scales_q, fp8_args)
     configs.launch(
         _pair_cast_kernel,
         configs.PAIR_CAST,
         backend,
         _grid,
-        config=_interpreter_config(configs.PAIR_CAST, backend, shape_args),
+        config=interpreter_config(configs.PAIR_CAST, backend, shape_args),
         x_ptr=x,
         along_p_ptr=along_p,
         scales_p_ptr=scales_p,

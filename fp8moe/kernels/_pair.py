@@ -1,0 +1,81 @@
+"""What the two fused pair kernels share: one input quantized two ways from two reads.
+
+fp8moe.kernels.colwise_3d_and_transpose_rhs (an expert weight: colwise-3D and transposed-rowwise) and
+fp8moe.kernels.rowwise_and_per_group_colwise (an activation: rowwise and per group) both see x as blocks of
+(P positions along x's unit-stride dim) x (Q positions across it). Each output needs an amax the other reduction
+order holds, so both run three launches: an amax launch reads x once and folds both amaxes by integer atomic max
+of the f32 bit patterns into one zeroed workspace (exact, order-free and NaN-keeping, as the atomic transpose
+method's, SPEC §4.1), a scales launch turns every amax into its scale (written straight into the two scale
+outputs), and a cast launch reads x again and stores both outputs from the same registers: one along P (the
+layout x was loaded in), one along Q (across it). Two reads of x and one write of each output: the bytes the two
+ops move when each runs at the roofline, while alone the op reducing across x's strided dim reads it twice.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from fp8moe import configs
+from fp8moe.backend import Backend
+from fp8moe.kernels._common import quantize, scale_from_amax
+
+__all__ = ["cast_along_p", "interpreter_config", "launch_scales"]
+
+
+@triton.jit
+def _pair_scales_kernel(
+    amax_ptr, scales_p_ptr, scales_q_ptr, N_P, N, BLOCK: tl.constexpr, FP8_MAX: tl.constexpr,
+    ROUND_POW2: tl.constexpr,
+):  # fmt: skip
+    """The scales of both outputs from the folded amaxes: amax[i] for i < N_P into scales_p[i], the rest into
+    scales_q[i - N_P]. A separate small launch, so the cast launch loads f32 scales instead of computing each
+    column's in f64 in every program that holds it (sm_90: 20 -> 10 instructions per element in its loop)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    amax = tl.load(amax_ptr + i, mask=i < N, other=0).to(tl.float32, bitcast=True)
+    scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
+    tl.store(scales_p_ptr + i, scale, mask=i < N_P)
+    tl.store(scales_q_ptr + (i - N_P), scale, mask=(i >= N_P) & (i < N))
+
+
+def launch_scales(
+    backend: Backend, amax: torch.Tensor, scales_p: torch.Tensor, scales_q: torch.Tensor, fp8_args: dict
+) -> None:
+    """scales_p (contiguous, N_P words) and scales_q (contiguous) from the workspace ``amax`` holding the amax bits
+    of scales_p's slices first, then scales_q's."""
+    configs.launch(
+        _pair_scales_kernel,
+        configs.PAIR_SCALES,
+        backend,
+        lambda meta: (triton.cdiv(meta["N"], meta["BLOCK"]),),
+        amax_ptr=amax,
+        scales_p_ptr=scales_p,
+        scales_q_ptr=scales_q,
+        N_P=scales_p.numel(),
+        N=amax.numel(),
+        FP8_MAX=fp8_args["FP8_MAX"],
+        ROUND_POW2=fp8_args["ROUND_POW2"],
+    )
+
+
+@triton.jit
+def cast_along_p(
+    x, cols, p_mask, col_mask, along_p_rows, scales_ptr, P,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Quantize the (BLOCK_P, n) tile ``x`` of Q positions ``cols`` at their scales (scales_ptr + cols) into the
+    P-contiguous output at along_p_rows + cols * P, in the layout x was loaded in."""
+    scale = tl.load(scales_ptr + cols, mask=col_mask, other=0.0)
+    q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+    tl.store(along_p_rows + cols[None, :] * P, q, mask=p_mask[:, None] & col_mask[None, :])
+
+
+def interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:
+    """The interpreter's tiles with one tile per chunk (a Q of more than 32 then spans two chunks, so the cross-chunk
+    folds run); None elsewhere (the policy: autotuning on CUDA, ROCm's fixed config)."""
+    if backend.kind != "interpreter":
+        return None
+    tiles = kernel_configs.fixed(backend, args)
+    return triton.Config({**tiles.kwargs, "CHUNK_TILES": 1}, num_warps=tiles.num_warps)

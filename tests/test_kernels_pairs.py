@@ -1,0 +1,114 @@
+"""The two fused pairs (fp8moe.kernels._pair): one input quantized two ways from two reads, each output bitwise the
+op it stands for.
+
+Most of their coverage runs through the single-op suites: tests/test_kernels_dense.py runs each half of
+colwise_3d_and_transpose_rhs as its op (formats, dtypes, shapes, layouts, special values, written elements), and
+tests/test_kernels_per_group.py runs the per-group half of rowwise_and_per_group_colwise as per_group_colwise_scales
+(every group layout). Here: the activation pair's rowwise half (every row, those past offs[-1] included), both
+halves of one call on the layouts the grouped GEMM feeds, which launches ran (the fused ones, or the two ops for a
+layout the pair does not fuse), and that no element of either output is left unwritten.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import fp8moe
+from fp8moe import configs, replay
+from fp8ref import ops as ref
+from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
+from fp8ref.testing import assert_same_bits
+
+E4 = torch.float8_e4m3fn
+
+#: End offsets over 96 rows: 16-aligned groups (the grouped GEMM's, word stores), unaligned ones (byte stores),
+#: empty groups, rows past offs[-1], one group holding every row (several chunks in the interpreter).
+LAYOUTS = {
+    "aligned": [16, 48, 48, 96],
+    "unaligned": [5, 40, 41, 90],
+    "tail": [32, 32, 64],
+    "one_group": [96],
+    "empty_first_and_last": [0, 96, 96],
+}
+
+
+def _values(shape, dtype=torch.bfloat16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-8, 9, shape, generator=g).float())
+    return x.to(dtype)
+
+
+def _offs(ends, device):
+    return torch.tensor(ends, dtype=torch.int32, device=device)
+
+
+def _launched(run) -> set[str]:
+    """Names of the kernel configs (fp8moe.configs) the call launched."""
+    configs.LAST_CONFIG.clear()
+    replay.forget()  # a replayed call reports no launch
+    run()
+    return set(configs.LAST_CONFIG)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS, ids=str)
+def test_activation_pair_matches_both_references_bitwise(layout, dtype, device):
+    x = _values((96, 40), dtype, seed=1)
+    offs = _offs(LAYOUTS[layout], device)
+    q_r, s_r, q_c, s_c = fp8moe.rowwise_and_per_group_colwise(x.to(device), offs, E4, dtype == torch.float32)
+    r_q, r_s = ref.rowwise_2d_scale_and_cast(x, E4, dtype == torch.float32)
+    c_q, c_s = ref.per_group_colwise_scales(x, offs.cpu(), E4, dtype == torch.float32)
+    assert_same_bits(q_r, r_q, what="rowwise q")  # every row, those past offs[-1] too
+    assert_same_bits(s_r, r_s, what="rowwise scales")
+    end = LAYOUTS[layout][-1]
+    assert q_c.stride() == c_q.stride()
+    assert_same_bits(q_c[:end], c_q[:end], what="per-group q")
+    assert_same_bits(s_c, c_s, what="per-group scales")
+
+
+def test_activation_pair_runs_fused_for_unit_stride_rows_and_the_two_ops_otherwise(device):
+    x = _values((96, 40)).to(device)
+    offs = _offs(LAYOUTS["aligned"], device)
+    fused = {"rowwise_and_per_group_colwise_amax", "colwise_3d_and_transpose_rhs_scales"}
+    assert fused <= _launched(lambda: fp8moe.rowwise_and_per_group_colwise(x, offs))
+    column_major = x.t().contiguous().t()
+    launched = _launched(lambda: fp8moe.rowwise_and_per_group_colwise(column_major, offs))
+    assert not launched & fused
+    assert "rowwise_scale_and_cast" in launched
+
+
+@pytest.mark.parametrize("layout", ["row_major", "col_major_per_expert"])
+def test_weight_pair_runs_fused_for_unit_stride_experts_and_the_two_ops_otherwise(layout, device):
+    x = _values((2, 48, 40)).to(device)
+    x = x if layout == "row_major" else x.mT.contiguous().mT
+    fused = {"colwise_3d_and_transpose_rhs_amax", "colwise_3d_and_transpose_rhs_cast"}
+    assert fused <= _launched(lambda: fp8moe.colwise_3d_and_transpose_rhs(x))
+    expert_innermost = x.permute(1, 2, 0).contiguous().permute(2, 0, 1)
+    assert not _launched(lambda: fp8moe.colwise_3d_and_transpose_rhs(expert_innermost)) & fused
+
+
+def _assert_all_written(run, jagged_end: int | None = None):
+    """Every element of every output written (the per-group q's rows past ``jagged_end`` excepted)."""
+    with poisoned_allocations(POISON_BYTES[0]):
+        first = [t.cpu() for t in run()]
+    with poisoned_allocations(POISON_BYTES[1]):
+        second = [t.cpu() for t in run()]
+    for i, (a, b) in enumerate(zip(first, second, strict=True)):
+        unwritten = unwritten_mask(a, b)
+        if jagged_end is not None and i == 2:
+            unwritten = unwritten[:jagged_end]
+        assert not bool(unwritten.any()), f"output {i}: unwritten at {unwritten.nonzero()[:4].tolist()}"
+
+
+def test_activation_pair_writes_every_element_of_both_outputs(device):
+    x = _values((96, 40)).to(device)
+    offs = _offs(LAYOUTS["tail"], device)
+    _assert_all_written(lambda: fp8moe.rowwise_and_per_group_colwise(x, offs), jagged_end=LAYOUTS["tail"][-1])
+
+
+@pytest.mark.parametrize("layout", ["row_major", "col_major_per_expert"])
+def test_weight_pair_writes_every_element_of_both_outputs(layout, device):
+    x = _values((3, 48, 40)).to(device)
+    x = x if layout == "row_major" else x.mT.contiguous().mT
+    _assert_all_written(lambda: fp8moe.colwise_3d_and_transpose_rhs(x))
