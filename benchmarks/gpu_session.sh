@@ -10,7 +10,7 @@
 #   5. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points.
 #   6. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
 #   7. host: the host cost of one call, layer by layer, launch plans on and off (benchmarks/host_overhead.py).
-#   8. pair: B_t's two quantizations fused vs the two ops (benchmarks/probe_weight_pair.py, PAIR_ARGS).
+#   8. pair: each fused pair vs its two ops (benchmarks/probe_pairs.py, PAIR_ARGS).
 #   9. layouts: each quantization call of the grouped-GEMM step, both B_t layouts (bench_grouped_mm --quant-layouts).
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts), DEVICES=all on a multi-GPU machine
 # (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT,
@@ -85,7 +85,7 @@ if [[ $steps == *" tune "* ]]; then
   echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ $steps == *" pair "* ]]; then
-  timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/probe_weight_pair.py ${PAIR_ARGS:-} >"$OUT/pair.log" 2>&1
+  timeout "${PAIR_TIMEOUT:-200}" python3 benchmarks/probe_pairs.py ${PAIR_ARGS:-} >"$OUT/pair.log" 2>&1
   echo "pair exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ $steps == *" layouts "* ]]; then

@@ -1,13 +1,17 @@
-"""B_t's two quantizations fused (fp8moe.colwise_3d_and_transpose_rhs) against the two ops one after the other, on
-the H200, CUDA-graph replay, both expert layouts, every output checked against the two ops' bytes first.
+"""The fused pairs against their two ops one after the other, on the H200, CUDA-graph replay, every output checked
+against the two ops' bytes first.
 
-    python benchmarks/probe_weight_pair.py [--shapes E,K,N;...] [--sweep]
+    python benchmarks/probe_pairs.py [--shapes E,K,N;...] [--activations M,K,G;...] [--sweep]
 
-Per (E, K, N) and layout: the two ops' times (colwise_3d_scale_and_cast, rowwise_3d_transpose_rhs with its default
-method), their sum, the fused call's time (autotuned) and the speed-up, and % of copy bandwidth for the bytes both
-ops move at their roofline (x read twice, both fp8 outputs written once). ``--sweep`` also times the fused call with
-each candidate of fp8moe.configs.PAIR_AMAX forced (the cast kernel autotuned) and each of PAIR_CAST forced (the amax
-kernel autotuned).
+- The weight pair (fp8moe.colwise_3d_and_transpose_rhs) per (E, K, N) and expert layout: colwise_3d_scale_and_cast
+  and rowwise_3d_transpose_rhs (its default method), their sum, the fused call.
+- The activation pair (fp8moe.rowwise_and_per_group_colwise) per (M, K, G), routing-like groups
+  (fp8ref.grouped_mm.skewed_offs, multiples of 16): rowwise_2d_scale_and_cast and per_group_colwise_scales (the
+  default per-group kernel), their sum, the fused call.
+
+Each row gives the speed-up and the fused call's % of copy bandwidth for the bytes both ops move at their roofline
+(x read twice, both fp8 outputs written once). ``--sweep`` also times the weight pair with each candidate of
+fp8moe.configs.PAIR_AMAX forced (the cast kernel autotuned) and each of PAIR_CAST forced.
 """
 
 from __future__ import annotations
@@ -21,10 +25,16 @@ import torch
 import fp8moe
 from fp8moe import configs, replay
 from fp8moe.bench import copy_bandwidth_gbps
+from fp8ref.grouped_mm import skewed_offs
 
 E4 = torch.float8_e4m3fn
 #: Issue #11's four 3D shapes, then the weights of the grouped-GEMM step's shapes not among them (SPEC §7).
 SHAPES = ((1, 8192, 5120), (16, 8192, 5120), (64, 2048, 1408), (128, 5120, 8192), (8, 7168, 2048), (16, 5120, 8192))
+#: A and grad_out of the grouped-GEMM step's four shapes (M, K or N, E).
+ACTIVATIONS = (
+    (16384, 7168, 8), (16384, 2048, 8), (16640, 2048, 64), (16640, 1408, 64),
+    (32768, 5120, 16), (32768, 8192, 16), (65536, 4096, 8), (65536, 14336, 8),
+)  # fmt: skip
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -53,9 +63,14 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=None, help="E,K,N;E,K,N... instead of SHAPES")
+    parser.add_argument("--activations", default=None, help="M,K,G;M,K,G... instead of ACTIVATIONS ('' for none)")
     parser.add_argument("--sweep", action="store_true", help="also time every amax and cast candidate forced")
     args = parser.parse_args(argv)
-    shapes = [tuple(map(int, s.split(","))) for s in args.shapes.split(";")] if args.shapes else SHAPES
+    shapes = [tuple(map(int, s.split(","))) for s in args.shapes.split(";")] if args.shapes is not None else SHAPES
+    shapes = [s for s in shapes if s]
+    activations = ACTIVATIONS
+    if args.activations is not None:
+        activations = [tuple(map(int, a.split(","))) for a in args.activations.split(";") if a]
 
     def us(fn) -> float:
         return do_bench_cudagraph(fn, rep=50, return_mode="median") * 1e3
@@ -99,6 +114,31 @@ def main(argv: list[str] | None = None) -> None:
                     _forced(name, None)
             del x
         del x_row
+        torch.cuda.empty_cache()
+    print(
+        "\n| M, K, G | rowwise us | per-group colwise us | sum us | fused us | speed-up | fused % of copy | bitwise |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|", flush=True)
+    for m, k, groups in activations:
+        t0 = time.time()
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        offs = skewed_offs(m, groups, seed=1, device="cuda")
+        separate = (*fp8moe.rowwise_2d_scale_and_cast(x, E4), *fp8moe.per_group_colwise_scales(x, offs, E4))
+        fused = fp8moe.rowwise_and_per_group_colwise(x, offs, E4)
+        ok = _same(fused, separate)
+        del separate, fused
+        t_r = us(lambda x=x: fp8moe.rowwise_2d_scale_and_cast(x, E4))
+        t_c = us(lambda x=x, offs=offs: fp8moe.per_group_colwise_scales(x, offs, E4))
+        t_f = us(lambda x=x, offs=offs: fp8moe.rowwise_and_per_group_colwise(x, offs, E4))
+        ideal = m * k * (2 * x.element_size() + 2)
+        print(
+            f"| {m}, {k}, {groups} | {t_r:.1f} | {t_c:.1f} | {t_r + t_c:.1f} | {t_f:.1f} | {(t_r + t_c) / t_f:.2f}x | "
+            f"{100 * ideal / (t_f * 1e-6) / 1e9 / copy:.0f}% | {'yes' if ok else 'NO'} | ({time.time() - t0:.0f} s; "
+            f"amax {configs.describe(configs.LAST_CONFIG.get(configs.JAGGED_PAIR_AMAX.name))}, cast "
+            f"{configs.describe(configs.LAST_CONFIG.get(configs.JAGGED_PAIR_CAST.name))})",
+            flush=True,
+        )
+        del x
         torch.cuda.empty_cache()
     if sweeps:
         print("\nForced candidates (the other kernel autotuned), fused call us:\n")
