@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--activations", default=None, help="M,K,G;M,K,G... instead of ACTIVATIONS ('' for none)")
     parser.add_argument("--sweep", action="store_true", help="also time every amax and cast candidate forced")
     args = parser.parse_args(argv)
-    shapes = [tuple(map(int, s.split(","))) for s in args.shapes.split(";")] if args.shapes is not None else SHAPES
-    shapes = [s for s in shapes if s]
+    shapes = SHAPES
+    if args.shapes is not None:
+        shapes = [tuple(map(int, s.split(","))) for s in args.shapes.split(";") if s]
     activations = ACTIVATIONS
     if args.activations is not None:
         activations = [tuple(map(int, a.split(","))) for a in args.activations.split(";") if a]

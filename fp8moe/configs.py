@@ -37,6 +37,7 @@ __all__ = [
     "AUTOTUNE_MIN_ELEMENTS",
     "CONFIGS_BY_SPEC",
     "COOPERATIVE_LISTS",
+    "FUSED_ACTIVATIONS",
     "GROUP_CHUNKS",
     "GROUP_TILES",
     "INT32_MAX",
@@ -575,6 +576,18 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
     mean_group = view.shape[1] / max(groups, 1)
     return "chunks" if view.stride(1) != 1 and low <= mean_group < high else "span"
 
+
+#: Whether fp8moe.grouped_mm quantizes A and grad_out through the fused activation pair
+#: (fp8moe.kernels.rowwise_and_per_group_colwise: each tensor read twice for both its GEMMs, A's per-group operand
+#: made in the forward) rather than rowwise alone plus, in the backward, the dual op on (grad_out, A). Per backend
+#: kind; FP8MOE_FUSED_ACTIVATIONS=0|1 sets it for every backend (read once, at import). Measured on the H200:
+#: benchmarks/results/h200-s13-summary.md.
+FUSED_ACTIVATIONS: dict[str, bool] = {"cuda": True, "rocm": True, "interpreter": True}
+_FORCED_FUSED_ACTIVATIONS = os.environ.get("FP8MOE_FUSED_ACTIVATIONS")
+if _FORCED_FUSED_ACTIVATIONS is not None:
+    if _FORCED_FUSED_ACTIVATIONS not in ("0", "1"):
+        raise ValueError(f"FP8MOE_FUSED_ACTIVATIONS must be 0 or 1, got {_FORCED_FUSED_ACTIVATIONS!r}")
+    FUSED_ACTIVATIONS = dict.fromkeys(FUSED_ACTIVATIONS, _FORCED_FUSED_ACTIVATIONS == "1")
 
 #: The config list of each cooperative jagged kernel (one launch serves all three per-group ops). Under "auto" a
 #: colwise call may run the chunked kernel or the span kernel: CONFIGS_BY_SPEC names the span kernel's lists there

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from fp8moe import configs
 from fp8moe import ops as _ops
 from fp8moe.backend import Backend, backend_for
 from fp8moe.frozen_weights import active_weight_ops
@@ -76,13 +77,24 @@ def quantize_operands(
     autograd op (:func:`_quantize_activation`, :func:`_quantize_weight`)."""
     fp8_dtype = default_fp8_dtype(A.device) if fp8_dtype is None else fp8_dtype
     training = grad_out is not None
-    rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=training)
+    fused = training and _fuse_activations(A.device)
+    rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=fused)
     colwise_B, transposed_B = _quantize_weight(B_t, fp8_dtype, _ops, dgrad=training)
     fwd = _ref.forward_gemm(rows_A, colwise_B)
     if not training:
         return PathOperands(fwd, None, None)
-    rows_G, cols_G = _quantize_activation(grad_out, offs, fp8_dtype, rowwise=True, per_group=True)
-    return PathOperands(fwd, _ref.dgrad_gemm(rows_G, transposed_B), _ref.wgrad_gemm(cols_G, cols_A))
+    rows_G, cols_G = _quantize_activation(grad_out, offs, fp8_dtype, rowwise=True, per_group=fused)
+    dgrad = _ref.dgrad_gemm(rows_G, transposed_B)
+    if not fused:
+        return PathOperands(fwd, dgrad, _ref.wgrad_operands(grad_out, A, offs, fp8_dtype, _ops))
+    return PathOperands(fwd, dgrad, _ref.wgrad_gemm(cols_G, cols_A))
+
+
+def _fuse_activations(device: torch.device) -> bool:
+    """fp8moe.configs.FUSED_ACTIVATIONS for the backend of ``device``, from the device type alone (traces cleanly
+    under torch.compile, as :func:`default_fp8_dtype`)."""
+    kind = "interpreter" if device.type == "cpu" else ("rocm" if torch.version.hip is not None else "cuda")
+    return configs.FUSED_ACTIVATIONS[kind]
 
 
 def _quantize_activation(
@@ -115,9 +127,10 @@ def _quantize_weight(
 class _Fp8GroupedMM(torch.autograd.Function):
     """out = per-group A @ B_t[g] through FP8.
 
-    Every tensor is quantized once for all the GEMMs that take it, in the forward for A and B_t, in the backward for
-    grad_out (fused pairs, two reads each). The forward saves the backward's operands of A and B_t (fp8: M*K and
-    E*K*N bytes plus scales, held until the backward) instead of quantizing A and B_t again there.
+    B_t is quantized once for both GEMMs that take it, in the forward (the fused weight pair), and the forward
+    saves the dgrad operand (E*K*N fp8 bytes plus scales, held until the backward). With
+    fp8moe.configs.FUSED_ACTIVATIONS, A and grad_out are too (the fused activation pair: A's per-group operand,
+    M*K bytes, saved instead of A); without, the backward quantizes grad_out and A per group in one dual launch.
     """
 
     @staticmethod
@@ -126,11 +139,14 @@ class _Fp8GroupedMM(torch.autograd.Function):
         # (detach() shares the version counter, which a frozen_weights scope checks.)
         A, B_t = A.detach(), B_t.detach()
         need_dgrad, need_wgrad = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        fused = need_wgrad and _fuse_activations(A.device)
         weight_ops = active_weight_ops()  # a frozen_weights scope quantizes B_t once; None: every call
-        rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=need_wgrad)
+        rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=fused)
         colwise_B, transposed_B = _quantize_weight(B_t, fp8_dtype, weight_ops or _ops, dgrad=need_dgrad)
         out = scaled_grouped_mm(_ref.forward_gemm(rows_A, colwise_B), offs, out_dtype)
-        ctx.save_for_backward(offs, *(cols_A or ()), *(transposed_B or ()))
+        keep_A = (A,) if need_wgrad and not fused else ()
+        ctx.save_for_backward(offs, *keep_A, *(cols_A or ()), *(transposed_B or ()))
+        ctx.fused = fused
         ctx.dtypes = (A.dtype, B_t.dtype)
         ctx.fp8_dtype = fp8_dtype
         return out
@@ -139,14 +155,17 @@ class _Fp8GroupedMM(torch.autograd.Function):
     def backward(ctx, grad_out):
         offs, *saved = ctx.saved_tensors
         need_dgrad, need_wgrad = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        cols_A = tuple(saved[:2]) if need_wgrad else None
         transposed_B = tuple(saved[-2:]) if need_dgrad else None
-        rows_G, cols_G = _quantize_activation(grad_out, offs, ctx.fp8_dtype, rowwise=need_dgrad, per_group=need_wgrad)
+        rows_G, cols_G = _quantize_activation(grad_out, offs, ctx.fp8_dtype, rowwise=need_dgrad, per_group=ctx.fused)
         grad_A = grad_B_t = None
         if need_dgrad:
             grad_A = scaled_grouped_mm(_ref.dgrad_gemm(rows_G, transposed_B), offs).to(ctx.dtypes[0])
         if need_wgrad:
-            grad_B_t = scaled_grouped_mm(_ref.wgrad_gemm(cols_G, cols_A), offs).to(ctx.dtypes[1])
+            if ctx.fused:
+                wgrad = _ref.wgrad_gemm(cols_G, tuple(saved[:2]))
+            else:
+                wgrad = _ref.wgrad_operands(grad_out, saved[0], offs, ctx.fp8_dtype, _ops)
+            grad_B_t = scaled_grouped_mm(wgrad, offs).to(ctx.dtypes[1])
         return grad_A, grad_B_t, None, None, None
 
 

@@ -22,12 +22,14 @@ from fp8moe import backend as backend_module
 from fp8moe import configs, fp8ref_backend
 from fp8moe.backend import Backend, launch_device
 from fp8moe.kernels import (
+    _pair,
     _per_group,
     _rows,
     colwise_3d_and_transpose_rhs,
     per_group_colwise_scales_dual,
     rowwise_2d_scale_and_cast,
     rowwise_3d_transpose_rhs,
+    rowwise_and_per_group_colwise,
 )
 from fp8moe.kernels._common import fp8_constexprs
 
@@ -49,8 +51,10 @@ KERNELS = {
 #: autotune key test covers them; the block test below is for KERNELS.
 CHUNKED_KERNELS = {
     "pair_amax": (colwise_3d_and_transpose_rhs._pair_amax_kernel, configs.PAIR_AMAX),
-    "pair_scales": (colwise_3d_and_transpose_rhs._pair_scales_kernel, configs.PAIR_SCALES),
+    "pair_scales": (_pair._pair_scales_kernel, configs.PAIR_SCALES),
     "pair_cast": (colwise_3d_and_transpose_rhs._pair_cast_kernel, configs.PAIR_CAST),
+    "jagged_pair_amax": (rowwise_and_per_group_colwise._jagged_amax_kernel, configs.JAGGED_PAIR_AMAX),
+    "jagged_pair_cast": (rowwise_and_per_group_colwise._jagged_cast_kernel, configs.JAGGED_PAIR_CAST),
 }
 
 

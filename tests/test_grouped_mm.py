@@ -371,31 +371,55 @@ def test_traces_as_one_graph_and_matches_eager():
         _assert_same_values(a, e, 61 if name != "grad_B_t" else E, name)
 
 
-#: The quantizer calls of one training step: A and B_t in the forward, grad_out in the backward, each once, fused.
+#: The quantizer calls of one training step with fp8moe.configs.FUSED_ACTIVATIONS: A and B_t in the forward,
+#: grad_out in the backward, each once, fused.
 STEP_CALLS = ["rowwise_and_per_group_colwise", "colwise_3d_and_transpose_rhs", "rowwise_and_per_group_colwise"]
+#: Without: A rowwise, B_t fused, then grad_out rowwise and the dual op on (grad_out, A).
+UNFUSED_STEP_CALLS = [
+    "rowwise_2d_scale_and_cast",
+    "colwise_3d_and_transpose_rhs",
+    "rowwise_2d_scale_and_cast",
+    "per_group_colwise_scales_dual",
+]
 
 
 @needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
 @pytest.mark.parametrize(
-    ("requires_grad", "calls"),
+    ("fused_activations", "requires_grad", "calls"),
     [
-        ((True, True), STEP_CALLS),
-        ((True, False), ["rowwise_2d_scale_and_cast", "colwise_3d_and_transpose_rhs", "rowwise_2d_scale_and_cast"]),
+        (True, (True, True), STEP_CALLS),
+        (False, (True, True), UNFUSED_STEP_CALLS),
         (
+            True,
+            (True, False),
+            ["rowwise_2d_scale_and_cast", "colwise_3d_and_transpose_rhs", "rowwise_2d_scale_and_cast"],
+        ),
+        (
+            True,
             (False, True),
             ["rowwise_and_per_group_colwise", "colwise_3d_scale_and_cast", "per_group_colwise_scales"],
         ),
+        (
+            False,
+            (False, True),
+            ["rowwise_2d_scale_and_cast", "colwise_3d_scale_and_cast", "per_group_colwise_scales_dual"],
+        ),
     ],
-    ids=["both", "grad_A_only", "grad_B_only"],
+    ids=["both", "both-unfused", "grad_A_only", "grad_B_only", "grad_B_only-unfused"],
 )
 @pytest.mark.parametrize("layout", ["row_major", "col_major_per_expert", "expert_innermost"])
-def test_each_tensor_is_quantized_once_for_every_gemm_that_takes_it(layout, requires_grad, calls, monkeypatch):
-    """A training step makes one quantizer call per tensor (the fused pairs) and only for the GEMMs that run; the
-    backward reuses the operands the forward made for it. out and the gradients stay bitwise the reference path's
-    (whose quantizers are the six ops one by one): for B_t of both unit-stride layouts (fused) and of one the pair
-    does not fuse (the pair op then runs the two ops itself)."""
+def test_each_tensor_is_quantized_once_for_every_gemm_that_takes_it(
+    layout, fused_activations, requires_grad, calls, monkeypatch
+):
+    """A training step makes one quantizer call per tensor (the fused pairs; without fused activations, the dual op
+    for grad_out and A) and only for the GEMMs that run; the backward reuses the operands the forward made for it.
+    out and the gradients stay bitwise the reference path's (whose quantizers are the ops one by one): for B_t of
+    both unit-stride layouts (fused) and of one the pair does not fuse (the pair op then runs the two ops)."""
     import fp8moe
 
+    monkeypatch.setattr(
+        fp8moe.configs, "FUSED_ACTIVATIONS", dict.fromkeys(fp8moe.configs.FUSED_ACTIVATIONS, fused_activations)
+    )
     A, B_t, grad_out = _inputs()
     B_t = {
         "row_major": lambda b: b,
@@ -404,7 +428,7 @@ def test_each_tensor_is_quantized_once_for_every_gemm_that_takes_it(layout, requ
     }[layout](B_t)
     offs = _offs([16, 48, 48, 64])
     made = []
-    for name in {*STEP_CALLS, *calls, "per_group_colwise_scales_dual"}:
+    for name in {*STEP_CALLS, *UNFUSED_STEP_CALLS, *calls}:
         op = getattr(fp8moe.ops, name)
         monkeypatch.setattr(fp8moe.ops, name, lambda *a, _op=op, _name=name, **k: made.append(_name) or _op(*a, **k))
     A_leaf, B_leaf = A.clone().requires_grad_(requires_grad[0]), B_t.clone().requires_grad_(requires_grad[1])

@@ -74,8 +74,10 @@ def cast_along_p(
 
 def interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:
     """The interpreter's tiles with one tile per chunk (a Q of more than 32 then spans two chunks, so the cross-chunk
-    folds run); None elsewhere (the policy: autotuning on CUDA, ROCm's fixed config)."""
+    folds run) and BLOCK_Q at least 16, as every CUDA and ROCm config has it (the cast kernels' quarter tiles are
+    BLOCK_Q / 4 wide); None elsewhere (the policy: autotuning on CUDA, ROCm's fixed config)."""
     if backend.kind != "interpreter":
         return None
     tiles = kernel_configs.fixed(backend, args)
-    return triton.Config({**tiles.kwargs, "CHUNK_TILES": 1}, num_warps=tiles.num_warps)
+    blocks = {**tiles.kwargs, "BLOCK_Q": max(tiles.kwargs["BLOCK_Q"], 16), "CHUNK_TILES": 1}
+    return triton.Config(blocks, num_warps=tiles.num_warps)

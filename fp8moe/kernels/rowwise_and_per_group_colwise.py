@@ -69,8 +69,19 @@ def _items_bound(meta) -> int:
     return triton.cdiv(meta["M"], meta["CHUNK_TILES"] * meta["BLOCK_Q"]) + meta["G"] + 1
 
 
-def _grid(meta) -> tuple[int, int]:
-    return (_items_bound(meta), triton.cdiv(meta["P"], meta["BLOCK_P"]))
+def _grid(meta) -> tuple[int]:
+    """One program per (item, position block), the position block fastest (:func:`_program`)."""
+    return (_items_bound(meta) * triton.cdiv(meta["P"], meta["BLOCK_P"]),)
+
+
+@triton.jit
+def _program(P, BLOCK_P: tl.constexpr):
+    """(item, position block) of this program. Position blocks vary fastest, so the programs running together read
+    whole rows of x (as the weight pair's do); with items fastest they read 64-128-byte stripes of far-apart rows,
+    and the pair ran at 37-66% of copy bandwidth on the H200 (benchmarks/results/h200-s13-summary.md)."""
+    blocks = tl.cdiv(P, BLOCK_P)
+    pid = tl.program_id(0)
+    return pid // blocks, pid % blocks
 
 
 @triton.jit
@@ -80,10 +91,11 @@ def _jagged_amax_kernel(
     INT64_INDEX: tl.constexpr,
 ):  # fmt: skip
     """amax[q] = max |x[q, :]| (rowwise, M words) and amax[M + g * P + p] = max |x[q, p]| over the rows q of group g,
-    as f32 bits folded by atomic max into zeroed words. Grid (items bound, cdiv(P, BLOCK_P))."""
-    g, lo, hi, exists = _item(offs_ptr, G, M, tl.program_id(0), CHUNK_TILES * BLOCK_Q, BLOCK_G)
+    as f32 bits folded by atomic max into zeroed words. Grid: :func:`_grid`."""
+    item, p_block = _program(P, BLOCK_P)
+    g, lo, hi, exists = _item(offs_ptr, G, M, item, CHUNK_TILES * BLOCK_Q, BLOCK_G)
     if exists:
-        p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
+        p = p_block * BLOCK_P + tl.arange(0, BLOCK_P)
         g_at = g * P
         if INT64_INDEX:
             p = p.to(tl.int64)
@@ -114,12 +126,14 @@ def _jagged_cast_kernel(
     CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """rows_q[q * P + p] (row-major) and, for rows in a group, cols_q[p * M + q] (column-major) at the scales the
-    scales launch wrote. PACK_Q: M % 16 == 0, so a chunk with 16-aligned bounds stores the column-major output in
-    4-byte words (fp8moe.kernels._span.store_quad). ROUND_POW2 is unused here (the scales are made); it is an
-    argument so the autotune key holds every result argument."""
-    g, lo, hi, exists = _item(offs_ptr, G, M, tl.program_id(0), CHUNK_TILES * BLOCK_Q, BLOCK_G)
+    scales launch wrote. PACK_Q: M % 16 == 0, so a chunk with 16-aligned bounds (the grouped GEMM's groups) reads
+    its tiles as four interleaved quarters (fp8moe.kernels._span.load_quad) and stores the column-major output in
+    4-byte words of four rows (store_quad); other chunks store bytes with exact masks. ROUND_POW2 is unused here
+    (the scales are made); it is an argument so the autotune key holds every result argument."""
+    item, p_block = _program(P, BLOCK_P)
+    g, lo, hi, exists = _item(offs_ptr, G, M, item, CHUNK_TILES * BLOCK_Q, BLOCK_G)
     if exists:
-        p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
+        p = p_block * BLOCK_P + tl.arange(0, BLOCK_P)
         in_group = g < G
         aligned = (lo % 16 == 0) & (hi % 16 == 0) & in_group
         g_at = tl.minimum(g, G - 1) * P  # the rows past offs[-1] (g = G) load group G - 1's scales and store none
@@ -133,36 +147,26 @@ def _jagged_cast_kernel(
         x_rows = x_ptr + p[:, None]
         rows_q = rows_q_ptr + p[:, None]
         cols_q = cols_q_ptr + p[:, None] * M
+        BLOCK_W: tl.constexpr = BLOCK_Q // 4
         if PACK_Q and aligned:
-            BLOCK_W: tl.constexpr = BLOCK_Q // 4
-            for q0 in range(lo, hi, BLOCK_Q):
-                x0, x1, x2, x3 = load_quad(x_rows, p_mask, q0, lo, hi, stride_xq, BLOCK_W, INT64_INDEX)
+            # lo and hi are multiples of 16; written so that Triton can prove it, which keeps the word stores 16
+            # bytes wide (store_quad), as the weight pair's chunk bounds are.
+            lo16 = lo // 16 * 16
+            hi16 = hi // 16 * 16
+            for q0 in range(lo16, hi16, BLOCK_Q):
+                x0, x1, x2, x3 = load_quad(x_rows, p_mask, q0, lo16, hi16, stride_xq, BLOCK_W, INT64_INDEX)
                 store_quad(
-                    cols_q, p_mask, q0, hi, x0, x1, x2, x3, scale_col[:, None], BLOCK_W, INT64_INDEX,
+                    cols_q, p_mask, q0, hi16, x0, x1, x2, x3, scale_col[:, None], BLOCK_W, INT64_INDEX,
                     FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
                 )  # fmt: skip
-                rows = q0 + 4 * tl.arange(0, BLOCK_W)
-                if INT64_INDEX:
-                    rows = rows.to(tl.int64)
-                cast_along_p(
-                    x0, rows, p_mask, rows < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-                    FNUZ, CAST_MODE,
+                _cast_quad_rows(
+                    x0, x1, x2, x3, q0, hi16, p_mask, rows_q, rows_scales_ptr, P, BLOCK_W, INT64_INDEX, FP8_DTYPE,
+                    FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
                 )  # fmt: skip
-                cast_along_p(
-                    x1, rows + 1, p_mask, rows + 1 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                    EMIN, FNUZ, CAST_MODE,
-                )  # fmt: skip
-                cast_along_p(
-                    x2, rows + 2, p_mask, rows + 2 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                    EMIN, FNUZ, CAST_MODE,
-                )  # fmt: skip
-                cast_along_p(
-                    x3, rows + 3, p_mask, rows + 3 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                    EMIN, FNUZ, CAST_MODE,
-                )  # fmt: skip
-        else:
-            for q0 in range(lo, hi, BLOCK_Q):
-                rows = q0 + tl.arange(0, BLOCK_Q)
+        else:  # unaligned chunk bounds, or the rows past offs[-1]: per-group bytes with exact masks, in quarter
+            # tiles (full tiles took 168-255 registers per thread where the aligned loop takes 72-122, sm_90)
+            for q0 in range(lo, hi, BLOCK_W):
+                rows = q0 + tl.arange(0, BLOCK_W)
                 if INT64_INDEX:
                     rows = rows.to(tl.int64)
                 row_mask = rows < hi
@@ -175,6 +179,26 @@ def _jagged_cast_kernel(
                 if in_group:
                     q = quantize(x, scale_col[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
                     tl.store(cols_q + rows[None, :], q, mask=mask)
+
+
+@triton.jit
+def _cast_quad_rows(
+    x0, x1, x2, x3, q0, hi, p_mask, rows_q, rows_scales_ptr, P, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """The rowwise output of a tile read as quarters (load_quad): quarter j holds rows q0 + 4w + j."""
+    rows = q0 + 4 * tl.arange(0, BLOCK_W)
+    if INT64_INDEX:
+        rows = rows.to(tl.int64)
+    cast_along_p(x0, rows, p_mask, rows < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
+                 CAST_MODE)  # fmt: skip
+    cast_along_p(x1, rows + 1, p_mask, rows + 1 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
+    cast_along_p(x2, rows + 2, p_mask, rows + 2 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
+    cast_along_p(x3, rows + 3, p_mask, rows + 3 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
 
 
 @replay.replayable
