@@ -30,7 +30,7 @@ import time
 import torch
 
 import fp8moe  # noqa: F401  (imported before triton, as fp8moe requires)
-from fp8moe import frozen_weights
+from fp8moe import configs, frozen_weights
 from fp8moe import ops as qops
 from fp8moe.grouped_mm import grouped_mm, quantize_operands, scaled_grouped_mm
 from fp8ref import grouped_mm as ref
@@ -47,8 +47,10 @@ QUANT_CALLS = (
     "both A ops fused",
     "both grad_out ops fused",
 )
-#: The calls of one step: each tensor once, both its quantizations from one fused call (fp8moe.grouped_mm).
+#: The calls of one step with fused activations (fp8moe.configs.fuse_activations): each tensor once, both its
+#: quantizations from one fused call; without, A and grad_out rowwise and the dual op.
 STEP_CALLS = ("both A ops fused", "both B_t ops fused", "both grad_out ops fused")
+UNFUSED_STEP_CALLS = ("rowwise A", "both B_t ops fused", "rowwise grad_out", "dual grad_out, A")
 
 
 DEVICE = "cuda"  # --device cpu: a smoke run of this script's logic (interpreter kernels, wall-clock times)
@@ -118,12 +120,18 @@ def _gemms(A, B_t, grad_out, offs):
     ]
 
 
+def _step_calls(A, offs) -> tuple[str, ...]:
+    """The quantization calls fp8moe.grouped_mm makes in one step at this shape (names as QUANT_CALLS)."""
+    kind = "cuda" if DEVICE == "cuda" else "interpreter"
+    return STEP_CALLS if configs.fuse_activations(kind, A.shape[0], offs.shape[0]) else UNFUSED_STEP_CALLS
+
+
 def _quant(A, B_t, grad_out, offs):
-    """The quantization calls of one step (STEP_CALLS), as one function."""
+    """The quantization calls of one step (:func:`_step_calls`), as one function."""
     calls = dict(_quant_calls(A, B_t, grad_out, offs))
 
     def run():
-        for name in STEP_CALLS:
+        for name in _step_calls(A, offs):
             calls[name]()
 
     return run
@@ -148,7 +156,7 @@ def _quant_calls(A, B_t, grad_out, offs):
 def _copy_gbs() -> float:
     """Device-to-device copy bandwidth (read + write bytes) of a 2 GiB buffer: the quantization roofline. On CUDA
     fp8moe.bench's measurement (after a warm-up: the cold first copy gave 2775 GB/s instead of ~4270 in
-    benchmarks/results/h200-s13-quant-layouts.md's first run)."""
+    benchmarks/results/h200-s13-call1-quant_layouts.md)."""
     if DEVICE == "cuda":
         from fp8moe.bench import copy_bandwidth_gbps
 
@@ -160,9 +168,10 @@ def _copy_gbs() -> float:
 
 def quant_layouts(shapes, emit) -> None:
     """Each quantization call's graph time with B_t row-major (E, K, N) contiguous vs column-major per expert
-    (strides (K*N, 1, K)): the five ops a step needs, then the three fused calls the step makes; the step's calls
-    (STEP_CALLS) in total; and the copy-roofline time of the five ops (each op's bf16 read once + fp8 written once,
-    which is also what the three fused calls move: each reads its tensor twice and writes both outputs)."""
+    (strides (K*N, 1, K)): the five ops a step needs, then the three fused calls; the step's calls
+    (:func:`_step_calls`) in total; and the copy-roofline time of the five ops (each op's bf16 read once + fp8
+    written once, which is also what the three fused calls move: each reads its tensor twice and writes both
+    outputs)."""
     copy_gbs = _copy_gbs()
     emit(f"Quantization calls, GPU time in us with B_t row-major / column-major. Copy bandwidth {copy_gbs:.0f} GB/s.")
     emit()
@@ -173,7 +182,7 @@ def quant_layouts(shapes, emit) -> None:
         B_col = B_t.detach().transpose(1, 2).contiguous().transpose(1, 2)
         row = [_graph_ms(fn) for _, fn in _quant_calls(A, B_t, grad_out, offs)]
         col = [_graph_ms(fn) for _, fn in _quant_calls(A, B_col, grad_out, offs)]
-        step = [i for i, name in enumerate(QUANT_CALLS) if name in STEP_CALLS]
+        step = [i for i, name in enumerate(QUANT_CALLS) if name in _step_calls(A, offs)]
         m, k, n, e = shape
         ideal_bytes = 3 * (m * k + 2 * e * k * n + m * n) + 3 * (m * n + m * k)  # A, B twice, G; then the dual
         emit(
@@ -293,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{versions} GPU time of CUDA-graph replays (median, triton.testing.do_bench_cudagraph); `eager` is "
         "do_bench's median with host overhead. Groups: fp8ref.grouped_mm.skewed_offs (uneven, one empty, "
         "multiples of 16). Speed-up = bf16 time / fp8 time. quant = the fp8moe quantization calls of a step "
-        f"({', '.join(STEP_CALLS)}); "
-        "its share is of the fp8 GEMMs."
+        f"(fused activations, fp8moe.configs.fuse_activations: {', '.join(STEP_CALLS)}; else "
+        f"{', '.join(UNFUSED_STEP_CALLS)}); its share is of the fp8 GEMMs."
     )
     emit()
     emit(

@@ -38,6 +38,8 @@ __all__ = [
     "CONFIGS_BY_SPEC",
     "COOPERATIVE_LISTS",
     "FUSED_ACTIVATIONS",
+    "FUSED_ACTIVATIONS_CHOICES",
+    "FUSED_ACTIVATIONS_MIN_MEAN_GROUP",
     "GROUP_CHUNKS",
     "GROUP_TILES",
     "INT32_MAX",
@@ -63,6 +65,7 @@ __all__ = [
     "KernelConfigs",
     "autotuned",
     "describe",
+    "fuse_activations",
     "interpreter_block",
     "launch",
     "needs_int64_index",
@@ -577,17 +580,38 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
     return "chunks" if view.stride(1) != 1 and low <= mean_group < high else "span"
 
 
-#: Whether fp8moe.grouped_mm quantizes A and grad_out through the fused activation pair
+#: How fp8moe.grouped_mm quantizes A and grad_out, per backend kind: "on", the fused activation pair
 #: (fp8moe.kernels.rowwise_and_per_group_colwise: each tensor read twice for both its GEMMs, A's per-group operand
-#: made in the forward) rather than rowwise alone plus, in the backward, the dual op on (grad_out, A). Per backend
-#: kind; FP8MOE_FUSED_ACTIVATIONS=0|1 sets it for every backend (read once, at import). Measured on the H200:
-#: benchmarks/results/h200-s13-summary.md.
-FUSED_ACTIVATIONS: dict[str, bool] = {"cuda": True, "rocm": True, "interpreter": True}
+#: made in the forward); "off", rowwise alone plus, in the backward, the dual op on (grad_out, A); "auto", the pair
+#: where groups average at least FUSED_ACTIVATIONS_MIN_MEAN_GROUP rows (:func:`fuse_activations`).
+#:
+#: Measured on the H200 (benchmarks/results/h200-s13-summary.md): at the grouped-GEMM step's 8192-row mean groups
+#: (65536, 4096, 14336, 8) the two pairs quantize A and grad_out in about 2230 us against about 2500 us for rowwise
+#: A, rowwise grad_out and the dual op; at 2048-row mean groups (16384, 7168, 2048, 8) in 325 us against 302 us,
+#: at 260 (16640, 2048, 1408, 64) in 162 us against 123 us. Below 4096 rows the dual op runs the chunked kernel or
+#: short span slices that stay in L2; from there on its slices' second read comes from DRAM (SPEC §10.2), which the
+#: pair never needs. ROCm takes "auto" as well (no AMD timing: the rule is the byte argument, not a measurement).
+#: FP8MOE_FUSED_ACTIVATIONS=auto|on|off sets it for every backend (read once, at import).
+FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "auto", "rocm": "auto", "interpreter": "on"}
+FUSED_ACTIVATIONS_CHOICES = ("auto", "on", "off")
+FUSED_ACTIVATIONS_MIN_MEAN_GROUP = 4096
 _FORCED_FUSED_ACTIVATIONS = os.environ.get("FP8MOE_FUSED_ACTIVATIONS")
 if _FORCED_FUSED_ACTIVATIONS is not None:
-    if _FORCED_FUSED_ACTIVATIONS not in ("0", "1"):
-        raise ValueError(f"FP8MOE_FUSED_ACTIVATIONS must be 0 or 1, got {_FORCED_FUSED_ACTIVATIONS!r}")
-    FUSED_ACTIVATIONS = dict.fromkeys(FUSED_ACTIVATIONS, _FORCED_FUSED_ACTIVATIONS == "1")
+    if _FORCED_FUSED_ACTIVATIONS not in FUSED_ACTIVATIONS_CHOICES:
+        raise ValueError(
+            f"FP8MOE_FUSED_ACTIVATIONS must be one of {FUSED_ACTIVATIONS_CHOICES}, got {_FORCED_FUSED_ACTIVATIONS!r}"
+        )
+    FUSED_ACTIVATIONS = dict.fromkeys(FUSED_ACTIVATIONS, _FORCED_FUSED_ACTIVATIONS)
+
+
+def fuse_activations(kind: str, rows: int, groups: int) -> bool:
+    """Whether grouped_mm on backend ``kind`` quantizes its (rows, .) activations in ``groups`` groups through the
+    fused pair (:data:`FUSED_ACTIVATIONS`); host values only (no offset is read)."""
+    choice = FUSED_ACTIVATIONS[kind]
+    if choice == "auto":
+        return rows >= FUSED_ACTIVATIONS_MIN_MEAN_GROUP * max(groups, 1)
+    return choice == "on"
+
 
 #: The config list of each cooperative jagged kernel (one launch serves all three per-group ops). Under "auto" a
 #: colwise call may run the chunked kernel or the span kernel: CONFIGS_BY_SPEC names the span kernel's lists there

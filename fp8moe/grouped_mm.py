@@ -77,7 +77,7 @@ def quantize_operands(
     autograd op (:func:`_quantize_activation`, :func:`_quantize_weight`)."""
     fp8_dtype = default_fp8_dtype(A.device) if fp8_dtype is None else fp8_dtype
     training = grad_out is not None
-    fused = training and _fuse_activations(A.device)
+    fused = training and _fuse_activations(A, offs)
     rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=fused)
     colwise_B, transposed_B = _quantize_weight(B_t, fp8_dtype, _ops, dgrad=training)
     fwd = _ref.forward_gemm(rows_A, colwise_B)
@@ -90,11 +90,11 @@ def quantize_operands(
     return PathOperands(fwd, dgrad, _ref.wgrad_gemm(cols_G, cols_A))
 
 
-def _fuse_activations(device: torch.device) -> bool:
-    """fp8moe.configs.FUSED_ACTIVATIONS for the backend of ``device``, from the device type alone (traces cleanly
-    under torch.compile, as :func:`default_fp8_dtype`)."""
-    kind = "interpreter" if device.type == "cpu" else ("rocm" if torch.version.hip is not None else "cuda")
-    return configs.FUSED_ACTIVATIONS[kind]
+def _fuse_activations(A: torch.Tensor, offs: torch.Tensor) -> bool:
+    """fp8moe.configs.fuse_activations for A's backend, rows and groups; the backend from the device type alone
+    (traces cleanly under torch.compile, as :func:`default_fp8_dtype`)."""
+    kind = "interpreter" if A.device.type == "cpu" else ("rocm" if torch.version.hip is not None else "cuda")
+    return configs.fuse_activations(kind, A.shape[0], offs.shape[0])
 
 
 def _quantize_activation(
@@ -128,9 +128,10 @@ class _Fp8GroupedMM(torch.autograd.Function):
     """out = per-group A @ B_t[g] through FP8.
 
     B_t is quantized once for both GEMMs that take it, in the forward (the fused weight pair), and the forward
-    saves the dgrad operand (E*K*N fp8 bytes plus scales, held until the backward). With
-    fp8moe.configs.FUSED_ACTIVATIONS, A and grad_out are too (the fused activation pair: A's per-group operand,
-    M*K bytes, saved instead of A); without, the backward quantizes grad_out and A per group in one dual launch.
+    saves the dgrad operand (E*K*N fp8 bytes plus scales, held until the backward). Where
+    fp8moe.configs.fuse_activations says so (long groups), A and grad_out are too (the fused activation pair: A's
+    per-group operand, M*K bytes, saved instead of A); elsewhere the backward quantizes grad_out and A per group in
+    one dual launch.
     """
 
     @staticmethod
@@ -139,7 +140,7 @@ class _Fp8GroupedMM(torch.autograd.Function):
         # (detach() shares the version counter, which a frozen_weights scope checks.)
         A, B_t = A.detach(), B_t.detach()
         need_dgrad, need_wgrad = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        fused = need_wgrad and _fuse_activations(A.device)
+        fused = need_wgrad and _fuse_activations(A, offs)
         weight_ops = active_weight_ops()  # a frozen_weights scope quantizes B_t once; None: every call
         rows_A, cols_A = _quantize_activation(A, offs, fp8_dtype, rowwise=True, per_group=fused)
         colwise_B, transposed_B = _quantize_weight(B_t, fp8_dtype, weight_ops or _ops, dgrad=need_dgrad)

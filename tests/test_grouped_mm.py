@@ -371,7 +371,8 @@ def test_traces_as_one_graph_and_matches_eager():
         _assert_same_values(a, e, 61 if name != "grad_B_t" else E, name)
 
 
-#: The quantizer calls of one training step with fp8moe.configs.FUSED_ACTIVATIONS: A and B_t in the forward,
+#: The quantizer calls of one training step with fused activations (fp8moe.configs.FUSED_ACTIVATIONS): A and B_t in
+#: the forward,
 #: grad_out in the backward, each once, fused.
 STEP_CALLS = ["rowwise_and_per_group_colwise", "colwise_3d_and_transpose_rhs", "rowwise_and_per_group_colwise"]
 #: Without: A rowwise, B_t fused, then grad_out rowwise and the dual op on (grad_out, A).
@@ -418,7 +419,9 @@ def test_each_tensor_is_quantized_once_for_every_gemm_that_takes_it(
     import fp8moe
 
     monkeypatch.setattr(
-        fp8moe.configs, "FUSED_ACTIVATIONS", dict.fromkeys(fp8moe.configs.FUSED_ACTIVATIONS, fused_activations)
+        fp8moe.configs,
+        "FUSED_ACTIVATIONS",
+        dict.fromkeys(fp8moe.configs.FUSED_ACTIVATIONS, "on" if fused_activations else "off"),
     )
     A, B_t, grad_out = _inputs()
     B_t = {
@@ -441,3 +444,21 @@ def test_each_tensor_is_quantized_once_for_every_gemm_that_takes_it(
         _assert_same_values(A_leaf.grad, expected.grad_A, 64, "grad_A")
     if requires_grad[1]:
         _assert_same_values(B_leaf.grad, expected.grad_B_t, E, "grad_B_t")
+
+
+@pytest.mark.parametrize(
+    ("choice", "rows", "groups", "fused"),
+    [
+        ("auto", 65536, 8, True),  # 8192 rows per group on average
+        ("auto", 32768, 8, True),  # exactly the threshold
+        ("auto", 16384, 8, False),  # 2048: the dual op's chunked kernel is faster
+        ("auto", 16640, 64, False),
+        ("on", 16, 8, True),
+        ("off", 65536, 1, False),
+    ],
+)
+def test_fused_activations_rule(choice, rows, groups, fused, monkeypatch):
+    from fp8moe import configs
+
+    monkeypatch.setattr(configs, "FUSED_ACTIVATIONS", dict.fromkeys(configs.FUSED_ACTIVATIONS, choice))
+    assert configs.fuse_activations("cuda", rows, groups) is fused
