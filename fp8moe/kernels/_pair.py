@@ -21,7 +21,7 @@ from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import quantize, scale_from_amax
 
-__all__ = ["cast_along_p", "interpreter_config", "launch_scales"]
+__all__ = ["cast_along_p", "cast_quad_along_p", "interpreter_config", "launch_scales"]
 
 
 @triton.jit
@@ -70,6 +70,27 @@ def cast_along_p(
     scale = tl.load(scales_ptr + cols, mask=col_mask, other=0.0)
     q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
     tl.store(along_p_rows + cols[None, :] * P, q, mask=p_mask[:, None] & col_mask[None, :])
+
+
+@triton.jit
+def cast_quad_along_p(
+    x0, x1, x2, x3, q0, hi, p_mask, along_p_rows, scales_ptr, P, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """:func:`cast_along_p` of a tile read as four interleaved quarters (fp8moe.kernels._span.load_quad): quarter j
+    holds the Q positions q0 + 4w + j; positions at or past ``hi`` are not stored."""
+    cols = q0 + 4 * tl.arange(0, BLOCK_W)
+    if INT64_INDEX:
+        cols = cols.to(tl.int64)
+    cast_along_p(x0, cols, p_mask, cols < hi, along_p_rows, scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
+                 CAST_MODE)  # fmt: skip
+    cast_along_p(x1, cols + 1, p_mask, cols + 1 < hi, along_p_rows, scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
+    cast_along_p(x2, cols + 2, p_mask, cols + 2 < hi, along_p_rows, scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
+    cast_along_p(x3, cols + 3, p_mask, cols + 3 < hi, along_p_rows, scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
 
 
 def interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:

@@ -1,5 +1,5 @@
 """Both quantizations of an expert weight from two reads: colwise_3d_scale_and_cast and rowwise_3d_transpose_rhs
-of one (E, K, N) x in two launches, each output bitwise that op's (SPEC §5.3).
+of one (E, K, N) x in three launches, each output bitwise that op's (SPEC §5.6, §10.2).
 
 Why: the FP8 grouped GEMM quantizes its weight B_t twice per step, over K for the forward GEMM and over N for the
 dgrad GEMM. Each op alone needs x's amax before it can cast, and one of the two always reduces across x's strided
@@ -10,9 +10,10 @@ two ops need x's two amaxes and two casts, and here each read serves both:
 1. **Amax launch** (``_pair_amax_kernel``): one read of x in (BLOCK_P, BLOCK_Q) tiles. A program owns BLOCK_P
    positions of the contiguous dim and a chunk of the other; it keeps the running max over its chunk per position
    and folds each tile's max over its positions per column, both into zeroed workspace words by an integer atomic
-   max of the f32 bit patterns (exact, order-free, NaN-keeping: SPEC §10.1).
-2. **Cast launch** (``_pair_cast_kernel``): the second read, which quantizes every tile twice from registers with
-   the two folded scales and stores both outputs: one along x's contiguous dim (the layout the tile was loaded in),
+   max of the f32 bit patterns (exact, order-free, NaN-keeping: SPEC §4.1).
+2. **Scales launch** (fp8moe.kernels._pair): every folded amax to its scale, straight into the scale outputs.
+3. **Cast launch** (``_pair_cast_kernel``): the second read, which quantizes every tile twice from registers with
+   the two scales and stores both outputs: one along x's contiguous dim (the layout the tile was loaded in),
    one across it (a transposing store, in 4-byte words of four columns where the dim is 16-aligned, as the span
    loop does: fp8moe.kernels._span).
 
@@ -42,7 +43,7 @@ from fp8moe.backend import Backend
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
 from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize
-from fp8moe.kernels._pair import cast_along_p, interpreter_config, launch_scales
+from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, interpreter_config, launch_scales
 from fp8moe.kernels._span import load_quad, store_quad
 
 __all__ = ["fusable", "launch"]
@@ -127,24 +128,9 @@ def _pair_cast_kernel(
                 along_q_rows, p_mask, q0, q_hi, x0, x1, x2, x3, scale_q[:, None], BLOCK_W, INT64_INDEX,
                 FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
             )  # fmt: skip
-            cols = q0 + 4 * tl.arange(0, BLOCK_W)
-            if INT64_INDEX:
-                cols = cols.to(tl.int64)
-            cast_along_p(
-                x0, cols + 0, p_mask, cols + 0 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, CAST_MODE,
-            )  # fmt: skip
-            cast_along_p(
-                x1, cols + 1, p_mask, cols + 1 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, CAST_MODE,
-            )  # fmt: skip
-            cast_along_p(
-                x2, cols + 2, p_mask, cols + 2 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, CAST_MODE,
-            )  # fmt: skip
-            cast_along_p(
-                x3, cols + 3, p_mask, cols + 3 < q_hi, along_p_rows, scales_p, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, CAST_MODE,
+            cast_quad_along_p(
+                x0, x1, x2, x3, q0, q_hi, p_mask, along_p_rows, scales_p, P, BLOCK_W, INT64_INDEX, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
             )  # fmt: skip
     else:
         for q0 in range(q_lo, q_hi, BLOCK_Q):

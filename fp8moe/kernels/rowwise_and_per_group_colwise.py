@@ -1,5 +1,5 @@
 """Both quantizations of a jagged activation from two reads: rowwise_2d_scale_and_cast and per_group_colwise_scales
-of one (M, K) x in three launches, each output bitwise that op's (SPEC §5.3, §11).
+of one (M, K) x in three launches, each output bitwise that op's (SPEC §5.6, §11).
 
 Why: the FP8 grouped GEMM quantizes A rowwise for the forward GEMM and per (group, column) for the weight-gradient
 GEMM, and grad_out likewise for the dgrad and weight-gradient GEMMs. Run as ops, each tensor is read three times
@@ -33,7 +33,7 @@ from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
 from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize
 from fp8moe.kernels._coop import clamped_ends, max_combine
-from fp8moe.kernels._pair import cast_along_p, interpreter_config, launch_scales
+from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, interpreter_config, launch_scales
 from fp8moe.kernels._span import load_quad, store_quad
 
 __all__ = ["fusable", "launch"]
@@ -159,7 +159,7 @@ def _jagged_cast_kernel(
                     cols_q, p_mask, q0, hi16, x0, x1, x2, x3, scale_col[:, None], BLOCK_W, INT64_INDEX,
                     FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
                 )  # fmt: skip
-                _cast_quad_rows(
+                cast_quad_along_p(
                     x0, x1, x2, x3, q0, hi16, p_mask, rows_q, rows_scales_ptr, P, BLOCK_W, INT64_INDEX, FP8_DTYPE,
                     FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
                 )  # fmt: skip
@@ -179,26 +179,6 @@ def _jagged_cast_kernel(
                 if in_group:
                     q = quantize(x, scale_col[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
                     tl.store(cols_q + rows[None, :], q, mask=mask)
-
-
-@triton.jit
-def _cast_quad_rows(
-    x0, x1, x2, x3, q0, hi, p_mask, rows_q, rows_scales_ptr, P, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """The rowwise output of a tile read as quarters (load_quad): quarter j holds rows q0 + 4w + j."""
-    rows = q0 + 4 * tl.arange(0, BLOCK_W)
-    if INT64_INDEX:
-        rows = rows.to(tl.int64)
-    cast_along_p(x0, rows, p_mask, rows < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
-                 CAST_MODE)  # fmt: skip
-    cast_along_p(x1, rows + 1, p_mask, rows + 1 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
-    cast_along_p(x2, rows + 2, p_mask, rows + 2 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
-    cast_along_p(x3, rows + 3, p_mask, rows + 3 < hi, rows_q, rows_scales_ptr, P, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                 EMIN, FNUZ, CAST_MODE)  # fmt: skip
 
 
 @replay.replayable
