@@ -590,9 +590,11 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #: A, rowwise grad_out and the dual op; at 2048-row mean groups (16384, 7168, 2048, 8) in 325 us against 302 us,
 #: at 260 (16640, 2048, 1408, 64) in 162 us against 123 us. Below 4096 rows the dual op runs the chunked kernel or
 #: short span slices that stay in L2; from there on its slices' second read comes from DRAM (SPEC §10.2), which the
-#: pair never needs. ROCm takes "auto" as well (no AMD timing: the rule is the byte argument, not a measurement).
-#: FP8MOE_FUSED_ACTIVATIONS=auto|on|off sets it for every backend (read once, at import).
-FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "auto", "rocm": "auto", "interpreter": "on"}
+#: pair never needs. ROCm takes "auto" as well (no AMD timing: the rule is the byte argument, not a measurement),
+#: and so does the interpreter, which runs what the GPUs run (the CPU tests force "on" and "off" where they test
+#: each path: tests/test_grouped_mm.py). FP8MOE_FUSED_ACTIVATIONS=auto|on|off sets it for every backend (read once,
+#: at import).
+FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "auto", "rocm": "auto", "interpreter": "auto"}
 FUSED_ACTIVATIONS_CHOICES = ("auto", "on", "off")
 FUSED_ACTIVATIONS_MIN_MEAN_GROUP = 4096
 _FORCED_FUSED_ACTIVATIONS = os.environ.get("FP8MOE_FUSED_ACTIVATIONS")

@@ -37,7 +37,8 @@ __all__ = ["FrozenWeightOps", "active_weight_ops", "frozen_weights"]
 
 
 class FrozenWeightOps:
-    """fp8moe.ops with the two weight quantizers memoised; every other op is fp8moe.ops' own.
+    """fp8moe.ops with the weight quantizers memoised (the two ops and their fused pair); every other op is
+    fp8moe.ops' own.
 
     Attributes:
         hits: weight quantizations answered from the cache.
@@ -61,12 +62,16 @@ class FrozenWeightOps:
         """fp8moe.rowwise_3d_transpose_rhs of a frozen weight (cached)."""
         return self._cached("transpose_rhs", _ops.rowwise_3d_transpose_rhs, x, fp8_dtype, kwargs)
 
+    def colwise_3d_and_transpose_rhs(self, x: torch.Tensor, fp8_dtype: torch.dtype, **kwargs):
+        """fp8moe.colwise_3d_and_transpose_rhs of a frozen weight (cached; counts as two quantizations)."""
+        return self._cached("pair", _ops.colwise_3d_and_transpose_rhs, x, fp8_dtype, kwargs, count=2)
+
     def close(self) -> None:
         """End the scope: drop every cached quantization (and the storage references); later calls compute."""
         self._open = False
         self._cache.clear()
 
-    def _cached(self, method: str, quantize, w: torch.Tensor, fp8_dtype: torch.dtype, kwargs: dict):
+    def _cached(self, method: str, quantize, w: torch.Tensor, fp8_dtype: torch.dtype, kwargs: dict, count: int = 1):
         if not self._open:
             return quantize(w, fp8_dtype, **kwargs)
         storage = w.untyped_storage()
@@ -83,9 +88,9 @@ class FrozenWeightOps:
         )
         entry = self._cache.get(key)
         if entry is not None and entry[0] == w._version:
-            self.hits += 1
+            self.hits += count
             return entry[2]
-        self.misses += 1
+        self.misses += count
         result = quantize(w, fp8_dtype, **kwargs)
         self._cache[key] = (w._version, storage, result)
         return result

@@ -114,14 +114,13 @@ def _quantize_activation(
 def _quantize_weight(
     B_t: torch.Tensor, fp8_dtype: torch.dtype, ops, *, dgrad: bool
 ) -> tuple[Quantized, Quantized | None]:
-    """B_t colwise-3D (the forward GEMM's operand) and, with ``dgrad``, transposed-rowwise (the dgrad GEMM's). Both
+    """B_t colwise-3D (the forward GEMM's operand) and, with ``dgrad``, transposed-rowwise (the dgrad GEMM's), both
     from one fused call (:func:`fp8moe.colwise_3d_and_transpose_rhs`: two reads of B_t, where the two ops take
-    three to four) when ``ops`` is fp8moe.ops; a frozen_weights scope's ``ops`` answers each from its cache."""
-    if dgrad and ops is _ops:
-        q_c, s_c, q_t, s_t = _ops.colwise_3d_and_transpose_rhs(B_t, fp8_dtype)
+    three to four). ``ops``: fp8moe.ops, or a frozen_weights scope's, which answers from its cache."""
+    if dgrad:
+        q_c, s_c, q_t, s_t = ops.colwise_3d_and_transpose_rhs(B_t, fp8_dtype)
         return (q_c, s_c), (q_t, s_t)
-    colwise = ops.colwise_3d_scale_and_cast(B_t, fp8_dtype)
-    return colwise, ops.rowwise_3d_transpose_rhs(B_t, fp8_dtype) if dgrad else None
+    return ops.colwise_3d_scale_and_cast(B_t, fp8_dtype), None
 
 
 class _Fp8GroupedMM(torch.autograd.Function):
@@ -214,10 +213,13 @@ def grouped_mm(
 ) -> torch.Tensor:
     """FP8 rowwise grouped GEMM with autograd: ``out[rows of g] = A[rows of g] @ B_t[g]`` for each group g.
 
-    Forward quantizes A rowwise and B_t colwise-3D; backward quantizes grad_out rowwise and B_t transposed-rowwise
-    for grad_A, and grad_out and A per group and column (the dual kernel) for grad_B_t. Each product is one
-    ``torch._scaled_grouped_mm`` (reciprocal scales, use_fast_accum) on a GPU, fp8ref's exact GEMM on the CPU.
-    The reference is :func:`fp8ref.grouped_mm.grouped_mm`.
+    The forward GEMM takes A rowwise and B_t colwise-3D; grad_A takes grad_out rowwise and B_t transposed-rowwise;
+    grad_B_t takes grad_out and A per group and column. Each tensor is quantized once for all the GEMMs that run
+    (SPEC §11): B_t both ways in the forward (:func:`fp8moe.colwise_3d_and_transpose_rhs`, the dgrad operand held
+    until the backward: E*K*N fp8 bytes), A and grad_out both ways by :func:`fp8moe.rowwise_and_per_group_colwise`
+    where groups average 4096 rows or more (fp8moe.configs.fuse_activations), else rowwise plus the dual op in the
+    backward. Each product is one ``torch._scaled_grouped_mm`` (reciprocal scales, use_fast_accum) on a GPU,
+    fp8ref's exact GEMM on the CPU. The reference is :func:`fp8ref.grouped_mm.grouped_mm`.
 
     Args:
         A: (M, K) bf16/f16/f32 tokens sorted by group, any strides.

@@ -75,8 +75,12 @@ ALIGNED_LAYOUTS = {
 
 
 @needs_interpreter  # the CPU path (exact GEMM); the GPU path is tests/test_grouped_mm_gpu.py
+@pytest.mark.parametrize("activations", ["off", "on"], ids=["dual", "fused_activations"])
 @pytest.mark.parametrize("ends", ALIGNED_LAYOUTS.values(), ids=ALIGNED_LAYOUTS.keys())
-def test_forward_and_backward_equal_reference_path_bitwise(ends):
+def test_forward_and_backward_equal_reference_path_bitwise(ends, activations, monkeypatch):
+    from fp8moe import configs
+
+    monkeypatch.setattr(configs, "FUSED_ACTIVATIONS", dict.fromkeys(configs.FUSED_ACTIVATIONS, activations))
     A, B_t, grad_out = _inputs()
     offs = _offs(ends)
     out, grad_A, grad_B_t, operands = forward_backward(A, B_t, offs, grad_out)
