@@ -266,7 +266,11 @@ CALLS: dict[str, tuple[Callable, Callable[[], tuple]]] = {
         fp8moe.per_group_colwise_scales_dual,
         lambda: (_x(40, 3), _x(5, 40).t(), _offs(20, 40)),
     ),
+    # The two fused pairs (SPEC §5.6): custom ops too, not op-table rows.
+    "colwise_3d_and_transpose_rhs": (fp8moe.colwise_3d_and_transpose_rhs, lambda: (_x(2, 40, 24),)),
+    "rowwise_and_per_group_colwise": (fp8moe.rowwise_and_per_group_colwise, lambda: (_x(48, 40), _offs(16, 16, 48))),
 }
+FUSED_NAMES = ("colwise_3d_and_transpose_rhs", "rowwise_and_per_group_colwise")
 
 
 def _on(device: torch.device, make_args: Callable[[], tuple]) -> Callable[[], tuple]:
@@ -285,14 +289,14 @@ def test_op_is_registered_with_a_scalar_type_fp8_dtype(name):
     assert "ScalarType fp8_dtype" in schema
 
 
-@pytest.mark.parametrize("name", OP_NAMES)
+@pytest.mark.parametrize("name", [*OP_NAMES, *FUSED_NAMES])
 def test_opcheck_passes_schema_fake_strides_and_aot_dispatch(name, device):
     make_args = _on(device, CALLS[name][1])
     variant = ("atomic",) if name == "rowwise_3d_transpose_rhs" else ()
     torch.library.opcheck(getattr(torch.ops.fp8moe, name).default, (*make_args(), torch.float8_e5m2, True, *variant))
 
 
-@pytest.mark.parametrize("name", OP_NAMES)
+@pytest.mark.parametrize("name", [*OP_NAMES, *FUSED_NAMES])
 def test_compiled_fullgraph_equals_eager_bitwise(name, device):
     fn, make_args = CALLS[name]
     args = _on(device, make_args)()
@@ -391,3 +395,26 @@ def test_compiled_graph_holds_the_custom_op_as_one_node(name, device):
     torch._dynamo.reset()
     torch.compile(fn, backend=recording_backend, fullgraph=True)(*_on(device, make_args)())
     assert sum(f"fp8moe.{name}" in t for t in targets) == 1, targets
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "fragment"),
+    [
+        (lambda: fp8moe.colwise_3d_and_transpose_rhs(_x(40, 24)), ValueError, "x"),
+        (lambda: fp8moe.colwise_3d_and_transpose_rhs(_x(2, 40, 24), torch.int8), TypeError, "fp8_dtype"),
+        (lambda: fp8moe.colwise_3d_and_transpose_rhs(_x(2, 40, 24, dtype=torch.int32)), TypeError, "x"),
+        (lambda: fp8moe.rowwise_and_per_group_colwise(_x(2, 40, 24), _offs(2)), ValueError, "x"),
+        (lambda: fp8moe.rowwise_and_per_group_colwise(_x(48, 40), _offs(16, 40).float()), TypeError, "offs"),
+        (lambda: fp8moe.rowwise_and_per_group_colwise(_x(48, 40), _offs(16, 0, 40)[::2]), ValueError, "offs"),
+        (
+            lambda: fp8moe.rowwise_and_per_group_colwise(_x(48, 40), _offs(16, 50), validate_offs=True),
+            ValueError,
+            "offs",
+        ),
+    ],
+    ids=["pair-rank", "pair-fp8-dtype", "pair-int-input", "jagged-rank", "jagged-offs-dtype", "jagged-offs-stride",
+         "jagged-offs-past-end"],
+)  # fmt: skip
+def test_fused_pairs_reject_bad_arguments_by_name(call, error, fragment):
+    with pytest.raises(error, match=fragment):
+        call()
