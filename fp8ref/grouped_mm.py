@@ -19,8 +19,9 @@ contracts over its own rows). The GEMM receives the reciprocals of the quantizer
 
 What is shared with ``fp8moe.grouped_mm`` (one helper, never a copy): the argument checks
 (:func:`check_grouped_mm_args`), the operand wiring (:func:`forward_gemm`, :func:`dgrad_gemm`, :func:`wgrad_gemm`
-assemble each GEMM's operands from the quantizers' results; :func:`forward_operands` and its two siblings call
-the quantizer module ``ops`` for them: ``fp8ref.ops`` here, fp8moe's fused calls there), the
+assemble each GEMM's operands from the quantizers' results, whichever calls made them: the reference path's op
+table ops, fp8moe's fused pairs; :func:`forward_operands` and its two siblings quantize with a module ``ops`` of
+op-table ops first), the
 GEMM's layout rules (:func:`check_gemm_operands`) and, on the CPU, the GEMM itself (:func:`scaled_grouped_mm`).
 So the two paths differ only in the quantizers (compared bitwise) and, on a GPU, in the GEMM (compared by SQNR).
 """
