@@ -16,6 +16,7 @@ import torch
 
 import fp8moe
 from fp8moe import configs, replay
+from fp8moe.backend import backend_for
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
 from fp8ref.testing import assert_same_bits
@@ -112,3 +113,32 @@ def test_weight_pair_writes_every_element_of_both_outputs(layout, device):
     x = _values((3, 48, 40)).to(device)
     x = x if layout == "row_major" else x.mT.contiguous().mT
     _assert_all_written(lambda: fp8moe.colwise_3d_and_transpose_rhs(x))
+
+
+@pytest.mark.parametrize("layout", ["row_major", "col_major_per_expert"])
+def test_weight_pair_column_offsets_past_int32_are_computed_in_int64(layout, device, tmp_path):
+    """One expert whose strided dim steps 2^30 + 64 elements (a sparse 4.3 GB file): the third position's offset,
+    col * stride = 2^31 + 128, wraps negative in int32. Every column index of the pair's kernels derives from the
+    chunk start, which is int64 when offsets need it (the amax kernel's did not, before)."""
+    if backend_for(device).kind != "interpreter":
+        pytest.skip("CPU test (sparse file); the GPU runs the > 2^31-element shapes in the GPU integration script")
+    stride = 2**30 + 64
+    path = tmp_path / "sparse.bin"
+    numel = 2 * stride + 40
+    with open(path, "wb") as f:
+        f.truncate(numel * 2)  # bf16; unwritten pages cost no disk and read as zeros
+    base = torch.from_file(str(path), shared=False, size=numel, dtype=torch.bfloat16)
+    # row-major: (1, K=3, N=40), unit stride along N, K rows 2^30 + 64 apart; column-major: the transpose view.
+    x = base.as_strided((1, 3, 40), (numel, stride, 1))
+    x.copy_(_values(x.shape, seed=7))
+    if layout == "col_major_per_expert":
+        x = x.mT  # (1, 40, 3): unit stride along K, N columns 2^30 + 64 apart
+    assert configs.needs_int64_index(x)
+    launched = _launched(lambda: fp8moe.colwise_3d_and_transpose_rhs(x))
+    assert "colwise_3d_and_transpose_rhs_amax" in launched  # the fused path ran
+    q_c, s_c, q_t, s_t = fp8moe.colwise_3d_and_transpose_rhs(x)
+    r_c, r_sc = ref.colwise_3d_scale_and_cast(x)
+    r_t, r_st = ref.rowwise_3d_transpose_rhs(x)
+    for got, want, what in ((q_c, r_c, "colwise q"), (s_c, r_sc, "colwise scales"), (q_t, r_t, "transpose q"),
+                            (s_t, r_st, "transpose scales")):  # fmt: skip
+        assert_same_bits(got, want, what=what)

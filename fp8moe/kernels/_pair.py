@@ -21,7 +21,7 @@ from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import quantize, scale_from_amax
 
-__all__ = ["cast_along_p", "cast_quad_along_p", "interpreter_config", "launch_scales"]
+__all__ = ["cast_along_p", "cast_quad_along_p", "launch_pair"]
 
 
 @triton.jit
@@ -39,7 +39,7 @@ def _pair_scales_kernel(
     tl.store(scales_q_ptr + (i - N_P), scale, mask=(i >= N_P) & (i < N))
 
 
-def launch_scales(
+def _launch_scales(
     backend: Backend, amax: torch.Tensor, scales_p: torch.Tensor, scales_q: torch.Tensor, fp8_args: dict
 ) -> None:
     """scales_p (contiguous, N_P words) and scales_q (contiguous) from the workspace ``amax`` holding the amax bits
@@ -93,7 +93,7 @@ def cast_quad_along_p(
                  EMIN, FNUZ, CAST_MODE)  # fmt: skip
 
 
-def interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:
+def _interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:
     """The interpreter's tiles with one tile per chunk (a Q of more than 32 then spans two chunks, so the cross-chunk
     folds run) and BLOCK_Q at least 16, as every CUDA and ROCm config has it (the cast kernels' quarter tiles are
     BLOCK_Q / 4 wide); None elsewhere (the policy: autotuning on CUDA, ROCm's fixed config)."""
@@ -102,3 +102,28 @@ def interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, 
     tiles = kernel_configs.fixed(backend, args)
     blocks = {**tiles.kwargs, "BLOCK_Q": max(tiles.kwargs["BLOCK_Q"], 16), "CHUNK_TILES": 1}
     return triton.Config(blocks, num_warps=tiles.num_warps)
+
+
+def launch_pair(
+    backend: Backend, kernels: tuple, kernel_configs: tuple, grid, shape_args: dict, inputs: dict,
+    amax: torch.Tensor, scales_p: torch.Tensor, scales_q: torch.Tensor, outputs: dict, fp8_args: dict,
+) -> None:  # fmt: skip
+    """The three launches of a pair (module docstring): the amax kernel on ``inputs`` into the zeroed workspace
+    ``amax``, the scales into scales_p and scales_q, the cast kernel on ``inputs`` into ``outputs``.
+
+    Args:
+        kernels: (amax kernel, cast kernel), both launched on ``grid`` with ``shape_args``.
+        kernel_configs: their fp8moe.configs lists.
+        inputs: the input pointer arguments both kernels take (x, and offs for the jagged pair).
+        outputs: the cast kernel's output pointers (the scale outputs among them) and its other arguments.
+    """
+    (amax_kernel, cast_kernel), (amax_configs, cast_configs) = kernels, kernel_configs
+    configs.launch(
+        amax_kernel, amax_configs, backend, grid, config=_interpreter_config(amax_configs, backend, shape_args),
+        amax_ptr=amax, **inputs, **shape_args,
+    )  # fmt: skip
+    _launch_scales(backend, amax, scales_p, scales_q, fp8_args)
+    configs.launch(
+        cast_kernel, cast_configs, backend, grid, config=_interpreter_config(cast_configs, backend, shape_args),
+        **inputs, **outputs, **shape_args, **fp8_args,
+    )  # fmt: skip

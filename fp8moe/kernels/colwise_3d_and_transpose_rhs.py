@@ -43,7 +43,7 @@ from fp8moe.backend import Backend
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
 from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize
-from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, interpreter_config, launch_scales
+from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, launch_pair
 from fp8moe.kernels._span import load_quad, store_quad
 
 __all__ = ["fusable", "launch"]
@@ -56,14 +56,18 @@ def fusable(x: torch.Tensor) -> bool:
 
 
 @triton.jit
-def _tile(pid_p, q0, P, q_hi, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, INT64_INDEX: tl.constexpr):
-    """Positions ``p`` (BLOCK_P,) of program pid_p and columns ``q`` (BLOCK_Q,) from q0, with their masks."""
-    p = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
-    q = q0 + tl.arange(0, BLOCK_Q)
-    if INT64_INDEX:
+def _block(P, Q, BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, INT64_INDEX: tl.constexpr):
+    """This program's block of both kernels' grid (cdiv(P, BLOCK_P), cdiv(Q, CHUNK_TILES * BLOCK_Q), E): expert e,
+    positions p (BLOCK_P,) with their mask, and columns [q_lo, q_hi)."""
+    e = tl.program_id(2)
+    p = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
+    q_lo = tl.program_id(1) * (CHUNK_TILES * BLOCK_Q)
+    if INT64_INDEX:  # every column index derives from q_lo: offsets col * stride_xq stay in int64
+        e = e.to(tl.int64)
         p = p.to(tl.int64)
-        q = q.to(tl.int64)
-    return p, q, p < P, q < q_hi
+        q_lo = q_lo.to(tl.int64)
+    q_hi = tl.minimum(q_lo + CHUNK_TILES * BLOCK_Q, Q)
+    return e, p, p < P, q_lo, q_hi
 
 
 @triton.jit
@@ -73,16 +77,11 @@ def _pair_amax_kernel(
 ):  # fmt: skip
     """amax[e * Q + q] = max |V[e, :, q]| and amax[E * Q + e * P + p] = max |V[e, p, :]| as f32 bits, folded by
     atomic max into zeroed words. Grid (cdiv(P, BLOCK_P), cdiv(Q, CHUNK_TILES * BLOCK_Q), E)."""
-    pid_p = tl.program_id(0)
-    pid_e = tl.program_id(2)
-    if INT64_INDEX:
-        pid_e = pid_e.to(tl.int64)
-    q_lo = tl.program_id(1) * (CHUNK_TILES * BLOCK_Q)
-    q_hi = tl.minimum(q_lo + CHUNK_TILES * BLOCK_Q, Q)
-    p, q, p_mask, q_mask = _tile(pid_p, q_lo, P, q_hi, BLOCK_P, BLOCK_Q, INT64_INDEX)
+    pid_e, p, p_mask, q_lo, q_hi = _block(P, Q, BLOCK_P, BLOCK_Q, CHUNK_TILES, INT64_INDEX)
     x_rows = x_ptr + pid_e * stride_xe + p[:, None]
     acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=x_ptr.dtype.element_ty))
-    x_next = tl.load(x_rows + q[None, :] * stride_xq, mask=p_mask[:, None] & q_mask[None, :], other=0.0)
+    first = q_lo + tl.arange(0, BLOCK_Q)
+    x_next = tl.load(x_rows + first[None, :] * stride_xq, mask=p_mask[:, None] & (first < q_hi)[None, :], other=0.0)
     for q0 in range(q_lo, q_hi, BLOCK_Q):
         x = x_next
         cols = q0 + tl.arange(0, BLOCK_Q)
@@ -107,13 +106,7 @@ def _pair_cast_kernel(
     kernel wrote. Grid as the amax kernel's. PACK_Q: Q and every chunk bound are multiples of 16, so the
     Q-contiguous stores go out as 4-byte words of four columns (fp8moe.kernels._span.store_quad). ROUND_POW2 is
     unused here (the scales are made); it is an argument so the autotune key holds every result argument."""
-    pid_p = tl.program_id(0)
-    pid_e = tl.program_id(2)
-    if INT64_INDEX:
-        pid_e = pid_e.to(tl.int64)
-    q_lo = tl.program_id(1) * (CHUNK_TILES * BLOCK_Q)
-    q_hi = tl.minimum(q_lo + CHUNK_TILES * BLOCK_Q, Q)
-    p, _, p_mask, _ = _tile(pid_p, q_lo, P, q_hi, BLOCK_P, BLOCK_Q, INT64_INDEX)
+    pid_e, p, p_mask, q_lo, q_hi = _block(P, Q, BLOCK_P, BLOCK_Q, CHUNK_TILES, INT64_INDEX)
     scale_q = tl.load(scales_q_ptr + pid_e * P + p, mask=p_mask, other=0.0)  # (BLOCK_P,)
     scales_p = scales_p_ptr + pid_e * Q
     x_rows = x_ptr + pid_e * stride_xe + p[:, None]
@@ -186,31 +179,11 @@ def launch(
         "E": e, "P": p_len, "Q": q_len, "stride_xe": x.stride(0), "stride_xq": stride_xq,
         "INT64_INDEX": configs.needs_int64_index(x, q_c, q_t),
     }  # fmt: skip
-    fp8_args = fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode)
-    configs.launch(
-        _pair_amax_kernel,
-        configs.PAIR_AMAX,
-        backend,
-        _grid,
-        config=interpreter_config(configs.PAIR_AMAX, backend, shape_args),
-        x_ptr=x,
-        amax_ptr=amax,
-        **shape_args,
-    )
-    launch_scales(backend, amax, scales_p, scales_q, fp8_args)
-    configs.launch(
-        _pair_cast_kernel,
-        configs.PAIR_CAST,
-        backend,
-        _grid,
-        config=interpreter_config(configs.PAIR_CAST, backend, shape_args),
-        x_ptr=x,
-        along_p_ptr=along_p,
-        scales_p_ptr=scales_p,
-        along_q_ptr=along_q,
-        scales_q_ptr=scales_q,
-        PACK_Q=q_len % 16 == 0,
-        **shape_args,
-        **fp8_args,
-    )
+    launch_pair(
+        backend, (_pair_amax_kernel, _pair_cast_kernel), (configs.PAIR_AMAX, configs.PAIR_CAST), _grid, shape_args,
+        {"x_ptr": x}, amax, scales_p, scales_q,
+        {"along_p_ptr": along_p, "scales_p_ptr": scales_p, "along_q_ptr": along_q, "scales_q_ptr": scales_q,
+         "PACK_Q": q_len % 16 == 0},
+        fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
+    )  # fmt: skip
     return q_c, s_c, q_t, s_t

@@ -33,7 +33,7 @@ from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
 from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize
 from fp8moe.kernels._coop import clamped_ends, max_combine
-from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, interpreter_config, launch_scales
+from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, launch_pair
 from fp8moe.kernels._span import load_quad, store_quad
 
 __all__ = ["fusable", "launch"]
@@ -208,33 +208,10 @@ def launch(
         "BLOCK_G": triton.next_power_of_2(groups + 1),
         "INT64_INDEX": configs.needs_int64_index(x, q_r, q_c),
     }  # fmt: skip
-    fp8_args = fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode)
-    configs.launch(
-        _jagged_amax_kernel,
-        configs.JAGGED_PAIR_AMAX,
-        backend,
-        _grid,
-        config=interpreter_config(configs.JAGGED_PAIR_AMAX, backend, shape_args),
-        x_ptr=x,
-        offs_ptr=offs,
-        amax_ptr=amax,
-        **shape_args,
-    )
-    launch_scales(backend, amax, s_r.view(-1), s_c, fp8_args)
-    configs.launch(
-        _jagged_cast_kernel,
-        configs.JAGGED_PAIR_CAST,
-        backend,
-        _grid,
-        config=interpreter_config(configs.JAGGED_PAIR_CAST, backend, shape_args),
-        x_ptr=x,
-        offs_ptr=offs,
-        rows_q_ptr=q_r,
-        rows_scales_ptr=s_r,
-        cols_q_ptr=q_c,
-        cols_scales_ptr=s_c,
-        PACK_Q=m % 16 == 0,
-        **shape_args,
-        **fp8_args,
-    )
+    launch_pair(
+        backend, (_jagged_amax_kernel, _jagged_cast_kernel), (configs.JAGGED_PAIR_AMAX, configs.JAGGED_PAIR_CAST),
+        _grid, shape_args, {"x_ptr": x, "offs_ptr": offs}, amax, s_r.view(-1), s_c,
+        {"rows_q_ptr": q_r, "rows_scales_ptr": s_r, "cols_q_ptr": q_c, "cols_scales_ptr": s_c, "PACK_Q": m % 16 == 0},
+        fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
+    )  # fmt: skip
     return q_r, s_r, q_c, s_c
