@@ -142,3 +142,25 @@ def test_weight_pair_column_offsets_past_int32_are_computed_in_int64(layout, dev
     for got, want, what in ((q_c, r_c, "colwise q"), (s_c, r_sc, "colwise scales"), (q_t, r_t, "transpose q"),
                             (s_t, r_st, "transpose scales")):  # fmt: skip
         assert_same_bits(got, want, what=what)
+
+
+def test_activation_pair_row_offsets_past_int32_are_computed_in_int64(device, tmp_path):
+    """Rows 2^30 + 64 elements apart (a sparse 4.3 GB file): the third row's offset wraps negative in int32."""
+    if backend_for(device).kind != "interpreter":
+        pytest.skip("CPU test (sparse file); the GPU runs the > 2^31-element shapes in the GPU integration script")
+    stride = 2**30 + 64
+    path = tmp_path / "sparse.bin"
+    numel = 2 * stride + 40
+    with open(path, "wb") as f:
+        f.truncate(numel * 2)
+    x = torch.from_file(str(path), shared=False, size=numel, dtype=torch.bfloat16).as_strided((3, 40), (stride, 1))
+    x.copy_(_values(x.shape, seed=8))
+    offs = _offs([1, 3], "cpu")
+    assert configs.needs_int64_index(x)
+    assert "rowwise_and_per_group_colwise_amax" in _launched(lambda: fp8moe.rowwise_and_per_group_colwise(x, offs))
+    q_r, s_r, q_c, s_c = fp8moe.rowwise_and_per_group_colwise(x, offs)
+    r_q, r_s = ref.rowwise_2d_scale_and_cast(x)
+    c_q, c_s = ref.per_group_colwise_scales(x, offs)
+    for got, want, what in ((q_r, r_q, "rowwise q"), (s_r, r_s, "rowwise scales"), (q_c, c_q, "per-group q"),
+                            (s_c, c_s, "per-group scales")):  # fmt: skip
+        assert_same_bits(got, want, what=what)

@@ -85,6 +85,8 @@ def _pair_amax_kernel(
     for q0 in range(q_lo, q_hi, BLOCK_Q):
         x = x_next
         cols = q0 + tl.arange(0, BLOCK_Q)
+        if INT64_INDEX:  # the interpreter's loop variable is a Python int, whatever the bounds' type
+            cols = cols.to(tl.int64)
         nxt = cols + BLOCK_Q
         x_next = tl.load(x_rows + nxt[None, :] * stride_xq, mask=p_mask[:, None] & (nxt < q_hi)[None, :], other=0.0)
         bits = magnitude_bits(x)

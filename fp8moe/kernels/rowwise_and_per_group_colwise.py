@@ -107,6 +107,8 @@ def _jagged_amax_kernel(
         acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=x_ptr.dtype.element_ty))
         for q0 in range(lo, hi, BLOCK_Q):
             rows = q0 + tl.arange(0, BLOCK_Q)
+            if INT64_INDEX:  # the interpreter's loop variable is a Python int, whatever the bounds' type
+                rows = rows.to(tl.int64)
             x = tl.load(x_rows + rows[None, :] * stride_xq, mask=p_mask[:, None] & (rows < hi)[None, :], other=0.0)
             bits = magnitude_bits(x)
             acc = tl.maximum(acc, bits)
