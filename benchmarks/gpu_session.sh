@@ -7,7 +7,8 @@
 #      pytest-xdist workers spread over the GPUs.
 #   3. bench: python -m fp8moe.bench at the issue #11 shapes (benchmarks/results/h200-bench-*.{json,md,png}).
 #   4. grouped: the FP8 grouped-GEMM step vs bf16 (benchmarks/bench_grouped_mm.py).
-#   5. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points.
+#   5. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points
+#      (or PROFILE_ARGS, e.g. "--activations 16640,2048,64": the activation pair beside its two ops).
 #   6. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
 #   7. host: the host cost of one call, layer by layer, launch plans on and off (benchmarks/host_overhead.py).
 #   8. pair: each fused pair vs its two ops (benchmarks/probe_pairs.py, PAIR_ARGS).
@@ -72,7 +73,7 @@ if [[ $steps == *" profile "* ]]; then
   timeout "${PROFILE_TIMEOUT:-200}" ncu --profile-from-start off --clock-control none --section SpeedOfLight \
     --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
     --metrics 'dram__bytes_read.sum,dram__bytes_write.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
-    --csv --page details python3 benchmarks/profile_kernels.py --select "${PROFILE_SELECT:-per_group}" \
+    --csv --page details python3 benchmarks/profile_kernels.py ${PROFILE_ARGS:---select "${PROFILE_SELECT:-per_group}"} \
     >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
   echo "profile exit $? after ${SECONDS}s" >>"$OUT/env.txt"
   python3 benchmarks/profile_kernels.py --summarize "$OUT/ncu.csv" >"$OUT/ncu.md" 2>>"$OUT/ncu.err"

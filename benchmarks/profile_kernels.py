@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import io
 import sys
 
@@ -52,16 +53,54 @@ def profile(select: str | None, only: str | None) -> None:
         xs, offs = make_inputs(c, point, "cuda")
         kernel = getattr(fp8moe, point.op)
         args = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False, **point.kwargs}
-        for _ in range(3):
-            c.call(kernel, xs, offs, **args)
-        torch.cuda.synchronize()
-        print(f"# point | {point.op} | {shape} G={point.groups} | {point.variant} | {point.layout} | "
-              f"{ideal_bytes(c, point.shape, point.groups)}", flush=True)  # fmt: skip
-        torch.cuda.cudart().cudaProfilerStart()
-        marker.fill_(1)
-        c.call(kernel, xs, offs, **args)
-        torch.cuda.synchronize()
-        torch.cuda.cudart().cudaProfilerStop()
+        _profiled_call(
+            marker,
+            f"{point.op} | {shape} G={point.groups} | {point.variant} | {point.layout}",
+            ideal_bytes(c, point.shape, point.groups),
+            lambda c=c, kernel=kernel, xs=xs, offs=offs, args=args: c.call(kernel, xs, offs, **args),
+        )
+
+
+def _profiled_call(marker, label: str, ideal: int, call) -> None:
+    """Tune ``call``, then run it once between cudaProfilerStart and Stop after the marker fill."""
+    import torch
+
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    print(f"# point | {label} | {ideal}", flush=True)
+    torch.cuda.cudart().cudaProfilerStart()
+    marker.fill_(1)
+    call()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def profile_activations(shapes: str) -> None:
+    """Per (M, K, G) of ``shapes`` ("M,K,G;..."), routing-like groups: rowwise_2d_scale_and_cast,
+    per_group_colwise_scales and the activation pair fusing them (rowwise_and_per_group_colwise), every launch
+    profiled. Ideal bytes: x read once, each fp8 output and its scales written once."""
+    import torch
+
+    import fp8moe
+    from fp8ref.grouped_mm import skewed_offs
+
+    marker = torch.zeros(1, dtype=torch.float64, device="cuda")
+    e4 = torch.float8_e4m3fn
+    for text in shapes.split(";"):
+        m, k, g = (int(v) for v in text.split(","))
+        x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        offs = skewed_offs(m, g, seed=1, device="cuda")
+        rows, cols = m * k * 3 + 4 * m, m * k * 3 + 4 * g * k
+        shape = f"{m}x{k} G={g}"
+        ideal = {
+            "rowwise_2d_scale_and_cast": (rows, (x,)),
+            "per_group_colwise_scales": (cols, (x, offs)),
+            "rowwise_and_per_group_colwise": (rows + cols - 2 * m * k, (x, offs)),  # x read once for both
+        }
+        calls = {op: (n, functools.partial(getattr(fp8moe, op), *args, e4, False)) for op, (n, args) in ideal.items()}
+        for op, (ideal, call) in calls.items():
+            _profiled_call(marker, f"{op} | {shape} | - | row_major", ideal, call)
 
 
 def _value(text: str) -> float:
@@ -150,13 +189,19 @@ def main(argv: list[str] | None = None) -> int:
         "--select", default=None, help="substrings of '<op> <shape> G=<groups> <variant> <layout>', comma-separated"
     )
     parser.add_argument("--only", default=None, help="substring filter on the op name")
+    parser.add_argument(
+        "--activations", default=None, help="M,K,G;... : the activation pair and its two ops instead of the points"
+    )
     parser.add_argument("--summarize", default=None, help="an ncu --csv --page details log to turn into Markdown")
     parser.add_argument("--marker", default=MARKER, help="kernel name part of the marker fill (--summarize)")
     args = parser.parse_args(argv)
     if args.summarize:
         print(summarize(args.summarize, args.marker))
         return 0
-    profile(args.select, args.only)
+    if args.activations:
+        profile_activations(args.activations)
+    else:
+        profile(args.select, args.only)
     return 0
 
 

@@ -15,6 +15,8 @@ What it gives a test suite:
       any test module imports triton: Triton kernels run on the CPU only through the interpreter, which must be on
       when triton is imported (fp8moe.backend raises an ImportError otherwise). This changes where kernels run,
       never what they compute.
+    * After each test, a worker holding more than 4 GiB of cached GPU memory returns it (``empty_cache``), so
+      workers sharing a GPU do not starve each other's large tests.
     * ``seed``: derived from the test id, so every test has its own inputs and reruns get the same ones.
     * ``fp8ref_compare``: ``fp8ref.compare`` with this test's device and seed; when the test fails, every failing
       report is saved under ``--fp8ref-artifacts`` (default ./fp8ref-artifacts) as report.txt, report.json and a
@@ -111,6 +113,20 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("gpu") is not None and _device(item.config).type == "cpu":
         pytest.skip("marked gpu: runs only with a CUDA or ROCm device (--device cuda)")
+
+
+#: Cached GPU memory a test may leave in its worker's allocator (bytes); above it the teardown returns the cache.
+KEEP_CACHED_GPU_BYTES = 4 << 30
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Give a finished test's cached GPU memory back to the device when it holds more than
+    :data:`KEEP_CACHED_GPU_BYTES`: xdist workers share one GPU, and a worker keeping the tens of GB its largest test
+    used would make another worker's large test run out of memory (seen on the H200 with 12 workers)."""
+    device = _device(item.config)
+    cuda_in_use = device.type == "cuda" and torch.cuda.is_initialized()
+    if cuda_in_use and torch.cuda.memory_reserved(device) > KEEP_CACHED_GPU_BYTES:
+        torch.cuda.empty_cache()
 
 
 def _param(p: Param, device: torch.device):

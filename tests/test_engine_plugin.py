@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import types
 from collections import Counter
 
 import pytest
 import torch
 
+from fp8ref import pytest_plugin
 from fp8ref.pytest_plugin import grid_mode, worker_device
 from fp8ref.spec import GRID_MODES, reference_specs, specs
 
@@ -148,3 +150,17 @@ def test_failing_comparison_saves_report_and_runnable_repro(pytester: pytest.Pyt
         replay = pytester.runpython(folder / repro)
         assert replay.ret != 0
         assert "unwritten" in replay.stderr.str()
+
+
+@pytest.mark.parametrize(("device", "reserved", "emptied"), [("cuda", 5 << 30, True), ("cuda", 1 << 30, False),
+                                                             ("cpu", 5 << 30, False)])  # fmt: skip
+def test_teardown_returns_a_large_gpu_cache_only(monkeypatch, device, reserved, emptied):
+    """Workers sharing a GPU: a test leaving more than KEEP_CACHED_GPU_BYTES cached gives it back after it."""
+    calls = []
+    monkeypatch.setattr(pytest_plugin, "_device", lambda config: torch.device(device, 0) if device == "cuda" else
+                        torch.device(device))  # fmt: skip
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda dev: reserved)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(True))
+    pytest_plugin.pytest_runtest_teardown(types.SimpleNamespace(config=None))
+    assert calls == ([True] if emptied else [])

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import fp8ref
-from fp8ref import ops
+from fp8ref import metrics, ops
 from fp8ref.contracts import CONTRACTS
 from fp8ref.engine.categories import CATEGORIES, CATEGORY_HELP, STRUCTURAL, FailPolicy
 from fp8ref.metrics import sqnr
@@ -69,6 +69,21 @@ def test_inf_and_nan_outputs_give_a_report_with_minus_inf_sqnr():
 def test_sqnr_is_total(ref, actual, expected):
     got = sqnr(torch.tensor(ref, dtype=torch.float64), torch.tensor(actual, dtype=torch.float64))
     assert (math.isnan(got) and math.isnan(expected)) or got == expected
+
+
+def test_sqnr_over_chunks_equals_sqnr_in_one_piece(monkeypatch):
+    """Chunked norms (bounded memory for 10^9-element gradients) give the one-piece value, edge cases included."""
+    g = torch.Generator().manual_seed(0)
+    ref = torch.randn(1000, generator=g, dtype=torch.float64)
+    actual = ref + 1e-3 * torch.randn(1000, generator=g, dtype=torch.float64)
+    ref[7] = math.inf  # excluded wherever it falls
+    whole = sqnr(ref, actual)
+    inf_noise = actual.clone()
+    inf_noise[999] = math.nan  # in the last, partial chunk
+    monkeypatch.setattr(metrics, "SQNR_CHUNK", 64)
+    assert sqnr(ref, actual) == pytest.approx(whole, abs=1e-9)
+    assert sqnr(ref, inf_noise) == -math.inf
+    assert math.isnan(sqnr(torch.full((200,), math.nan, dtype=torch.float64), torch.zeros(200, dtype=torch.float64)))
 
 
 def _raises(x, fp8_dtype=torch.float8_e4m3fn, round_scales_to_power_of_2=False):
