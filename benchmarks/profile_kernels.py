@@ -76,31 +76,46 @@ def _profiled_call(marker, label: str, ideal: int, call) -> None:
     torch.cuda.cudart().cudaProfilerStop()
 
 
-def profile_activations(shapes: str) -> None:
-    """Per (M, K, G) of ``shapes`` ("M,K,G;..."), routing-like groups: rowwise_2d_scale_and_cast,
-    per_group_colwise_scales and the activation pair fusing them (rowwise_and_per_group_colwise), every launch
-    profiled. Ideal bytes: x read once, each fp8 output and its scales written once."""
+def profile_pairs(activations: str | None, weights: str | None) -> None:
+    """Each fused pair beside its two ops, every launch profiled; ideal bytes: x read once, each fp8 output and its
+    scales written once.
+
+    Args:
+        activations: "M,K,G;...": rowwise_2d_scale_and_cast, per_group_colwise_scales and the activation pair
+            (rowwise_and_per_group_colwise) of an (M, K) bf16 x with routing-like groups.
+        weights: "E,K,N;...": colwise_3d_scale_and_cast, rowwise_3d_transpose_rhs and the weight pair
+            (colwise_3d_and_transpose_rhs) of a row-major (E, K, N) bf16 x.
+    """
     import torch
 
     import fp8moe
     from fp8ref.grouped_mm import skewed_offs
 
     marker = torch.zeros(1, dtype=torch.float64, device="cuda")
-    e4 = torch.float8_e4m3fn
-    for text in shapes.split(";"):
+    points = []  # (label, ideal bytes, op, its positional arguments)
+    for text in filter(None, (activations or "").split(";")):
         m, k, g = (int(v) for v in text.split(","))
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         offs = skewed_offs(m, g, seed=1, device="cuda")
         rows, cols = m * k * 3 + 4 * m, m * k * 3 + 4 * g * k
-        shape = f"{m}x{k} G={g}"
-        ideal = {
-            "rowwise_2d_scale_and_cast": (rows, (x,)),
-            "per_group_colwise_scales": (cols, (x, offs)),
-            "rowwise_and_per_group_colwise": (rows + cols - 2 * m * k, (x, offs)),  # x read once for both
+        ops = {"rowwise_2d_scale_and_cast": rows, "per_group_colwise_scales": cols}
+        ops["rowwise_and_per_group_colwise"] = rows + cols - 2 * m * k  # x read once for both
+        for op, ideal in ops.items():
+            args = (x,) if op == "rowwise_2d_scale_and_cast" else (x, offs)
+            points.append((f"{op} | {m}x{k} G={g}", ideal, getattr(fp8moe, op), args))
+    for text in filter(None, (weights or "").split(";")):
+        e, k, n = (int(v) for v in text.split(","))
+        x = torch.randn(e, k, n, device="cuda", dtype=torch.bfloat16)
+        ops = {
+            "colwise_3d_scale_and_cast": e * k * n * 3 + 4 * e * n,
+            "rowwise_3d_transpose_rhs": e * k * n * 3 + 4 * e * k,
         }
-        calls = {op: (n, functools.partial(getattr(fp8moe, op), *args, e4, False)) for op, (n, args) in ideal.items()}
-        for op, (ideal, call) in calls.items():
-            _profiled_call(marker, f"{op} | {shape} | - | row_major", ideal, call)
+        ops["colwise_3d_and_transpose_rhs"] = sum(ops.values()) - 2 * e * k * n  # x read once for both
+        for op, ideal in ops.items():
+            points.append((f"{op} | {e}x{k}x{n} G=0", ideal, getattr(fp8moe, op), (x,)))
+    for label, ideal, op, args in points:
+        call = functools.partial(op, *args, torch.float8_e4m3fn, False)
+        _profiled_call(marker, f"{label} | - | row_major", ideal, call)
 
 
 def _value(text: str) -> float:
@@ -189,17 +204,16 @@ def main(argv: list[str] | None = None) -> int:
         "--select", default=None, help="substrings of '<op> <shape> G=<groups> <variant> <layout>', comma-separated"
     )
     parser.add_argument("--only", default=None, help="substring filter on the op name")
-    parser.add_argument(
-        "--activations", default=None, help="M,K,G;... : the activation pair and its two ops instead of the points"
-    )
+    parser.add_argument("--activations", default=None, help="M,K,G;...: the activation pair and its two ops")
+    parser.add_argument("--weights", default=None, help="E,K,N;...: the weight pair and its two ops")
     parser.add_argument("--summarize", default=None, help="an ncu --csv --page details log to turn into Markdown")
     parser.add_argument("--marker", default=MARKER, help="kernel name part of the marker fill (--summarize)")
     args = parser.parse_args(argv)
     if args.summarize:
         print(summarize(args.summarize, args.marker))
         return 0
-    if args.activations:
-        profile_activations(args.activations)
+    if args.activations or args.weights:
+        profile_pairs(args.activations, args.weights)
     else:
         profile(args.select, args.only)
     return 0

@@ -349,13 +349,18 @@ TRANSPOSE_QUANTIZE = KernelConfigs(
 #: The fused weight pair (fp8moe.kernels.colwise_3d_and_transpose_rhs): tile (BLOCK_P positions along x's
 #: contiguous dim, BLOCK_Q columns across it), CHUNK_TILES tiles per program. Both kernels load tiles contiguous
 #: along P, like the per-group kernels' transposing views, whose best tiles were 64x64/w4 and 64x128/w4
-#: (PER_GROUP); the cast kernel's BLOCK_Q must be a multiple of 16 (its word stores). Not yet timed on the H200.
+#: (PER_GROUP); the cast kernel's BLOCK_Q must be a multiple of 16 (its word stores). Timed on the H200 by
+#: benchmarks/probe_pairs.py (benchmarks/results/h200-s13-summary.md, h200-s14-summary.md).
 _PAIR_TILES_CUDA = (
     triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=4),
     triton.Config({"BLOCK_P": 64, "BLOCK_Q": 128, "CHUNK_TILES": 4}, num_warps=4),
     triton.Config({"BLOCK_P": 128, "BLOCK_Q": 32, "CHUNK_TILES": 16}, num_warps=4),
     triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 32}, num_warps=4),
     triton.Config({"BLOCK_P": 128, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=8),
+    # Chunks of 256: more programs where 512-row chunks leave a partial last wave (the activation pair at 16384 x
+    # 7168: 2296 programs, 8 resident per SM, 2.2 waves; benchmarks/results/h200-s14-summary.md).
+    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 4}, num_warps=4),
+    triton.Config({"BLOCK_P": 128, "BLOCK_Q": 32, "CHUNK_TILES": 8}, num_warps=4),
 )
 _PAIR_KEY = ("E", "P", "Q", "stride_xe", "stride_xq")
 

@@ -23,6 +23,7 @@ __all__ = [
     "amax_of_magnitude_bits",
     "cast_to_fp8",
     "encode_fp8_bits",
+    "fold_amax",
     "fp8_constexprs",
     "magnitude_bits",
     "max_of_amaxes",
@@ -100,6 +101,22 @@ def amax_of_magnitude_bits(bits, X_DTYPE: tl.constexpr, axis: tl.constexpr):
     amax = top.to(X_DTYPE, bitcast=True).to(tl.float32)
     quiet_nan = tl.full([], 0x7FC00000, tl.int32).to(tl.float32, bitcast=True)
     return tl.where(amax != amax, quiet_nan, amax)
+
+
+@triton.jit
+def fold_amax(ptrs, amax, mask):
+    """Fold the f32 amaxes ``amax`` into the int32 words at ``ptrs`` (zeroed before the launch) by atomic max of their
+    bit patterns: for non-negative f32 the int32 patterns order like the values, and every NaN with its sign bit
+    cleared (0x7F800001..0x7FFFFFFF) lies above +inf (0x7F800000), so the max keeps NaN; clearing the sign bit makes
+    that hold whatever sign a NaN carries. Exact and independent of the order the programs arrive in.
+
+    Relaxed: only a later launch reads the words, and the launch boundary orders them. The default (acq_rel) put a
+    ``MEMBAR.ALL.GPU`` before every atomic (sm_90), which drains the program's loads in flight: the activation
+    pair's amax kernel, one fold per tile, ran at 47% of DRAM bandwidth under Nsight Compute with membar among its
+    top stalls (benchmarks/results/h200-s14-summary.md).
+    """
+    bits = amax.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+    tl.atomic_max(ptrs, bits, mask=mask, sem="relaxed")
 
 
 @triton.jit

@@ -42,7 +42,7 @@ from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
-from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize
+from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, magnitude_bits, quantize
 from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, launch_pair
 from fp8moe.kernels._span import load_quad, store_quad
 
@@ -92,9 +92,9 @@ def _pair_amax_kernel(
         bits = magnitude_bits(x)
         acc = tl.maximum(acc, bits)
         col_amax = amax_of_magnitude_bits(bits, x_ptr.dtype.element_ty, 0)  # (BLOCK_Q,), NaN as 0x7FC00000
-        tl.atomic_max(amax_ptr + pid_e * Q + cols, col_amax.to(tl.int32, bitcast=True), mask=cols < q_hi)
+        fold_amax(amax_ptr + pid_e * Q + cols, col_amax, cols < q_hi)
     row_amax = amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 1)
-    tl.atomic_max(amax_ptr + E * Q + pid_e * P + p, row_amax.to(tl.int32, bitcast=True), mask=p_mask)
+    fold_amax(amax_ptr + E * Q + pid_e * P + p, row_amax, p_mask)
 
 
 @triton.jit

@@ -21,7 +21,7 @@ import triton.language as tl
 
 from fp8moe import configs, replay
 from fp8moe.backend import Backend
-from fp8moe.kernels._common import abs_max_keep_nan, fp8_constexprs, quantize, scale_from_amax
+from fp8moe.kernels._common import abs_max_keep_nan, fold_amax, fp8_constexprs, quantize, scale_from_amax
 from fp8moe.kernels._rows import launch_rows
 
 __all__ = ["METHODS", "launch"]
@@ -65,12 +65,7 @@ def _transpose_rhs_amax_kernel(
     rows, cols = _tile_offsets(tl.program_id(0), tl.program_id(1), BLOCK_K, BLOCK_N, INT64_INDEX)
     mask = (rows[:, None] < K) & (cols[None, :] < N)
     x = tl.load(x_ptr + pid_e * stride_xe + rows[:, None] * stride_xk + cols[None, :] * stride_xn, mask=mask, other=0.0)
-    amax = abs_max_keep_nan(x, 1)  # (BLOCK_K,)
-    # For non-negative f32 the int32 bit patterns order like the values, and every NaN with its sign bit cleared
-    # (0x7F800001..0x7FFFFFFF) lies above +inf (0x7F800000): an int32 max keeps NaN. Clearing the sign bit makes
-    # that hold whatever sign the NaN produced by the max carries.
-    bits = amax.to(tl.int32, bitcast=True) & 0x7FFFFFFF
-    tl.atomic_max(amax_bits_ptr + pid_e * K + rows, bits, mask=rows < K)
+    fold_amax(amax_bits_ptr + pid_e * K + rows, abs_max_keep_nan(x, 1), rows < K)
 
 
 @triton.jit

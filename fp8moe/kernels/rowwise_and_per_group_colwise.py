@@ -31,7 +31,7 @@ from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
-from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize
+from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, magnitude_bits, quantize
 from fp8moe.kernels._coop import clamped_ends, max_combine
 from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, launch_pair
 from fp8moe.kernels._span import load_quad, store_quad
@@ -113,10 +113,10 @@ def _jagged_amax_kernel(
             bits = magnitude_bits(x)
             acc = tl.maximum(acc, bits)
             row_amax = amax_of_magnitude_bits(bits, x_ptr.dtype.element_ty, 0)
-            tl.atomic_max(amax_ptr + rows, row_amax.to(tl.int32, bitcast=True), mask=rows < hi)
+            fold_amax(amax_ptr + rows, row_amax, rows < hi)
         if g < G:
             col_amax = amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 1)
-            tl.atomic_max(amax_ptr + M + g_at + p, col_amax.to(tl.int32, bitcast=True), mask=p_mask)
+            fold_amax(amax_ptr + M + g_at + p, col_amax, p_mask)
 
 
 @triton.jit
