@@ -46,11 +46,19 @@ def _same(a: tuple, b: tuple) -> bool:
     return all(x.stride() == y.stride() and torch.equal(_bits(x), _bits(y)) for x, y in zip(a, b, strict=True))
 
 
+def _label(config) -> str:
+    """A pair kernel's config: tile and warps, chunk length in tiles, and ``/pf`` where the cast loop prefetches."""
+    if config is None:
+        return "-"
+    prefetch = "/pf" if config.kwargs.get("PREFETCH") else ""
+    return f"{configs.describe(config)}/c{config.kwargs['CHUNK_TILES']}{prefetch}"
+
+
 def _forced(name: str, candidate) -> None:
     """Make ``name`` (PAIR_AMAX or PAIR_CAST) autotune over ``candidate`` alone (a fresh tuner and cache key)."""
     original = _ORIGINAL[name]
     cands = original.cuda if candidate is None else (candidate,)
-    suffix = "" if candidate is None else f"-forced-{configs.describe(candidate)}-c{candidate.kwargs['CHUNK_TILES']}"
+    suffix = "" if candidate is None else f"-forced-{_label(candidate)}"
     setattr(configs, name, dataclasses.replace(original, name=original.name + suffix, cuda=cands))
     replay.forget()
 
@@ -101,8 +109,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {e}, {k}, {n} | {layout} | {t_c:.1f} | {t_t:.1f} | {t_c + t_t:.1f} | {t_f:.1f} | "
                 f"{(t_c + t_t) / t_f:.2f}x | {100 * ideal / (t_f * 1e-6) / 1e9 / copy:.0f}% | "
                 f"{'yes' if ok else 'NO'} | ({time.time() - t0:.0f} s; amax "
-                f"{configs.describe(configs.LAST_CONFIG.get(configs.PAIR_AMAX.name))}, cast "
-                f"{configs.describe(configs.LAST_CONFIG.get(configs.PAIR_CAST.name))})",
+                f"{_label(configs.LAST_CONFIG.get(configs.PAIR_AMAX.name))}, cast "
+                f"{_label(configs.LAST_CONFIG.get(configs.PAIR_CAST.name))})",
                 flush=True,
             )
             if args.sweep:
@@ -110,8 +118,7 @@ def main(argv: list[str] | None = None) -> None:
                     for cand in _ORIGINAL[name].cuda:
                         _forced(name, cand)
                         t = us(lambda x=x: fp8moe.colwise_3d_and_transpose_rhs(x, E4))
-                        label = f"{configs.describe(cand)}/c{cand.kwargs['CHUNK_TILES']}"
-                        sweeps.append(f"| {e}, {k}, {n} | {layout} | {name} | {label} | {t:.1f} |")
+                        sweeps.append(f"| {e}, {k}, {n} | {layout} | {name} | {_label(cand)} | {t:.1f} |")
                     _forced(name, None)
             del x
         del x_row
@@ -135,8 +142,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"| {m}, {k}, {groups} | {t_r:.1f} | {t_c:.1f} | {t_r + t_c:.1f} | {t_f:.1f} | {(t_r + t_c) / t_f:.2f}x | "
             f"{100 * ideal / (t_f * 1e-6) / 1e9 / copy:.0f}% | {'yes' if ok else 'NO'} | ({time.time() - t0:.0f} s; "
-            f"amax {configs.describe(configs.LAST_CONFIG.get(configs.JAGGED_PAIR_AMAX.name))}, cast "
-            f"{configs.describe(configs.LAST_CONFIG.get(configs.JAGGED_PAIR_CAST.name))})",
+            f"amax {_label(configs.LAST_CONFIG.get(configs.JAGGED_PAIR_AMAX.name))}, cast "
+            f"{_label(configs.LAST_CONFIG.get(configs.JAGGED_PAIR_CAST.name))})",
             flush=True,
         )
         del x

@@ -383,10 +383,21 @@ PAIR_SCALES = KernelConfigs(
     key=("N", "N_P", "FP8_MAX", "ROUND_POW2"),
 )
 
+#: The cast kernels' candidates: every tile with its loop as is, and the 4096-element tiles with each tile's loads
+#: issued one iteration ahead (PREFETCH, fp8moe.kernels._pair.cast_quads): 121 registers per thread at 64x64/w4
+#: (sm_90), 4 programs per SM, as the 64x128/w4 tile the autotuner picked without it (h200-s14-call2-pair.log);
+#: 64x128/w4 with it takes 195.
+_PAIR_CAST_TILES_CUDA = (
+    *(triton.Config({**c.kwargs, "PREFETCH": False}, num_warps=c.num_warps) for c in _PAIR_TILES_CUDA),
+    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8, "PREFETCH": True}, num_warps=4),
+    triton.Config({"BLOCK_P": 128, "BLOCK_Q": 32, "CHUNK_TILES": 8, "PREFETCH": True}, num_warps=4),
+    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 4, "PREFETCH": True}, num_warps=4),
+)
+
 PAIR_CAST = KernelConfigs(
     name="colwise_3d_and_transpose_rhs_cast",
-    cuda=_PAIR_TILES_CUDA,
-    rocm=triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=4),
+    cuda=_PAIR_CAST_TILES_CUDA,
+    rocm=triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8, "PREFETCH": False}, num_warps=4),
     interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("Q",)}, reduced="BLOCK_Q"),
     key=(*_PAIR_KEY, "FP8_DTYPE", "ROUND_POW2"),
 )
@@ -405,7 +416,7 @@ JAGGED_PAIR_AMAX = KernelConfigs(
 
 JAGGED_PAIR_CAST = KernelConfigs(
     name="rowwise_and_per_group_colwise_cast",
-    cuda=_PAIR_TILES_CUDA,
+    cuda=_PAIR_CAST_TILES_CUDA,
     rocm=PAIR_CAST.rocm,
     interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("M",)}, reduced="BLOCK_Q"),
     key=(*_JAGGED_PAIR_KEY, "FP8_DTYPE", "ROUND_POW2"),

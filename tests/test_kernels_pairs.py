@@ -6,7 +6,8 @@ colwise_3d_and_transpose_rhs as its op (formats, dtypes, shapes, layouts, specia
 tests/test_kernels_per_group.py runs the per-group half of rowwise_and_per_group_colwise as per_group_colwise_scales
 (every group layout). Here: the activation pair's rowwise half (every row, those past offs[-1] included), both
 halves of one call on the layouts the grouped GEMM feeds, which launches ran (the fused ones, or the two ops for a
-layout the pair does not fuse), and that no element of either output is left unwritten.
+layout the pair does not fuse), that no element of either output is left unwritten, and in the interpreter both
+cast loops with several tiles per chunk.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 import fp8moe
 from fp8moe import configs, replay
 from fp8moe.backend import backend_for
+from fp8moe.kernels import _pair
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
 from fp8ref.testing import assert_same_bits
@@ -164,3 +166,44 @@ def test_activation_pair_row_offsets_past_int32_are_computed_in_int64(device, tm
     for got, want, what in ((q_r, r_q, "rowwise q"), (s_r, r_s, "rowwise scales"), (q_c, c_q, "per-group q"),
                             (s_c, c_s, "per-group scales")):  # fmt: skip
         assert_same_bits(got, want, what=what)
+
+
+@pytest.fixture
+def interpreter_pair_loop(device, monkeypatch):
+    """Set the interpreter's chunk length (tiles) and cast loop of both pairs (fp8moe.kernels._pair), with no launch
+    plan recorded under other values surviving the test."""
+    if backend_for(device).kind != "interpreter":
+        pytest.skip("sets the interpreter's launch config; the GPU autotunes over both loops and every chunk length")
+
+    def use(chunk_tiles: int, prefetch: bool) -> None:
+        monkeypatch.setattr(_pair, "INTERPRETER_CHUNK_TILES", chunk_tiles)
+        monkeypatch.setattr(_pair, "INTERPRETER_PREFETCH", prefetch)
+        replay.forget()
+
+    yield use
+    replay.forget()
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["loop", "prefetch"])
+@pytest.mark.parametrize("chunk_tiles", [1, 3])
+def test_both_pairs_with_several_tiles_per_chunk_and_either_cast_loop(chunk_tiles, prefetch, interpreter_pair_loop):
+    """Chunks of three 32-position tiles make the amax kernels' and the cast loops' next-tile loads carry real data
+    (with one tile per chunk they are all masked); each cast loop, the prefetching one and the plain one, bitwise
+    both references, for both pairs."""
+    interpreter_pair_loop(chunk_tiles, prefetch)
+    x = _values((2, 96, 40), seed=3)  # Q = K = 96: three tiles, 16-aligned (the word-store loop)
+    for weight in (x, x.mT.contiguous().mT):
+        got = fp8moe.colwise_3d_and_transpose_rhs(weight)
+        want = (*ref.colwise_3d_scale_and_cast(weight), *ref.rowwise_3d_transpose_rhs(weight))
+        for g, w, what in zip(got, want, ("colwise q", "colwise scales", "transpose q", "transpose scales")):
+            assert_same_bits(g, w, what=what)
+    a = _values((96, 40), seed=4)
+    for layout in ("aligned", "unaligned", "one_group"):
+        offs = _offs(LAYOUTS[layout], "cpu")
+        q_r, s_r, q_c, s_c = fp8moe.rowwise_and_per_group_colwise(a, offs)
+        r_q, r_s = ref.rowwise_2d_scale_and_cast(a)
+        c_q, c_s = ref.per_group_colwise_scales(a, offs)
+        end = LAYOUTS[layout][-1]
+        for g, w, what in ((q_r, r_q, "rowwise q"), (s_r, r_s, "rowwise scales"), (q_c[:end], c_q[:end], "per-group q"),
+                           (s_c, c_s, "per-group scales")):  # fmt: skip
+            assert_same_bits(g, w, what=f"{layout}: {what}")

@@ -33,8 +33,7 @@ from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
 from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, magnitude_bits, quantize
 from fp8moe.kernels._coop import clamped_ends, max_combine
-from fp8moe.kernels._pair import cast_along_p, cast_quad_along_p, launch_pair
-from fp8moe.kernels._span import load_quad, store_quad
+from fp8moe.kernels._pair import cast_along_p, cast_quads, launch_pair
 
 __all__ = ["fusable", "launch"]
 
@@ -105,11 +104,17 @@ def _jagged_amax_kernel(
         p_mask = p < P
         x_rows = x_ptr + p[:, None]
         acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=x_ptr.dtype.element_ty))
+        # Each tile's load is issued one iteration ahead, as the weight pair's amax kernel does (its loop reached
+        # 83% of DRAM bandwidth under Nsight Compute, this one without the prefetch 55%: h200-s14-summary.md).
+        first = lo + tl.arange(0, BLOCK_Q)
+        x_next = tl.load(x_rows + first[None, :] * stride_xq, mask=p_mask[:, None] & (first < hi)[None, :], other=0.0)
         for q0 in range(lo, hi, BLOCK_Q):
+            x = x_next
             rows = q0 + tl.arange(0, BLOCK_Q)
             if INT64_INDEX:  # the interpreter's loop variable is a Python int, whatever the bounds' type
                 rows = rows.to(tl.int64)
-            x = tl.load(x_rows + rows[None, :] * stride_xq, mask=p_mask[:, None] & (rows < hi)[None, :], other=0.0)
+            nxt = rows + BLOCK_Q
+            x_next = tl.load(x_rows + nxt[None, :] * stride_xq, mask=p_mask[:, None] & (nxt < hi)[None, :], other=0.0)
             bits = magnitude_bits(x)
             acc = tl.maximum(acc, bits)
             row_amax = amax_of_magnitude_bits(bits, x_ptr.dtype.element_ty, 0)
@@ -122,16 +127,17 @@ def _jagged_amax_kernel(
 @triton.jit
 def _jagged_cast_kernel(
     x_ptr, offs_ptr, rows_q_ptr, rows_scales_ptr, cols_q_ptr, cols_scales_ptr, G, M, P, stride_xq,
-    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, BLOCK_G: tl.constexpr,
-    PACK_Q: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, PREFETCH: tl.constexpr,
+    BLOCK_G: tl.constexpr, PACK_Q: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """rows_q[q * P + p] (row-major) and, for rows in a group, cols_q[p * M + q] (column-major) at the scales the
     scales launch wrote. PACK_Q: M % 16 == 0, so a chunk with 16-aligned bounds (the grouped GEMM's groups) reads
     its tiles as four interleaved quarters (fp8moe.kernels._span.load_quad) and stores the column-major output in
-    4-byte words of four rows (store_quad); other chunks store bytes with exact masks. ROUND_POW2 is unused here
-    (the scales are made); it is an argument so the autotune key holds every result argument."""
+    4-byte words of four rows (fp8moe.kernels._pair.cast_quads, which PREFETCH configures); other chunks store
+    bytes with exact masks. ROUND_POW2 is unused here (the scales are made); it is an argument so the autotune key
+    holds every result argument."""
     item, p_block = _program(P, BLOCK_P)
     g, lo, hi, exists = _item(offs_ptr, G, M, item, CHUNK_TILES * BLOCK_Q, BLOCK_G)
     if exists:
@@ -153,18 +159,11 @@ def _jagged_cast_kernel(
         if PACK_Q and aligned:
             # lo and hi are multiples of 16; written so that Triton can prove it, which keeps the word stores 16
             # bytes wide (store_quad), as the weight pair's chunk bounds are.
-            lo16 = lo // 16 * 16
-            hi16 = hi // 16 * 16
-            for q0 in range(lo16, hi16, BLOCK_Q):
-                x0, x1, x2, x3 = load_quad(x_rows, p_mask, q0, lo16, hi16, stride_xq, BLOCK_W, INT64_INDEX)
-                store_quad(
-                    cols_q, p_mask, q0, hi16, x0, x1, x2, x3, scale_col[:, None], BLOCK_W, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-                )  # fmt: skip
-                cast_quad_along_p(
-                    x0, x1, x2, x3, q0, hi16, p_mask, rows_q, rows_scales_ptr, P, BLOCK_W, INT64_INDEX, FP8_DTYPE,
-                    FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-                )  # fmt: skip
+            cast_quads(
+                x_rows, p_mask, lo // 16 * 16, hi // 16 * 16, stride_xq, cols_q, scale_col[:, None], rows_q,
+                rows_scales_ptr, P, BLOCK_Q, PREFETCH, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
+                CAST_MODE,
+            )  # fmt: skip
         else:  # unaligned chunk bounds, or the rows past offs[-1]: per-group bytes with exact masks, in quarter
             # tiles (full tiles took 168-255 registers per thread where the aligned loop takes 72-122, sm_90)
             for q0 in range(lo, hi, BLOCK_W):
