@@ -601,18 +601,20 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #: made in the forward); "off", rowwise alone plus, in the backward, the dual op on (grad_out, A); "auto", the pair
 #: where groups average at least FUSED_ACTIVATIONS_MIN_MEAN_GROUP rows (:func:`fuse_activations`).
 #:
-#: Measured on the H200 (benchmarks/results/h200-s13-summary.md): at the grouped-GEMM step's 8192-row mean groups
-#: (65536, 4096, 14336, 8) the two pairs quantize A and grad_out in about 2230 us against about 2500 us for rowwise
-#: A, rowwise grad_out and the dual op; at 2048-row mean groups (16384, 7168, 2048, 8) in 325 us against 302 us,
-#: at 260 (16640, 2048, 1408, 64) in 162 us against 123 us. Below 4096 rows the dual op runs the chunked kernel or
-#: short span slices that stay in L2; from there on its slices' second read comes from DRAM (SPEC §10.2), which the
-#: pair never needs. ROCm takes "auto" as well (no AMD timing: the rule is the byte argument, not a measurement),
-#: and so does the interpreter, which runs what the GPUs run (the CPU tests force "on" and "off" where they test
-#: each path: tests/test_grouped_mm.py). FP8MOE_FUSED_ACTIVATIONS=auto|on|off sets it for every backend (read once,
-#: at import).
+#: Measured on the H200, A and grad_out quantized by the two pairs against rowwise A, rowwise grad_out and the dual
+#: op, one run each (benchmarks/results/h200-s14-call3-quant_layouts.md, h200-s13-summary.md): at 2048-row mean
+#: groups (16384, 7168, 2048, 8) 283 us against 301 us since the pairs' folds are relaxed and their loops prefetch
+#: (session 13: 325 against 302); at 260 (16640, 2048, 1408, 64) 130 against 122 us; at 8192 (65536, 4096, 14336,
+#: 8) 2230 against about 2500 us (session 13). The step with the pairs at the two 2048-row shapes, same machine:
+#: 1.28x and 1.35x of bf16 against 1.25x and 1.32x without (h200-s14-call3-grouped_on.md, -grouped_mm.md). Short
+#: groups keep the dual op: its span slices stay in L2 there, and the pair's per-item group table and its extra
+#: launches are fixed costs that a short group does not amortise. ROCm takes "auto" as well (no AMD timing: the
+#: rule is the byte argument, not a measurement), and so does the interpreter, which runs what the GPUs run (the CPU
+#: tests force "on" and "off" where they test each path: tests/test_grouped_mm.py). FP8MOE_FUSED_ACTIVATIONS=
+#: auto|on|off sets it for every backend (read once, at import).
 FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "auto", "rocm": "auto", "interpreter": "auto"}
 FUSED_ACTIVATIONS_CHOICES = ("auto", "on", "off")
-FUSED_ACTIVATIONS_MIN_MEAN_GROUP = 4096
+FUSED_ACTIVATIONS_MIN_MEAN_GROUP = 2048
 _FORCED_FUSED_ACTIVATIONS = os.environ.get("FP8MOE_FUSED_ACTIVATIONS")
 if _FORCED_FUSED_ACTIVATIONS is not None:
     if _FORCED_FUSED_ACTIVATIONS not in FUSED_ACTIVATIONS_CHOICES:

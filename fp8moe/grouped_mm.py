@@ -217,7 +217,7 @@ def grouped_mm(
     grad_B_t takes grad_out and A per group and column. Each tensor is quantized once for all the GEMMs that run
     (SPEC §11): B_t both ways in the forward (:func:`fp8moe.colwise_3d_and_transpose_rhs`, the dgrad operand held
     until the backward: E*K*N fp8 bytes), A and grad_out both ways by :func:`fp8moe.rowwise_and_per_group_colwise`
-    where groups average 4096 rows or more (fp8moe.configs.fuse_activations), else rowwise plus the dual op in the
+    where groups average 2048 rows or more (fp8moe.configs.fuse_activations), else rowwise plus the dual op in the
     backward. Each product is one ``torch._scaled_grouped_mm`` (reciprocal scales, use_fast_accum) on a GPU,
     fp8ref's exact GEMM on the CPU. The reference is :func:`fp8ref.grouped_mm.grouped_mm`.
 
