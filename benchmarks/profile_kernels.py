@@ -5,6 +5,9 @@
         python benchmarks/profile_kernels.py --select per_group > ncu.csv
     python benchmarks/profile_kernels.py --summarize ncu.csv > ncu.md
 
+``--activations M,K,G;...`` / ``--weights E,K,N;...`` profile a fused pair beside its two ops instead of the bench
+points (benchmarks/results/h200-s14-call1-ncu.md is one such run).
+
 Per point (fp8moe.bench.ISSUE11_POINTS, filtered like the bench), the op is called until the autotuner has chosen
 its config, then called once more between cudaProfilerStart and cudaProfilerStop: only that call's kernels are
 profiled, after a one-element fill that marks where the point's launches begin. The points are printed as
