@@ -104,8 +104,9 @@ def _jagged_amax_kernel(
         p_mask = p < P
         x_rows = x_ptr + p[:, None]
         acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=x_ptr.dtype.element_ty))
-        # Each tile's load is issued one iteration ahead, as the weight pair's amax kernel does (its loop reached
-        # 83% of DRAM bandwidth under Nsight Compute, this one without the prefetch 55%: h200-s14-summary.md).
+        # Each tile's load is issued one iteration ahead, as the weight pair's amax kernel does: its loop reached
+        # 83% of DRAM bandwidth under Nsight Compute, this one without the prefetch 55%
+        # (benchmarks/results/h200-s14-summary.md).
         first = lo + tl.arange(0, BLOCK_Q)
         x_next = tl.load(x_rows + first[None, :] * stride_xq, mask=p_mask[:, None] & (first < hi)[None, :], other=0.0)
         for q0 in range(lo, hi, BLOCK_Q):
