@@ -2,6 +2,7 @@
 
     python benchmarks/sass_counts.py                       # the 64x64/w4 tile, rowwise and colwise views
     python benchmarks/sass_counts.py --tile 128,32,4 --cast-mode 1
+    python benchmarks/sass_counts.py --folds                # the amax fold kernels' barriers and atomics
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -68,9 +69,15 @@ def compile_per_group(
     constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
+    divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
+    return compile_sm90(kernel, constants, pointers, divisible, warps)
+
+
+def compile_sm90(kernel, constants: dict, pointers: dict, divisible: list, warps: int):
+    """``kernel`` compiled for sm_90: ``constants`` its constexprs, ``pointers`` its pointer arguments' types (every
+    other argument i32), the arguments in ``divisible`` declared 16-divisible, as Triton specialises them at launch."""
     signature = {name: "constexpr" if name in constants else pointers.get(name, "i32") for name in kernel.arg_names}
     names = list(signature)
-    divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
     source = ASTSource(
         fn=kernel,
         signature=signature,
@@ -78,6 +85,45 @@ def compile_per_group(
         attrs={(names.index(n),): [["tt.divisibility", 16]] for n in divisible},
     )
     return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+
+
+def fold_barriers() -> dict:
+    """Per amax kernel that folds by atomic max (both fused pairs', the atomic transpose method's): its memory
+    barriers (MEMBAR), reductions without a return (RED) and atomics with one (ATOM) in SASS. Relaxed folds
+    (fp8moe.kernels._common.fold_amax) compile to RED with no MEMBAR; Triton's default order put a MEMBAR.ALL.GPU
+    before every fold, which drains the loads in flight (benchmarks/results/h200-s14-summary.md)."""
+    from fp8moe.kernels import colwise_3d_and_transpose_rhs, rowwise_3d_transpose_rhs, rowwise_and_per_group_colwise
+
+    tiles = {"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8, "INT64_INDEX": False}
+    kernels = {
+        "weight pair amax": (
+            colwise_3d_and_transpose_rhs._pair_amax_kernel, tiles, {"x_ptr": "*bf16", "amax_ptr": "*i32"},
+            ["x_ptr", "amax_ptr", "P", "Q", "stride_xe", "stride_xq"],
+        ),
+        "activation pair amax": (
+            rowwise_and_per_group_colwise._jagged_amax_kernel, {**tiles, "BLOCK_G": 16},
+            {"x_ptr": "*bf16", "offs_ptr": "*i32", "amax_ptr": "*i32"},
+            ["x_ptr", "offs_ptr", "amax_ptr", "M", "P", "stride_xq"],
+        ),
+        "atomic transpose amax": (
+            rowwise_3d_transpose_rhs._transpose_rhs_amax_kernel,
+            {"BLOCK_K": 64, "BLOCK_N": 64, "INT64_INDEX": False},
+            {"x_ptr": "*bf16", "amax_bits_ptr": "*i32"},
+            ["x_ptr", "amax_bits_ptr", "K", "N", "stride_xe", "stride_xk"],
+        ),
+    }  # fmt: skip
+    result = {}
+    for name, (kernel, constants, pointers, divisible) in kernels.items():
+        compiled = compile_sm90(kernel, constants, pointers, divisible, 4)
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(compiled.asm["cubin"])
+            f.flush()
+            sass = _cuobjdump("-sass", f.name)
+        opcodes = [m.group(1) for m in re.finditer(r"\s([A-Z][A-Z0-9]*)[.\s]", sass)]
+        result[name] = {
+            kind: sum(op == kind or op == kind + "G" for op in opcodes) for kind in ("MEMBAR", "RED", "ATOM")
+        }
+    return result
 
 
 def _cuobjdump(*args: str) -> str:
@@ -122,7 +168,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="PACK_K (default: the launchers' rule: 4 colwise, 1 rowwise)",
     )
+    parser.add_argument("--folds", action="store_true", help="the fold kernels' barriers and atomics (JSON) instead")
     args = parser.parse_args(argv)
+    if args.folds:
+        print(json.dumps(fold_barriers()))
+        return 0
     block_r, block_k, warps = (int(v) for v in args.tile.split(","))
     per_thread = block_r * block_k // (32 * warps)
     result = {}

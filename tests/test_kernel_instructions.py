@@ -10,7 +10,8 @@ which the interpreter this process runs has replaced):
 - pass 1 has no span select (no FSEL/SEL): it walks the 16-aligned interior only;
 - pass 1 takes the max of |x| as an integer max of bit patterns (no float max, no bf16 -> f32 conversion);
 - the colwise view's pass 2 moves its tile through shared memory as 4-byte words, not bytes, and keeps 16-byte
-  global stores (fp8moe.kernels._span, PACK_K).
+  global stores (fp8moe.kernels._span, PACK_K);
+- the amax folds by atomic max are relaxed: reductions with no memory barrier before them.
 """
 
 from __future__ import annotations
@@ -44,23 +45,19 @@ pytestmark = pytest.mark.skipif(
 MAX_INSTRUCTIONS_PER_ELEMENT = 9.0
 
 
-def _views(cast_mode: int, pack: int | None = None) -> dict:
-    """benchmarks/sass_counts.py's counts of both views (rowwise, colwise) of the 64x64/w4 tile."""
+def _sass_counts(*args: str) -> dict:
+    """The JSON benchmarks/sass_counts.py prints with ``args``, run in a process without the interpreter."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    command = [
-        sys.executable,
-        "benchmarks/sass_counts.py",
-        "--json",
-        "--tile",
-        "64,64,4",
-        "--cast-mode",
-        str(cast_mode),
-    ]
-    if pack is not None:
-        command += ["--pack", str(pack)]
+    command = [sys.executable, "benchmarks/sass_counts.py", *args]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _views(cast_mode: int, pack: int | None = None) -> dict:
+    """benchmarks/sass_counts.py's counts of both views (rowwise, colwise) of the 64x64/w4 tile."""
+    args = ["--json", "--tile", "64,64,4", "--cast-mode", str(cast_mode)]
+    return _sass_counts(*args, *(["--pack", str(pack)] if pack is not None else []))
 
 
 def _two_loops(view: dict) -> tuple[dict, dict, int]:
@@ -115,3 +112,16 @@ def test_colwise_tiles_cross_shared_memory_as_words_and_keep_16_byte_stores(satu
     assert 0 < _count(words, "STS") <= per_thread // 4, words["opcodes"]
     assert words["opcodes"].get("STG.E.128", 0) > 0, words["opcodes"]
     assert _count(words, "STG") == words["opcodes"]["STG.E.128"], words["opcodes"]  # no narrower global store
+
+
+def test_amax_folds_are_relaxed_reductions_without_memory_barriers():
+    """Every fold by atomic max (both fused pairs' amax kernels, the atomic transpose method's) compiles to a RED
+    with no MEMBAR: Triton's default acquire-release order put a MEMBAR.ALL.GPU before each fold on sm_90, and the
+    activation pair's amax loop stalled on it at 47% of DRAM bandwidth (benchmarks/results/h200-s14-summary.md).
+    With the default order the same counts read MEMBAR 2 / 2 / 1 and ATOM instead of RED."""
+    folds = _sass_counts("--folds")
+    assert set(folds) == {"weight pair amax", "activation pair amax", "atomic transpose amax"}
+    for kernel, counts in folds.items():
+        assert counts["MEMBAR"] == 0, (kernel, counts)
+        assert counts["RED"] > 0, (kernel, counts)
+        assert counts["ATOM"] == 0, (kernel, counts)
