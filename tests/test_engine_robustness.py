@@ -78,11 +78,11 @@ def test_sqnr_over_chunks_equals_sqnr_in_one_piece(monkeypatch):
     actual = ref + 1e-3 * torch.randn(1000, generator=g, dtype=torch.float64)
     ref[7] = math.inf  # excluded wherever it falls
     whole = sqnr(ref, actual)
-    inf_noise = actual.clone()
-    inf_noise[999] = math.nan  # in the last, partial chunk
+    not_finite = actual.clone()
+    not_finite[999] = math.nan  # in the last, partial chunk
     monkeypatch.setattr(metrics, "SQNR_CHUNK", 64)
     assert sqnr(ref, actual) == pytest.approx(whole, abs=1e-9)
-    assert sqnr(ref, inf_noise) == -math.inf
+    assert sqnr(ref, not_finite) == -math.inf
     assert math.isnan(sqnr(torch.full((200,), math.nan, dtype=torch.float64), torch.zeros(200, dtype=torch.float64)))
 
 
