@@ -576,13 +576,23 @@ PER_GROUP_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "span", "interpreter
 PER_GROUP_KERNELS = ("auto", "span", "chunks", "tiles")
 #: "auto" takes the chunked kernel for a transposing view whose mean group length Ktot / G is in [low, high).
 CHUNKS_MEAN_GROUP = (1024, 4096)
-_FORCED_PER_GROUP_KERNEL = os.environ.get("FP8MOE_PER_GROUP_KERNEL")
-if _FORCED_PER_GROUP_KERNEL is not None:
-    if _FORCED_PER_GROUP_KERNEL not in PER_GROUP_KERNELS:
-        raise ValueError(
-            f"FP8MOE_PER_GROUP_KERNEL must be one of {PER_GROUP_KERNELS}, got {_FORCED_PER_GROUP_KERNEL!r}"
-        )
-    PER_GROUP_KERNEL = dict.fromkeys(PER_GROUP_KERNEL, _FORCED_PER_GROUP_KERNEL)
+
+
+def _forced_by_environment(variable: str, per_backend: dict[str, str], choices: tuple[str, ...]) -> dict[str, str]:
+    """``per_backend`` with every backend set to the environment ``variable`` where it is set.
+
+    Raises:
+        ValueError: the variable holds a value outside ``choices``.
+    """
+    forced = os.environ.get(variable)
+    if forced is None:
+        return per_backend
+    if forced not in choices:
+        raise ValueError(f"{variable} must be one of {choices}, got {forced!r}")
+    return dict.fromkeys(per_backend, forced)
+
+
+PER_GROUP_KERNEL = _forced_by_environment("FP8MOE_PER_GROUP_KERNEL", PER_GROUP_KERNEL, PER_GROUP_KERNELS)
 
 
 def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups: int = 1) -> str:
@@ -615,13 +625,7 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "auto", "rocm": "auto", "interpreter": "auto"}
 FUSED_ACTIVATIONS_CHOICES = ("auto", "on", "off")
 FUSED_ACTIVATIONS_MIN_MEAN_GROUP = 2048
-_FORCED_FUSED_ACTIVATIONS = os.environ.get("FP8MOE_FUSED_ACTIVATIONS")
-if _FORCED_FUSED_ACTIVATIONS is not None:
-    if _FORCED_FUSED_ACTIVATIONS not in FUSED_ACTIVATIONS_CHOICES:
-        raise ValueError(
-            f"FP8MOE_FUSED_ACTIVATIONS must be one of {FUSED_ACTIVATIONS_CHOICES}, got {_FORCED_FUSED_ACTIVATIONS!r}"
-        )
-    FUSED_ACTIVATIONS = dict.fromkeys(FUSED_ACTIVATIONS, _FORCED_FUSED_ACTIVATIONS)
+FUSED_ACTIVATIONS = _forced_by_environment("FP8MOE_FUSED_ACTIVATIONS", FUSED_ACTIVATIONS, FUSED_ACTIVATIONS_CHOICES)
 
 
 def fuse_activations(kind: str, rows: int, groups: int) -> bool:

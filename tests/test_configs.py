@@ -498,3 +498,15 @@ def test_launch_device_switches_only_to_a_cuda_device_that_is_not_current(monkey
     other = launch_device(torch.device("cuda:1"))
     assert isinstance(other, torch.cuda.device)
     assert other.idx == 1
+
+
+def test_an_environment_variable_sets_every_backend_or_names_its_choices(monkeypatch):
+    """FP8MOE_PER_GROUP_KERNEL and FP8MOE_FUSED_ACTIVATIONS (read at import) through one rule."""
+    table = {"cuda": "auto", "rocm": "span", "interpreter": "auto"}
+    monkeypatch.delenv("FP8MOE_TEST_CHOICE", raising=False)
+    assert configs._forced_by_environment("FP8MOE_TEST_CHOICE", table, ("auto", "span")) is table
+    monkeypatch.setenv("FP8MOE_TEST_CHOICE", "span")
+    assert configs._forced_by_environment("FP8MOE_TEST_CHOICE", table, ("auto", "span")) == dict.fromkeys(table, "span")
+    monkeypatch.setenv("FP8MOE_TEST_CHOICE", "fast")
+    with pytest.raises(ValueError, match=r"FP8MOE_TEST_CHOICE must be one of \('auto', 'span'\), got 'fast'"):
+        configs._forced_by_environment("FP8MOE_TEST_CHOICE", table, ("auto", "span"))

@@ -54,20 +54,46 @@ def _launched(run) -> set[str]:
     return set(configs.LAST_CONFIG)
 
 
+def _assert_activation_pair_bits(x, offs, pow2=False, what=""):
+    """Both halves of rowwise_and_per_group_colwise(x, offs) bitwise their references: the rowwise one on every row
+    (those past offs[-1] too), the per-group one on the rows up to offs[-1], its strides included."""
+    q_r, s_r, q_c, s_c = fp8moe.rowwise_and_per_group_colwise(x, offs, E4, pow2)
+    r_q, r_s = ref.rowwise_2d_scale_and_cast(x.cpu(), E4, pow2)
+    c_q, c_s = ref.per_group_colwise_scales(x.cpu(), offs.cpu(), E4, pow2)
+    end = int(offs[-1])
+    assert q_c.stride() == c_q.stride()
+    pairs = ((q_r, r_q, "rowwise q"), (s_r, r_s, "rowwise scales"), (q_c[:end], c_q[:end], "per-group q"),
+             (s_c, c_s, "per-group scales"))  # fmt: skip
+    for got, want, name in pairs:
+        assert_same_bits(got, want, what=f"{what}{name}")
+
+
+def _assert_weight_pair_bits(x):
+    """colwise_3d_and_transpose_rhs(x) bitwise colwise_3d_scale_and_cast's and rowwise_3d_transpose_rhs' references."""
+    got = fp8moe.colwise_3d_and_transpose_rhs(x)
+    want = (*ref.colwise_3d_scale_and_cast(x.cpu()), *ref.rowwise_3d_transpose_rhs(x.cpu()))
+    for g, w, name in zip(got, want, ("colwise q", "colwise scales", "transpose q", "transpose scales"), strict=True):
+        assert_same_bits(g, w, what=name)
+
+
+def _sparse_bf16(tmp_path, device) -> tuple[torch.Tensor, int]:
+    """A flat bf16 tensor over a sparse 4.3 GB file (unwritten pages cost no disk and read as zeros) and the stride
+    2^30 + 64 that makes the third row's offset, 2^31 + 128, wrap negative in int32. CPU only."""
+    if backend_for(device).kind != "interpreter":
+        pytest.skip("CPU test (sparse file); the GPU runs the > 2^31-element shapes in the GPU integration script")
+    stride = 2**30 + 64
+    path = tmp_path / "sparse.bin"
+    numel = 2 * stride + 40
+    with open(path, "wb") as f:
+        f.truncate(numel * 2)
+    return torch.from_file(str(path), shared=False, size=numel, dtype=torch.bfloat16), stride
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS, ids=str)
 def test_activation_pair_matches_both_references_bitwise(layout, dtype, device):
     x = _values((96, 40), dtype, seed=1)
-    offs = _offs(LAYOUTS[layout], device)
-    q_r, s_r, q_c, s_c = fp8moe.rowwise_and_per_group_colwise(x.to(device), offs, E4, dtype == torch.float32)
-    r_q, r_s = ref.rowwise_2d_scale_and_cast(x, E4, dtype == torch.float32)
-    c_q, c_s = ref.per_group_colwise_scales(x, offs.cpu(), E4, dtype == torch.float32)
-    assert_same_bits(q_r, r_q, what="rowwise q")  # every row, those past offs[-1] too
-    assert_same_bits(s_r, r_s, what="rowwise scales")
-    end = LAYOUTS[layout][-1]
-    assert q_c.stride() == c_q.stride()
-    assert_same_bits(q_c[:end], c_q[:end], what="per-group q")
-    assert_same_bits(s_c, c_s, what="per-group scales")
+    _assert_activation_pair_bits(x.to(device), _offs(LAYOUTS[layout], device), pow2=dtype == torch.float32)
 
 
 def test_activation_pair_runs_fused_for_unit_stride_rows_and_the_two_ops_otherwise(device):
@@ -122,50 +148,27 @@ def test_weight_pair_column_offsets_past_int32_are_computed_in_int64(layout, dev
     """One expert whose strided dim steps 2^30 + 64 elements (a sparse 4.3 GB file): the third position's offset,
     col * stride = 2^31 + 128, wraps negative in int32. Every column index of the pair's kernels derives from the
     chunk start, which is int64 when offsets need it (the amax kernel's did not, before)."""
-    if backend_for(device).kind != "interpreter":
-        pytest.skip("CPU test (sparse file); the GPU runs the > 2^31-element shapes in the GPU integration script")
-    stride = 2**30 + 64
-    path = tmp_path / "sparse.bin"
-    numel = 2 * stride + 40
-    with open(path, "wb") as f:
-        f.truncate(numel * 2)  # bf16; unwritten pages cost no disk and read as zeros
-    base = torch.from_file(str(path), shared=False, size=numel, dtype=torch.bfloat16)
+    base, stride = _sparse_bf16(tmp_path, device)
     # row-major: (1, K=3, N=40), unit stride along N, K rows 2^30 + 64 apart; column-major: the transpose view.
-    x = base.as_strided((1, 3, 40), (numel, stride, 1))
+    x = base.as_strided((1, 3, 40), (base.numel(), stride, 1))
     x.copy_(_values(x.shape, seed=7))
     if layout == "col_major_per_expert":
         x = x.mT  # (1, 40, 3): unit stride along K, N columns 2^30 + 64 apart
     assert configs.needs_int64_index(x)
     launched = _launched(lambda: fp8moe.colwise_3d_and_transpose_rhs(x))
     assert "colwise_3d_and_transpose_rhs_amax" in launched  # the fused path ran
-    q_c, s_c, q_t, s_t = fp8moe.colwise_3d_and_transpose_rhs(x)
-    r_c, r_sc = ref.colwise_3d_scale_and_cast(x)
-    r_t, r_st = ref.rowwise_3d_transpose_rhs(x)
-    for got, want, what in ((q_c, r_c, "colwise q"), (s_c, r_sc, "colwise scales"), (q_t, r_t, "transpose q"),
-                            (s_t, r_st, "transpose scales")):  # fmt: skip
-        assert_same_bits(got, want, what=what)
+    _assert_weight_pair_bits(x)
 
 
 def test_activation_pair_row_offsets_past_int32_are_computed_in_int64(device, tmp_path):
     """Rows 2^30 + 64 elements apart (a sparse 4.3 GB file): the third row's offset wraps negative in int32."""
-    if backend_for(device).kind != "interpreter":
-        pytest.skip("CPU test (sparse file); the GPU runs the > 2^31-element shapes in the GPU integration script")
-    stride = 2**30 + 64
-    path = tmp_path / "sparse.bin"
-    numel = 2 * stride + 40
-    with open(path, "wb") as f:
-        f.truncate(numel * 2)
-    x = torch.from_file(str(path), shared=False, size=numel, dtype=torch.bfloat16).as_strided((3, 40), (stride, 1))
+    base, stride = _sparse_bf16(tmp_path, device)
+    x = base.as_strided((3, 40), (stride, 1))
     x.copy_(_values(x.shape, seed=8))
     offs = _offs([1, 3], "cpu")
     assert configs.needs_int64_index(x)
     assert "rowwise_and_per_group_colwise_amax" in _launched(lambda: fp8moe.rowwise_and_per_group_colwise(x, offs))
-    q_r, s_r, q_c, s_c = fp8moe.rowwise_and_per_group_colwise(x, offs)
-    r_q, r_s = ref.rowwise_2d_scale_and_cast(x)
-    c_q, c_s = ref.per_group_colwise_scales(x, offs)
-    for got, want, what in ((q_r, r_q, "rowwise q"), (s_r, r_s, "rowwise scales"), (q_c, c_q, "per-group q"),
-                            (s_c, c_s, "per-group scales")):  # fmt: skip
-        assert_same_bits(got, want, what=what)
+    _assert_activation_pair_bits(x, offs)
 
 
 @pytest.fixture
@@ -193,17 +196,7 @@ def test_both_pairs_with_several_tiles_per_chunk_and_either_cast_loop(chunk_tile
     interpreter_pair_loop(chunk_tiles, prefetch)
     x = _values((2, 96, 40), seed=3)  # Q = K = 96: three tiles, 16-aligned (the word-store loop)
     for weight in (x, x.mT.contiguous().mT):
-        got = fp8moe.colwise_3d_and_transpose_rhs(weight)
-        want = (*ref.colwise_3d_scale_and_cast(weight), *ref.rowwise_3d_transpose_rhs(weight))
-        for g, w, what in zip(got, want, ("colwise q", "colwise scales", "transpose q", "transpose scales")):
-            assert_same_bits(g, w, what=what)
+        _assert_weight_pair_bits(weight)
     a = _values((96, 40), seed=4)
     for layout in ("aligned", "unaligned", "one_group"):
-        offs = _offs(LAYOUTS[layout], "cpu")
-        q_r, s_r, q_c, s_c = fp8moe.rowwise_and_per_group_colwise(a, offs)
-        r_q, r_s = ref.rowwise_2d_scale_and_cast(a)
-        c_q, c_s = ref.per_group_colwise_scales(a, offs)
-        end = LAYOUTS[layout][-1]
-        for g, w, what in ((q_r, r_q, "rowwise q"), (s_r, r_s, "rowwise scales"), (q_c[:end], c_q[:end], "per-group q"),
-                           (s_c, c_s, "per-group scales")):  # fmt: skip
-            assert_same_bits(g, w, what=f"{layout}: {what}")
+        _assert_activation_pair_bits(a, _offs(LAYOUTS[layout], "cpu"), what=f"{layout}: ")

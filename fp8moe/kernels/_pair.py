@@ -19,10 +19,10 @@ import triton.language as tl
 
 from fp8moe import configs
 from fp8moe.backend import Backend
-from fp8moe.kernels._common import quantize, scale_from_amax
+from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, magnitude_bits, quantize, scale_from_amax
 from fp8moe.kernels._span import load_quad, store_quad
 
-__all__ = ["cast_along_p", "cast_quad_along_p", "cast_quads", "launch_pair"]
+__all__ = ["cast_along_p", "cast_quad_along_p", "cast_quads", "fold_tiles_along_q", "launch_pair"]
 
 
 @triton.jit
@@ -58,6 +58,34 @@ def _launch_scales(
         FP8_MAX=fp8_args["FP8_MAX"],
         ROUND_POW2=fp8_args["ROUND_POW2"],
     )
+
+
+@triton.jit
+def fold_tiles_along_q(
+    x_rows, p_mask, lo, hi, stride_xq, fold_ptr, X_DTYPE: tl.constexpr, BLOCK_P: tl.constexpr,
+    BLOCK_Q: tl.constexpr, INT64_INDEX: tl.constexpr,
+):  # fmt: skip
+    """The amax loop of both pairs over Q positions [lo, hi) of a (BLOCK_P, .) block: folds each tile's max over its
+    P positions into the words at fold_ptr + q (fp8moe.kernels._common.fold_amax) and returns the running
+    :func:`~fp8moe.kernels._common.magnitude_bits` max (BLOCK_P, BLOCK_Q), for the caller's max over Q.
+
+    Each tile's load is issued one iteration ahead: the weight pair's loop reached 83% of DRAM bandwidth under
+    Nsight Compute, the activation pair's without it 55% (benchmarks/results/h200-s14-summary.md).
+    """
+    acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=X_DTYPE))
+    first = lo + tl.arange(0, BLOCK_Q)
+    x_next = tl.load(x_rows + first[None, :] * stride_xq, mask=p_mask[:, None] & (first < hi)[None, :], other=0.0)
+    for q0 in range(lo, hi, BLOCK_Q):
+        x = x_next
+        qs = q0 + tl.arange(0, BLOCK_Q)
+        if INT64_INDEX:  # the interpreter's loop variable is a Python int, whatever the bounds' type
+            qs = qs.to(tl.int64)
+        nxt = qs + BLOCK_Q
+        x_next = tl.load(x_rows + nxt[None, :] * stride_xq, mask=p_mask[:, None] & (nxt < hi)[None, :], other=0.0)
+        bits = magnitude_bits(x)
+        acc = tl.maximum(acc, bits)
+        fold_amax(fold_ptr + qs, amax_of_magnitude_bits(bits, X_DTYPE, 0), qs < hi)  # NaN as 0x7FC00000
+    return acc
 
 
 @triton.jit

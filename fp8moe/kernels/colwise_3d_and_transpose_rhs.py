@@ -42,8 +42,8 @@ from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
 from fp8moe.kernels import rowwise_3d_transpose_rhs as _transpose_rhs
-from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, magnitude_bits, quantize
-from fp8moe.kernels._pair import cast_along_p, cast_quads, launch_pair
+from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, quantize
+from fp8moe.kernels._pair import cast_along_p, cast_quads, fold_tiles_along_q, launch_pair
 
 __all__ = ["fusable", "launch"]
 
@@ -78,20 +78,10 @@ def _pair_amax_kernel(
     atomic max into zeroed words. Grid (cdiv(P, BLOCK_P), cdiv(Q, CHUNK_TILES * BLOCK_Q), E)."""
     pid_e, p, p_mask, q_lo, q_hi = _block(P, Q, BLOCK_P, BLOCK_Q, CHUNK_TILES, INT64_INDEX)
     x_rows = x_ptr + pid_e * stride_xe + p[:, None]
-    acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=x_ptr.dtype.element_ty))
-    first = q_lo + tl.arange(0, BLOCK_Q)
-    x_next = tl.load(x_rows + first[None, :] * stride_xq, mask=p_mask[:, None] & (first < q_hi)[None, :], other=0.0)
-    for q0 in range(q_lo, q_hi, BLOCK_Q):
-        x = x_next
-        cols = q0 + tl.arange(0, BLOCK_Q)
-        if INT64_INDEX:  # the interpreter's loop variable is a Python int, whatever the bounds' type
-            cols = cols.to(tl.int64)
-        nxt = cols + BLOCK_Q
-        x_next = tl.load(x_rows + nxt[None, :] * stride_xq, mask=p_mask[:, None] & (nxt < q_hi)[None, :], other=0.0)
-        bits = magnitude_bits(x)
-        acc = tl.maximum(acc, bits)
-        col_amax = amax_of_magnitude_bits(bits, x_ptr.dtype.element_ty, 0)  # (BLOCK_Q,), NaN as 0x7FC00000
-        fold_amax(amax_ptr + pid_e * Q + cols, col_amax, cols < q_hi)
+    acc = fold_tiles_along_q(
+        x_rows, p_mask, q_lo, q_hi, stride_xq, amax_ptr + pid_e * Q, x_ptr.dtype.element_ty, BLOCK_P, BLOCK_Q,
+        INT64_INDEX,
+    )  # fmt: skip
     row_amax = amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 1)
     fold_amax(amax_ptr + E * Q + pid_e * P + p, row_amax, p_mask)
 

@@ -31,9 +31,9 @@ from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
-from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, magnitude_bits, quantize
+from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, quantize
 from fp8moe.kernels._coop import clamped_ends, max_combine
-from fp8moe.kernels._pair import cast_along_p, cast_quads, launch_pair
+from fp8moe.kernels._pair import cast_along_p, cast_quads, fold_tiles_along_q, launch_pair
 
 __all__ = ["fusable", "launch"]
 
@@ -103,23 +103,9 @@ def _jagged_amax_kernel(
             g_at = g.to(tl.int64) * P
         p_mask = p < P
         x_rows = x_ptr + p[:, None]
-        acc = magnitude_bits(tl.zeros((BLOCK_P, BLOCK_Q), dtype=x_ptr.dtype.element_ty))
-        # Each tile's load is issued one iteration ahead, as the weight pair's amax kernel does: its loop reached
-        # 83% of DRAM bandwidth under Nsight Compute, this one without the prefetch 55%
-        # (benchmarks/results/h200-s14-summary.md).
-        first = lo + tl.arange(0, BLOCK_Q)
-        x_next = tl.load(x_rows + first[None, :] * stride_xq, mask=p_mask[:, None] & (first < hi)[None, :], other=0.0)
-        for q0 in range(lo, hi, BLOCK_Q):
-            x = x_next
-            rows = q0 + tl.arange(0, BLOCK_Q)
-            if INT64_INDEX:  # the interpreter's loop variable is a Python int, whatever the bounds' type
-                rows = rows.to(tl.int64)
-            nxt = rows + BLOCK_Q
-            x_next = tl.load(x_rows + nxt[None, :] * stride_xq, mask=p_mask[:, None] & (nxt < hi)[None, :], other=0.0)
-            bits = magnitude_bits(x)
-            acc = tl.maximum(acc, bits)
-            row_amax = amax_of_magnitude_bits(bits, x_ptr.dtype.element_ty, 0)
-            fold_amax(amax_ptr + rows, row_amax, rows < hi)
+        acc = fold_tiles_along_q(
+            x_rows, p_mask, lo, hi, stride_xq, amax_ptr, x_ptr.dtype.element_ty, BLOCK_P, BLOCK_Q, INT64_INDEX
+        )  # the row amaxes, folded tile by tile
         if g < G:
             col_amax = amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 1)
             fold_amax(amax_ptr + M + g_at + p, col_amax, p_mask)
