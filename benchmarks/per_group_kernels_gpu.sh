@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call for the jagged kernels: the GPU tests of the chunked kernel and every per-group kernel test on all
 # three kernels, then benchmarks/probe_per_group_kernels.py (span vs chunked under each config). STEPS picks the
-# parts ("tests probe" by default; "bench" adds python -m fp8moe.bench of the per-group ops on the chunked kernel,
-# "gemm" the grouped-GEMM step). Logs go to $OUT.
+# parts ("tests probe" by default; "profile" adds Nsight Compute per jagged kernel, "bench" python -m fp8moe.bench
+# of the per-group ops on the chunked kernel, "gemm" the grouped-GEMM step). Logs go to $OUT.
 set -uo pipefail
 : "${OUT:?set OUT to a directory for the logs}"
 export PYTHONUNBUFFERED=1
@@ -23,6 +23,20 @@ if [[ "$steps" == *" probe "* ]]; then
   timeout "${PROBE_TIMEOUT:-240}" python3 benchmarks/probe_per_group_kernels.py ${PROBE_ARGS:-} \
     ${PROBE_SELECT:+--select "$PROBE_SELECT"} >"$OUT/probe.log" 2>&1
   echo "probe exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+if [[ "$steps" == *" profile "* ]]; then
+  # Nsight Compute at PROFILE_SELECT's points once per jagged kernel of PROFILE_KERNELS (span, chunks, chunks:I for
+  # fp8moe.configs.GROUP_CHUNKS.cuda[I]): DRAM bytes against the ideal, L2 hit rate, stalls (profile_kernels.py).
+  for kernel in ${PROFILE_KERNELS:-span chunks:0 chunks:7}; do
+    name=${kernel/:/-}
+    timeout "${PROFILE_TIMEOUT:-90}" ncu --profile-from-start off --clock-control none --section SpeedOfLight \
+      --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --metrics 'dram__bytes_read.sum,dram__bytes_write.sum,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+      --csv --page details python3 benchmarks/profile_kernels.py --jagged-kernel "$kernel" \
+      --select "${PROFILE_SELECT:-per_group_colwise_scales 65536x4096}" >"/tmp/ncu-$name.csv" 2>>"$OUT/ncu.err"
+    echo "profile $kernel exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    { echo "## $kernel"; python3 benchmarks/profile_kernels.py --summarize "/tmp/ncu-$name.csv"; } >>"$OUT/ncu.md" 2>>"$OUT/ncu.err"
+  done
 fi
 if [[ "$steps" == *" bench "* ]]; then
   FP8MOE_PER_GROUP_KERNEL=${BENCH_KERNEL:-chunks} timeout "${BENCH_TIMEOUT:-200}" python3 -m fp8moe.bench \

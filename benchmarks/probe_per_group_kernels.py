@@ -48,8 +48,11 @@ def _label(point: Point) -> str:
 
 
 def _name(cfg) -> str:
-    """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>."""
-    return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}"
+    """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>, /l<LAG> for the lagged loop."""
+    lag = cfg.kwargs.get("LAG", 0)
+    return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}" + (
+        f"/l{lag}" if lag else ""
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

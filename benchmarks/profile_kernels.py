@@ -5,8 +5,9 @@
         python benchmarks/profile_kernels.py --select per_group > ncu.csv
     python benchmarks/profile_kernels.py --summarize ncu.csv > ncu.md
 
-``--activations M,K,G;...`` / ``--weights E,K,N;...`` profile a fused pair beside its two ops instead of the bench
-points (benchmarks/results/h200-s14-call1-ncu.md is one such run).
+``--jagged-kernel span|chunks|chunks:I`` profiles the per-group ops on one jagged kernel (``chunks:I``: under
+fp8moe.configs.GROUP_CHUNKS.cuda[I]). ``--activations M,K,G;...`` / ``--weights E,K,N;...`` profile a fused pair
+beside its two ops instead of the bench points (benchmarks/results/h200-s14-call1-ncu.md is one such run).
 
 Per point (fp8moe.bench.ISSUE11_POINTS, filtered like the bench), the op is called until the autotuner has chosen
 its config, then called once more between cudaProfilerStart and cudaProfilerStop: only that call's kernels are
@@ -36,6 +37,22 @@ SUMMARY_METRICS = {
     "Grid Size": "grid",
     "Block Limit Registers": "blocks/SM (regs)",
 }
+
+
+def use_jagged_kernel(kernel: str) -> None:
+    """Make the jagged ops launch ``kernel``: a kind of fp8moe.configs.PER_GROUP_KERNEL, or ``chunks:I``, the
+    chunked kernel under fp8moe.configs.GROUP_CHUNKS.cuda[I] whatever the view."""
+    from fp8moe import configs
+
+    kind, _, index = kernel.partition(":")
+    if kind not in configs.PER_GROUP_KERNELS:
+        raise SystemExit(f"--jagged-kernel: {kind!r} is none of {configs.PER_GROUP_KERNELS}")
+    configs.PER_GROUP_KERNEL.update(dict.fromkeys(configs.PER_GROUP_KERNEL, kind))
+    if index:
+        forced, original = configs.GROUP_CHUNKS.cuda[int(index)], configs.KernelConfigs.fixed
+        configs.KernelConfigs.fixed = lambda self, backend, args: (
+            forced if self is configs.GROUP_CHUNKS else original(self, backend, args)
+        )
 
 
 def profile(select: str | None, only: str | None) -> None:
@@ -209,12 +226,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="substring filter on the op name")
     parser.add_argument("--activations", default=None, help="M,K,G;...: the activation pair and its two ops")
     parser.add_argument("--weights", default=None, help="E,K,N;...: the weight pair and its two ops")
+    parser.add_argument(
+        "--jagged-kernel", default=None, help="span, chunks, tiles or chunks:I (GROUP_CHUNKS.cuda[I] forced)"
+    )
     parser.add_argument("--summarize", default=None, help="an ncu --csv --page details log to turn into Markdown")
     parser.add_argument("--marker", default=MARKER, help="kernel name part of the marker fill (--summarize)")
     args = parser.parse_args(argv)
     if args.summarize:
         print(summarize(args.summarize, args.marker))
         return 0
+    if args.jagged_kernel:
+        use_jagged_kernel(args.jagged_kernel)
     if args.activations or args.weights:
         profile_pairs(args.activations, args.weights)
     else:
