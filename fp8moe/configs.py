@@ -531,9 +531,8 @@ def _group_chunks_rule(backend: Backend, args: Mapping[str, object]) -> triton.C
 #: CHUNK_TILES tiles per chunk (longer where Ktot needs it, fp8moe.kernels._group_chunks.chunk_length), and
 #: PROGRAMS_PER_SM programs per SM at most, taking items from a ticket; chosen by :func:`_group_chunks_rule` from the
 #: first two (transposing view, K-contiguous view). The rest are the candidates benchmarks/probe_per_group_kernels.py
-#: times against them, LAG > 0 the lagged loop (fp8moe.kernels._group_chunks, Lag); PROGRAMS_PER_SM = 0 (one program
-#: per item, no ticket) is timed only: its progress rests on the GPU starting programs in index order, which no
-#: programming guide promises (the kernel's module docstring).
+#: times against them; PROGRAMS_PER_SM = 0 (one program per item, no ticket) is timed only: its progress rests on
+#: the GPU starting programs in index order, which no programming guide promises (the kernel's module docstring).
 GROUP_CHUNKS = KernelConfigs(
     name="group_chunks",
     cuda=(
@@ -544,13 +543,6 @@ GROUP_CHUNKS = KernelConfigs(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 8}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4),
         triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 0}, num_warps=8),
-        # the lagged loop, indices 7-12 (LAG 1: the least lag the kernel allows, a slice's chunk count)
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4, "LAG": 1}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 2, "LAG": 1}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4, "LAG": 1}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4, "LAG": 512}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 16, "PROGRAMS_PER_SM": 2, "LAG": 1}, num_warps=4),
-        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 2, "LAG": 1}, num_warps=8),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 2}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R1", "R2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),

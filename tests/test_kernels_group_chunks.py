@@ -46,15 +46,11 @@ def _chunks(start: int, end: int, chunk: int = CHUNK) -> int:
     return max(-(-(end - inner) // chunk), 1)
 
 
-@pytest.fixture(
-    params=[(2, 0), (0, 0), (2, 1), (2, 40)], ids=["tickets", "one-item-per-program", "lagged", "lagged-40"]
-)
+@pytest.fixture(params=[2, 0], ids=["tickets", "one-item-per-program"])
 def fixed_chunks(request, force_jagged_kernel):
     """The jagged ops launch the chunked kernel with CONFIG (CUDA, ROCm and the interpreter alike), its programs
-    taking items from a ticket or one item each, or running the lagged loop: LAG 1 (the kernel's floor, a slice's
-    chunk count, sets the lag) and 40 (past the last item of a row block: every trail runs in the drain)."""
-    programs_per_sm, lag = request.param
-    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": programs_per_sm, "LAG": lag}, num_warps=4)
+    taking items from a ticket or one item each."""
+    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": request.param}, num_warps=4)
     force_jagged_kernel("chunks", configs.GROUP_CHUNKS, config)
 
 
@@ -132,36 +128,6 @@ def test_every_chunk_of_a_multi_chunk_slice_arrives_once(programs_per_sm, device
         LENGTH)}  # fmt: skip
     (programs,) = _group_chunks._grid(meta)
     assert int(ws[0]) == (row_blocks * sum(chunks) + programs if programs_per_sm else 0)
-
-
-@pytest.mark.parametrize("lag", [1, 40])
-def test_the_lagged_loop_trails_every_item_by_at_least_a_slices_chunks(lag, device):
-    """The lagged loop's tickets run to items + lag, with lag = max(LAG, cdiv(Ktot, chunk)) (the progress bound of
-    the module docstring's Lag): the ticket word ends at that plus one more per program (the ticket that ends its
-    loop), and the outputs match the reference."""
-    config = triton.Config({**CONFIG.kwargs, "LAG": lag}, num_warps=4)
-    x = _x((ROWS, LENGTH), device, 5)
-    offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
-    backend = backend_for(x.device)
-    [(q, s)], (ws, _) = _group_chunks.run_chunk_phases([x], offs, E4, False, backend, config=config)
-    rq, rs = ref.per_group_rowwise_scales(x.cpu(), offs.cpu(), E4)
-    assert_same_bits(s.cpu(), rs)
-    assert_same_bits(q.cpu()[:, : ENDS[-1]], rq[:, : ENDS[-1]])
-    min_chunk = _group_chunks.chunk_length(backend, x.device, LENGTH)
-    chunk = max(CHUNK, min_chunk)
-    items = -(-ROWS // BLOCK_R) * sum(_chunks(s, e, chunk) for s, e in zip([0, *ENDS], ENDS))
-    meta = {**config.kwargs, "R1": ROWS, "R2": 0, "K": LENGTH, "G": len(ENDS), "min_chunk": min_chunk,
-            "num_sms": _group_chunks._sm_count(backend, x.device)}  # fmt: skip
-    (programs,) = _group_chunks._grid(meta)
-    assert int(ws[0]) == items + max(lag, -(-LENGTH // chunk)) + programs
-
-
-def test_the_lagged_loop_needs_tickets(device):
-    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": 0, "LAG": 1}, num_warps=4)
-    x = _x((ROWS, LENGTH), device)
-    offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
-    with pytest.raises(ValueError, match="PROGRAMS_PER_SM must be positive"):
-        _group_chunks.run_chunk_phases([x], offs, E4, False, backend_for(x.device), config=config)
 
 
 def test_the_cast_reads_the_folded_amax(device):

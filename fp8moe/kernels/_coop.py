@@ -24,9 +24,7 @@ __all__ = [
     "PHASE_ARRIVE",
     "PHASE_CAST",
     "PHASE_FUSED",
-    "PHASE_LEAD",
     "PHASE_LONG",
-    "PHASE_TRAIL",
     "clamped_ends",
     "coop_limit",
     "device_multiprocessors",
@@ -51,11 +49,6 @@ PHASE_LONG = tl.constexpr(3)
 #: PHASE_FUSED's folds and arrivals alone, no wait and no store: how the interpreter checks the arrival counts the
 #: GPU's waits rely on (tests/test_kernels_group_tiles.py).
 PHASE_ARRIVE = tl.constexpr(4)
-#: The lagged launch's first half of an item (fp8moe.kernels._group_chunks, LAG): a single-chunk slice whole, or a
-#: chunk's fold and arrival; never waits.
-PHASE_LEAD = tl.constexpr(5)
-#: The lagged launch's second half of an item, taken LAG tickets later: wait for the slice, then cast the chunk.
-PHASE_TRAIL = tl.constexpr(6)
 
 
 @triton.jit

@@ -35,16 +35,6 @@ first, or on all of them fitting at once. With PROGRAMS_PER_SM = 0 (one item per
 needs that no program starts before every program of lower index has (NVIDIA GPUs start thread blocks in index order
 in practice, but no programming guide promises it); configs that rely on it say so (fp8moe.configs.GROUP_CHUNKS).
 
-Lag (configs with LAG > 0, tickets only). In the fused loop a program that has folded its chunk waits for the
-slice's other chunks before casting, and holds its SM slot idle meanwhile. The lagged loop splits every item in two
-halves run ``lag`` tickets apart: ticket t is the lead of item t (a single-chunk slice whole; else the chunk's amax,
-fold and arrival, never a wait) and then the trail of item t - lag (wait for the slice, read the folded amax, read
-the chunk again and cast it). With lag at least a slice's chunk count (the kernel takes max(LAG, cdiv(Ktot, chunk))),
-every chunk of the trailing item's slice holds a lower ticket, so its program has run that chunk's lead before any
-wait of its own: the slice has arrived or is about to, whatever the order programs start in. The same argument lets
-the interpreter run the lagged launch as it is, waits and all (its first program takes every ticket in order). The
-bytes between a chunk's two reads grow from the programs in flight to those plus ``lag`` items.
-
 On the interpreter, whose programs run one after another, a wait would never end: there the fused launch is split
 into two launches of the same code (PHASE_AMAX folds, PHASE_CAST casts), the wait left out.
 """
@@ -65,8 +55,6 @@ from fp8moe.kernels._coop import (
     PHASE_ARRIVE,
     PHASE_CAST,
     PHASE_FUSED,
-    PHASE_LEAD,
-    PHASE_TRAIL,
     clamped_ends,
     coop_limit,
     device_multiprocessors,
@@ -162,7 +150,7 @@ def _quantize_item(
     x_rows = x_ptr + rows[:, None] * stride_xr
     q_rows = q_ptr + rows[:, None] * stride_qr
     if n == 1:
-        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST or PHASE == PHASE_LEAD:  # noqa: SIM109  (constexprs)
+        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             scale = quantize_group_span(
                 x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
                 FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
@@ -170,17 +158,17 @@ def _quantize_item(
             tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
     else:
         amax_slots = amax_ptr + g_row + rows
-        count_ptr = counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb
-        if PHASE != PHASE_CAST and PHASE != PHASE_TRAIL:
+        if PHASE != PHASE_CAST:
             amax = span_amax(x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX)
             tl.atomic_max(amax_slots, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
-        if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE or PHASE == PHASE_LEAD:  # noqa: SIM109  (constexprs)
+        if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
+            count_ptr = counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb
             tl.debug_barrier()  # every thread's folds before the arrival (release)
             tl.atomic_add(count_ptr, 1, sem="release")
-        if PHASE == PHASE_FUSED or PHASE == PHASE_TRAIL:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
-            wait_for_slice(count_ptr, n)
-            tl.debug_barrier()  # the amax reads after the wait
-        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST or PHASE == PHASE_TRAIL:  # noqa: SIM109  (constexprs)
+            if PHASE == PHASE_FUSED:
+                wait_for_slice(count_ptr, n)
+                tl.debug_barrier()  # the amax reads after the wait
+        if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             folded = tl.atomic_max(amax_slots, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
             scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
             cast_span(
@@ -196,14 +184,13 @@ def _group_chunks_kernel(
     x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G, min_chunk, num_sms,
     counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k, stride_x2r, stride_x2k,
     PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, CHUNK_TILES: tl.constexpr,
-    PROGRAMS_PER_SM: tl.constexpr, LAG: tl.constexpr, BLOCK_G: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr, BLOCK_G: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """One or two (R_i, K) views of one offs (R2 = 0: one view) -> row-major (R_i, K) outputs. x1's items come
     first, then x2's, in one order. chunk = max(CHUNK_TILES * BLOCK_K, min_chunk). Grid: at most
-    PROGRAMS_PER_SM * num_sms programs (only the grid reads those two). LAG > 0 (tickets only, PHASE_FUSED): the
-    lagged loop (module docstring, Lag)."""
+    PROGRAMS_PER_SM * num_sms programs (only the grid reads those two)."""
     chunk = tl.maximum(CHUNK_TILES * BLOCK_K, min_chunk)
     per_row_block = tl.sum(_group_table(offs_ptr, G, K, chunk, BLOCK_G)[3], 0)
     items_1 = tl.cdiv(R1, BLOCK_R) * per_row_block
@@ -215,25 +202,6 @@ def _group_chunks_kernel(
             stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX,
             MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
-    elif LAG > 0 and PHASE == PHASE_FUSED:  # ticket t: lead of item t, trail of item t - lag (module docstring, Lag)
-        lag = tl.maximum(LAG, tl.cdiv(K, chunk))  # a slice's chunks: at most cdiv(K, chunk)
-        ticket = tl.atomic_add(ws_ptr, 1, sem="relaxed")
-        while ticket < items + lag:
-            if ticket < items:
-                _quantize_view_item(
-                    ticket, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr,
-                    ws_ptr, R1, R2, K, G, chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k,
-                    stride_x2r, stride_x2k, PHASE_LEAD, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX, FP8_DTYPE,
-                    FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-                )  # fmt: skip
-            if ticket >= lag:
-                _quantize_view_item(
-                    ticket - lag, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr,
-                    offs_ptr, ws_ptr, R1, R2, K, G, chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r,
-                    stride_x1k, stride_x2r, stride_x2k, PHASE_TRAIL, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-                )  # fmt: skip
-            ticket = tl.atomic_add(ws_ptr, 1, sem="relaxed")
     else:  # programs take items from a ticket, the next only once the last is cast (module docstring, Progress)
         ticket_ptr = ws_ptr
         if PHASE == PHASE_CAST:
@@ -333,11 +301,6 @@ def run_chunk_phases(
         config = configs.GROUP_CHUNKS.fixed(backend, shape_args)
     if "CHUNK_TILES" not in config.kwargs:  # the interpreter's tiles: one-tile chunks, two programs
         config = triton.Config({**config.kwargs, "CHUNK_TILES": 1, "PROGRAMS_PER_SM": 2}, num_warps=config.num_warps)
-    if "LAG" not in config.kwargs:  # the fused loop unless a config asks for the lagged one
-        config = triton.Config({**config.kwargs, "LAG": 0}, num_warps=config.num_warps)
-    lagged = config.kwargs["LAG"] > 0
-    if lagged and config.kwargs["PROGRAMS_PER_SM"] == 0:
-        raise ValueError("the lagged chunk loop takes its items from a ticket: PROGRAMS_PER_SM must be positive")
     layout = ChunkWorkspace(rows, num_groups, config.kwargs["BLOCK_R"])
     ws = replay.scratch_zeros((layout.size,), torch.int32, device)
     views = [(x, q, s) for x, (q, s) in zip(xs, outs, strict=True)]
@@ -355,8 +318,8 @@ def run_chunk_phases(
         "INT64_INDEX": configs.needs_int64_index(*xs, *(t for pair in outs for t in pair)),
         **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
     }  # fmt: skip
-    if phases is None:  # the lagged loop never waits on a later ticket, so the interpreter runs it too (Lag)
-        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" and not lagged else (PHASE_FUSED,)
+    if phases is None:
+        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
     for phase in phases:
         configs.launch(
             _group_chunks_kernel, configs.GROUP_CHUNKS, backend, _grid, config=config, PHASE=int(phase), **args
