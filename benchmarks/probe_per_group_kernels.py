@@ -48,11 +48,9 @@ def _label(point: Point) -> str:
 
 
 def _name(cfg) -> str:
-    """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>, /l<LAG> for the lagged loop."""
-    lag = cfg.kwargs.get("LAG", 0)
-    return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}" + (
-        f"/l{lag}" if lag else ""
-    )
+    """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>, /l2 with L2 eviction priorities."""
+    hints = "/l2" if cfg.kwargs.get("L2_HINTS") else ""
+    return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}{hints}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -543,6 +543,19 @@ GROUP_CHUNKS = KernelConfigs(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 8}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4),
         triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 0}, num_warps=8),
+        # with L2 eviction priorities (fp8moe.kernels._group_chunks, L2 hints), indices 7-11
+        *(
+            triton.Config(
+                {"BLOCK_R": r, "BLOCK_K": k, "CHUNK_TILES": c, "PROGRAMS_PER_SM": p, "L2_HINTS": True}, num_warps=w
+            )
+            for r, k, c, p, w in (
+                (64, 64, 8, 4, 4),
+                (64, 64, 8, 2, 4),
+                (64, 64, 4, 4, 4),
+                (64, 64, 4, 2, 4),
+                (4, 1024, 2, 2, 8),
+            )
+        ),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 2}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R1", "R2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),

@@ -46,11 +46,12 @@ def _chunks(start: int, end: int, chunk: int = CHUNK) -> int:
     return max(-(-(end - inner) // chunk), 1)
 
 
-@pytest.fixture(params=[2, 0], ids=["tickets", "one-item-per-program"])
+@pytest.fixture(params=[(2, False), (0, False), (2, True)], ids=["tickets", "one-item-per-program", "l2-hints"])
 def fixed_chunks(request, force_jagged_kernel):
     """The jagged ops launch the chunked kernel with CONFIG (CUDA, ROCm and the interpreter alike), its programs
-    taking items from a ticket or one item each."""
-    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": request.param}, num_warps=4)
+    taking items from a ticket or one item each, with or without L2 eviction priorities."""
+    programs_per_sm, l2_hints = request.param
+    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": programs_per_sm, "L2_HINTS": l2_hints}, num_warps=4)
     force_jagged_kernel("chunks", configs.GROUP_CHUNKS, config)
 
 

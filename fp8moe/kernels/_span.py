@@ -75,22 +75,22 @@ def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
 
 
 @triton.jit
-def _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX: tl.constexpr):
+def _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = ""):
     """x[:, cols] of the rows, 0 outside [lo, hi). Aligned lo and hi keep 16-byte loads; the edge chunks pass exact
-    bounds."""
+    bounds. EVICT: the loads' L2 eviction priority, "" for none."""
     if INT64_INDEX:
         cols = cols.to(tl.int64)
     mask = row_mask[:, None] & ((cols >= lo) & (cols < hi))[None, :]
-    return tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0)
+    return tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0, eviction_policy=EVICT)
 
 
 @triton.jit
-def _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX: tl.constexpr):
+def _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = ""):
     """q[:, cols] = q of the rows, only inside [lo, hi)."""
     if INT64_INDEX:
         cols = cols.to(tl.int64)
     mask = row_mask[:, None] & ((cols >= lo) & (cols < hi))[None, :]
-    tl.store(q_rows + cols[None, :], q, mask=mask)
+    tl.store(q_rows + cols[None, :], q, mask=mask, eviction_policy=EVICT)
 
 
 @triton.jit
@@ -113,7 +113,7 @@ def _quantize_one_tile(
 @triton.jit
 def _interior_amax(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = "",
 ):  # fmt: skip
     """Pass 1 over the aligned interior [inner_lo, inner_hi) in (BLOCK_R, BLOCK_K) tiles: the (BLOCK_R,) f32 amax.
 
@@ -123,10 +123,10 @@ def _interior_amax(
     """
     block = tl.arange(0, BLOCK_K)
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
-    x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+    x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
     for k0 in range(inner_lo, inner_hi, BLOCK_K):
         x = x_next
-        x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+        x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
         acc = tl.maximum(acc, magnitude_bits(x))
     return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
 
@@ -136,29 +136,33 @@ def _interior_cast(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EVICT: tl.constexpr = "", STORE_EVICT: tl.constexpr = "",
 ):  # fmt: skip
     """Pass 2 over the aligned interior at the row scales ``scale`` (BLOCK_R,), walking backwards: the tiles pass 1
     read last are the likeliest still in L2."""
     block = tl.arange(0, BLOCK_K)
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
-    x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+    x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
     for i in range(num_tiles):
         cols = last - i * BLOCK_K + block
         x = x_next
-        x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+        x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
         q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+        _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, STORE_EVICT)
 
 
 @triton.jit
-def load_quad(x_rows, row_mask, k0, lo, hi, stride_xk, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr):
+def load_quad(
+    x_rows, row_mask, k0, lo, hi, stride_xk, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
+    EVICT: tl.constexpr = "",
+):  # fmt: skip
     """Columns k0 + 4w + j of the rows for j = 0..3: four (BLOCK_R, BLOCK_W) tiles, 0 outside [lo, hi)."""
     cols = k0 + 4 * tl.arange(0, BLOCK_W)
-    x0 = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
-    x1 = _load_cols(x_rows, row_mask, cols + 1, lo, hi, stride_xk, INT64_INDEX)
-    x2 = _load_cols(x_rows, row_mask, cols + 2, lo, hi, stride_xk, INT64_INDEX)
-    x3 = _load_cols(x_rows, row_mask, cols + 3, lo, hi, stride_xk, INT64_INDEX)
+    x0 = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX, EVICT)
+    x1 = _load_cols(x_rows, row_mask, cols + 1, lo, hi, stride_xk, INT64_INDEX, EVICT)
+    x2 = _load_cols(x_rows, row_mask, cols + 2, lo, hi, stride_xk, INT64_INDEX, EVICT)
+    x3 = _load_cols(x_rows, row_mask, cols + 3, lo, hi, stride_xk, INT64_INDEX, EVICT)
     return x0, x1, x2, x3
 
 
@@ -167,6 +171,7 @@ def store_quad(
     q_rows, row_mask, k0, hi, x0, x1, x2, x3, scale,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EVICT: tl.constexpr = "",
 ):  # fmt: skip
     """Quantize the four tiles of :func:`load_quad` (``scale`` is (BLOCK_R, 1)) into q[:, k0:k0 + 4 * BLOCK_W],
     column k0 + 4w + j from tile j; columns at or past ``hi`` are not stored. k0 and every row of q are 4-byte
@@ -186,22 +191,24 @@ def store_quad(
     # k0 and hi are multiples of 16, so the mask is constant over each 16 columns: 16-byte stores (the SASS guard in
     # tests/test_kernel_instructions.py checks that they stay 16 bytes wide).
     mask = row_mask[:, None] & (cols < hi)[None, :]
-    tl.store(q_rows + cols[None, :], q, mask=mask)
+    tl.store(q_rows + cols[None, :], q, mask=mask, eviction_policy=EVICT)
 
 
 @triton.jit
 def _interior_amax_packed(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr,
-    INT64_INDEX: tl.constexpr,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = "",
 ):  # fmt: skip
     """:func:`_interior_amax` in tiles of 4 * BLOCK_W columns read as four interleaved (BLOCK_R, BLOCK_W) tiles, the
     loads :func:`_interior_cast_packed` makes (so both passes hit the same lines in the same order)."""
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
-    n0, n1, n2, n3 = load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
     for k0 in range(inner_lo, inner_hi, BLOCK_K):
         x0, x1, x2, x3 = n0, n1, n2, n3
-        n0, n1, n2, n3 = load_quad(x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        n0, n1, n2, n3 = load_quad(
+            x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
         acc = tl.maximum(
             acc,
             tl.maximum(
@@ -217,6 +224,7 @@ def _interior_cast_packed(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EVICT: tl.constexpr = "", STORE_EVICT: tl.constexpr = "",
 ):  # fmt: skip
     """:func:`_interior_cast` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
     columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
@@ -229,14 +237,16 @@ def _interior_cast_packed(
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
-    n0, n1, n2, n3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
     for i in range(num_tiles):
         k0 = last - i * BLOCK_K
         x0, x1, x2, x3 = n0, n1, n2, n3
-        n0, n1, n2, n3 = load_quad(x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX)
+        n0, n1, n2, n3 = load_quad(
+            x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
         store_quad(
             q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
         )  # fmt: skip
 
 
@@ -289,18 +299,19 @@ def _edges_cast(
 @triton.jit
 def span_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = "",
 ):  # fmt: skip
     """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
-    :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat."""
+    :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat. EVICT: the interior loads' L2 eviction
+    priority ("" for none)."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
     edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
     if PACK_K == 4 and BLOCK_K >= 4:
         amax = _interior_amax_packed(
-            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX
+            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT
         )
     else:
-        amax = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX)
+        amax = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
     return max_of_amaxes(amax, edge_amax)
 
 
@@ -309,18 +320,20 @@ def cast_span(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EVICT: tl.constexpr = "", STORE_EVICT: tl.constexpr = "",
 ):  # fmt: skip
-    """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``."""
+    """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``.
+    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none)."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
     if PACK_K == 4 and BLOCK_K >= 4:
         _interior_cast_packed(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
         )  # fmt: skip
     else:
         _interior_cast(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
         )  # fmt: skip
     _edges_cast(
         x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
