@@ -59,6 +59,12 @@ __all__ = [
 ]
 
 
+#: The default L2 eviction priority of the span loop's loads and stores: none. A tl.constexpr, not a bare "": triton
+#: 3.6 passes an omitted default on to tl.load as it is, and a plain string failed there ("'str' object has no
+#: attribute 'type'"; the per-group kernels did not compile on the H200, benchmarks/results/h200-s15-call3-tests.log).
+NO_HINT = tl.constexpr("")
+
+
 def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
     """The PACK_K launch constexpr of :func:`quantize_span`: 4 (store words of four columns) when no x is
     contiguous along K, so every tile changes layout between its load and its store, and every q's rows start
@@ -75,7 +81,7 @@ def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
 
 
 @triton.jit
-def _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = tl.constexpr("")):
+def _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT):
     """x[:, cols] of the rows, 0 outside [lo, hi). Aligned lo and hi keep 16-byte loads; the edge chunks pass exact
     bounds. EVICT: the loads' L2 eviction priority, "" for none."""
     if INT64_INDEX:
@@ -85,7 +91,7 @@ def _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX: tl.conste
 
 
 @triton.jit
-def _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = tl.constexpr("")):
+def _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT):
     """q[:, cols] = q of the rows, only inside [lo, hi)."""
     if INT64_INDEX:
         cols = cols.to(tl.int64)
@@ -113,7 +119,7 @@ def _quantize_one_tile(
 @triton.jit
 def _interior_amax(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = tl.constexpr(""),
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 1 over the aligned interior [inner_lo, inner_hi) in (BLOCK_R, BLOCK_K) tiles: the (BLOCK_R,) f32 amax.
 
@@ -136,7 +142,7 @@ def _interior_cast(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = tl.constexpr(""), STORE_EVICT: tl.constexpr = tl.constexpr(""),
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 2 over the aligned interior at the row scales ``scale`` (BLOCK_R,), walking backwards: the tiles pass 1
     read last are the likeliest still in L2."""
@@ -155,7 +161,7 @@ def _interior_cast(
 @triton.jit
 def load_quad(
     x_rows, row_mask, k0, lo, hi, stride_xk, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
-    EVICT: tl.constexpr = tl.constexpr(""),
+    EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Columns k0 + 4w + j of the rows for j = 0..3: four (BLOCK_R, BLOCK_W) tiles, 0 outside [lo, hi)."""
     cols = k0 + 4 * tl.arange(0, BLOCK_W)
@@ -171,7 +177,7 @@ def store_quad(
     q_rows, row_mask, k0, hi, x0, x1, x2, x3, scale,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = tl.constexpr(""),
+    EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Quantize the four tiles of :func:`load_quad` (``scale`` is (BLOCK_R, 1)) into q[:, k0:k0 + 4 * BLOCK_W],
     column k0 + 4w + j from tile j; columns at or past ``hi`` are not stored. k0 and every row of q are 4-byte
@@ -197,7 +203,7 @@ def store_quad(
 @triton.jit
 def _interior_amax_packed(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = tl.constexpr(""),
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """:func:`_interior_amax` in tiles of 4 * BLOCK_W columns read as four interleaved (BLOCK_R, BLOCK_W) tiles, the
     loads :func:`_interior_cast_packed` makes (so both passes hit the same lines in the same order)."""
@@ -224,7 +230,7 @@ def _interior_cast_packed(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = tl.constexpr(""), STORE_EVICT: tl.constexpr = tl.constexpr(""),
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """:func:`_interior_cast` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
     columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
@@ -299,7 +305,7 @@ def _edges_cast(
 @triton.jit
 def span_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = tl.constexpr(""),
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
     :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat. EVICT: the interior loads' L2 eviction
@@ -320,7 +326,7 @@ def cast_span(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = tl.constexpr(""), STORE_EVICT: tl.constexpr = tl.constexpr(""),
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``.
     EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none)."""
