@@ -154,6 +154,40 @@ def loops(compiled) -> dict:
     return {"registers": registers, "instructions": len(instructions), "loops": found}
 
 
+def l2_hints() -> dict:
+    """The chunked per-group kernel (64x64/w4, transposing view, fused launch) compiled with and without L2_HINTS:
+    per setting, its PTX loads with an evict-last and with an evict-first L2 cache policy, its stores with an
+    evict-first one, and the L2 policies it creates (fp8moe.kernels._group_chunks, L2 hints)."""
+    import torch
+
+    from fp8moe.kernels._group_chunks import _group_chunks_kernel
+
+    pointers = {
+        **dict.fromkeys(("x1_ptr", "x2_ptr"), "*bf16"),
+        **dict.fromkeys(("q1_ptr", "q2_ptr"), "*fp8e4nv"),
+        **dict.fromkeys(("scales1_ptr", "scales2_ptr"), "*fp32"),
+        "offs_ptr": "*i32",
+        "ws_ptr": "*i32",
+    }
+    result = {}
+    for hints in (False, True):
+        constants = {
+            "PHASE": 0, "BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4, "BLOCK_G": 16,
+            "PACK_K": 4, "L2_HINTS": hints, "INT64_INDEX": False,
+            **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
+        }  # fmt: skip
+        ptx = compile_sm90(_group_chunks_kernel, constants, pointers, list(pointers), 4).asm["ptx"].splitlines()
+        loads = [line for line in ptx if "ld.global" in line]
+        stores = [line for line in ptx if "st.global" in line]
+        result["on" if hints else "off"] = {
+            "loads_evict_last": sum("evict_last" in line and "L2::cache_hint" in line for line in loads),
+            "loads_evict_first": sum("evict_first" in line and "L2::cache_hint" in line for line in loads),
+            "stores_evict_first": sum("evict_first" in line and "L2::cache_hint" in line for line in stores),
+            "l2_policies": sum("createpolicy" in line and "L2::evict_" in line for line in ptx),
+        }
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the counts for the requested tile, both views (``--json``: one JSON object per view)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -169,9 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         help="PACK_K (default: the launchers' rule: 4 colwise, 1 rowwise)",
     )
     parser.add_argument("--folds", action="store_true", help="the fold kernels' barriers and atomics (JSON) instead")
+    parser.add_argument("--l2-hints", action="store_true", help="the chunked kernel's L2 cache policies (JSON) instead")
     args = parser.parse_args(argv)
     if args.folds:
         print(json.dumps(fold_barriers()))
+        return 0
+    if args.l2_hints:
+        print(json.dumps(l2_hints()))
         return 0
     block_r, block_k, warps = (int(v) for v in args.tile.split(","))
     per_thread = block_r * block_k // (32 * warps)

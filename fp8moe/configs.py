@@ -528,32 +528,38 @@ def _group_chunks_rule(backend: Backend, args: Mapping[str, object]) -> triton.C
 
 
 #: The chunked per-group kernel (fp8moe.kernels._group_chunks): tile (BLOCK_R rows, BLOCK_K jagged positions),
-#: CHUNK_TILES tiles per chunk (longer where Ktot needs it, fp8moe.kernels._group_chunks.chunk_length), and
-#: PROGRAMS_PER_SM programs per SM at most, taking items from a ticket; chosen by :func:`_group_chunks_rule` from the
-#: first two (transposing view, K-contiguous view). The rest are the candidates benchmarks/probe_per_group_kernels.py
-#: times against them; PROGRAMS_PER_SM = 0 (one program per item, no ticket) is timed only: its progress rests on
-#: the GPU starting programs in index order, which no programming guide promises (the kernel's module docstring).
+#: CHUNK_TILES tiles per chunk (longer where Ktot needs it, fp8moe.kernels._group_chunks.chunk_length),
+#: PROGRAMS_PER_SM programs per SM at most, taking items from a ticket, and L2_HINTS (L2 eviction priorities that keep
+#: a chunk in L2 for its second read; absent: off); chosen by :func:`_group_chunks_rule` from the first two
+#: (transposing view, K-contiguous view). The rest are the candidates benchmarks/probe_per_group_kernels.py times
+#: against them; PROGRAMS_PER_SM = 0 (one program per item, no ticket) is timed only: its progress rests on the GPU
+#: starting programs in index order, which no programming guide promises (the kernel's module docstring).
+#:
+#: The transposing view's config takes the hints: on the H200 they made it 1.03-1.09x faster at all four grouped-GEMM
+#: points of benchmarks/probe_per_group_kernels.py (dual op 231.6 -> 224.9, 583.2 -> 536.5, 187.9 -> 182.5 us;
+#: colwise 65536 x 4096 G = 8 385.5 -> 363.1), and cut the DRAM bytes at 65536 x 4096 G = 16 from 1.49x to 1.27x
+#: the ideal; 264 programs of 32 KB chunks (index 10) read exactly the ideal bytes, but too few loads in flight left
+#: them slower (benchmarks/results/h200-s15-summary.md). The K-contiguous view's hints are untimed: it keeps none.
 GROUP_CHUNKS = KernelConfigs(
     name="group_chunks",
     cuda=(
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4}, num_warps=4),
-        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 2}, num_warps=8),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 0}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 16, "PROGRAMS_PER_SM": 4}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 8}, num_warps=4),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 4, "PROGRAMS_PER_SM": 4}, num_warps=4),
-        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "CHUNK_TILES": 2, "PROGRAMS_PER_SM": 0}, num_warps=8),
-        # with L2 eviction priorities (fp8moe.kernels._group_chunks, L2 hints), indices 7-11
         *(
             triton.Config(
-                {"BLOCK_R": r, "BLOCK_K": k, "CHUNK_TILES": c, "PROGRAMS_PER_SM": p, "L2_HINTS": True}, num_warps=w
+                {"BLOCK_R": r, "BLOCK_K": k, "CHUNK_TILES": c, "PROGRAMS_PER_SM": p, "L2_HINTS": hints}, num_warps=w
             )
-            for r, k, c, p, w in (
-                (64, 64, 8, 4, 4),
-                (64, 64, 8, 2, 4),
-                (64, 64, 4, 4, 4),
-                (64, 64, 4, 2, 4),
-                (4, 1024, 2, 2, 8),
+            for r, k, c, p, hints, w in (
+                (64, 64, 8, 4, True, 4),
+                (4, 1024, 2, 2, False, 8),
+                (64, 64, 8, 0, False, 4),
+                (64, 64, 16, 4, False, 4),
+                (64, 64, 8, 8, False, 4),
+                (64, 64, 4, 4, False, 4),
+                (4, 1024, 2, 0, False, 8),
+                (64, 64, 8, 4, False, 4),  # index 0 without the hints (sessions 12-14's choice)
+                (64, 64, 8, 2, True, 4),
+                (64, 64, 4, 4, True, 4),
+                (64, 64, 4, 2, True, 4),
+                (4, 1024, 2, 2, True, 8),
             )
         ),
     ),
