@@ -164,6 +164,10 @@ def test_config_rule_picks_by_view_on_cuda_and_the_fixed_config_on_rocm():
     assert configs.GROUP_CHUNKS.fixed(cuda, colwise) is configs.GROUP_CHUNKS.cuda[0]
     assert configs.GROUP_CHUNKS.fixed(cuda, rowwise) is configs.GROUP_CHUNKS.cuda[1]
     assert configs.GROUP_CHUNKS.fixed(rocm, colwise) is configs.GROUP_CHUNKS.rocm
+    # L2 hints where they were measured faster (the transposing view on the H200), nowhere untimed
+    assert configs.GROUP_CHUNKS.fixed(cuda, colwise).kwargs["L2_HINTS"] is True
+    assert configs.GROUP_CHUNKS.fixed(cuda, rowwise).kwargs["L2_HINTS"] is False
+    assert "L2_HINTS" not in configs.GROUP_CHUNKS.rocm.kwargs
 
 
 def test_workspace_layout_packs_tickets_then_counts_and_amax_per_view():

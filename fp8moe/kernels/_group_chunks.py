@@ -162,14 +162,12 @@ def _quantize_item(
             )  # fmt: skip
             tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
     else:
+        # L2 hints (module docstring): the first read keeps the chunk, the second read and the stores go first
+        KEEP: tl.constexpr = "evict_last" if L2_HINTS else ""
+        DROP: tl.constexpr = "evict_first" if L2_HINTS else ""
         amax_slots = amax_ptr + g_row + rows
         if PHASE != PHASE_CAST:
-            if L2_HINTS:  # keep the chunk in L2 for its second read (module docstring, L2 hints)
-                amax = span_amax(
-                    x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, "evict_last"
-                )
-            else:
-                amax = span_amax(x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX)
+            amax = span_amax(x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, KEEP)
             tl.atomic_max(amax_slots, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
         if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             count_ptr = counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb
@@ -181,16 +179,10 @@ def _quantize_item(
         if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             folded = tl.atomic_max(amax_slots, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
             scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
-            if L2_HINTS:  # the chunk's last read, and the output: first out of L2
-                cast_span(
-                    x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, "evict_first", "evict_first",
-                )  # fmt: skip
-            else:
-                cast_span(
-                    x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-                )  # fmt: skip
+            cast_span(
+                x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, DROP, DROP,
+            )  # fmt: skip
             if j == 0:
                 tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
 
