@@ -27,7 +27,10 @@ MOE_POINTS = (
 )
 
 
-def _use(kind: str, config=None) -> None:
+def use_jagged_kernel(kind: str, config=None) -> None:
+    """Make the jagged ops launch ``kind`` (a kind of fp8moe.configs.PER_GROUP_KERNEL) and, with ``config``, the
+    chunked kernel launch under it whatever the view (benchmarks/profile_kernels.py uses this too)."""
+    configs.KernelConfigs.fixed = _fixed
     configs.PER_GROUP_KERNEL.update(dict.fromkeys(configs.PER_GROUP_KERNEL, kind))
     _FORCED["config"] = config
     replay.forget()
@@ -61,7 +64,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--points", default="all", choices=("all", "issue11", "moe"))
     parser.add_argument("--select", default=None, help="semicolon-separated substrings of '<op> <shape> G=<g> <offs>'")
     args = parser.parse_args(argv)
-    configs.KernelConfigs.fixed = _fixed
     candidates = list(configs.GROUP_CHUNKS.cuda)
     if args.configs != "all":
         candidates = [candidates[int(i)] for i in args.configs.split(",")]
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         fits = [cfg for cfg in candidates if (cfg.kwargs["BLOCK_R"] >= 16) == (point.op != "per_group_rowwise_scales")]
         runs = [("span", "span", None)] + [("chunks " + _name(cfg), "chunks", cfg) for cfg in fits]
         for label, kind, config in runs:
-            _use(kind, config)
+            use_jagged_kernel(kind, config)
             try:
                 out = c.call(kernel, xs, offs, **kw)
                 torch.cuda.synchronize()
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
             pct = ideal / (us * 1e-6) / 1e9 / copy * 100
             row.append(f"{label} {us:.1f} us {pct:.0f}%{'' if ok else ' WRONG'}")
         print(f"{_label(point)}:\n  " + "\n  ".join(row), flush=True)
-    _use("span")
+    use_jagged_kernel("span")
 
 
 if __name__ == "__main__":

@@ -42,17 +42,14 @@ SUMMARY_METRICS = {
 def use_jagged_kernel(kernel: str) -> None:
     """Make the jagged ops launch ``kernel``: a kind of fp8moe.configs.PER_GROUP_KERNEL, or ``chunks:I``, the
     chunked kernel under fp8moe.configs.GROUP_CHUNKS.cuda[I] whatever the view."""
+    from probe_per_group_kernels import use_jagged_kernel as use
+
     from fp8moe import configs
 
     kind, _, index = kernel.partition(":")
     if kind not in configs.PER_GROUP_KERNELS:
         raise SystemExit(f"--jagged-kernel: {kind!r} is none of {configs.PER_GROUP_KERNELS}")
-    configs.PER_GROUP_KERNEL.update(dict.fromkeys(configs.PER_GROUP_KERNEL, kind))
-    if index:
-        forced, original = configs.GROUP_CHUNKS.cuda[int(index)], configs.KernelConfigs.fixed
-        configs.KernelConfigs.fixed = lambda self, backend, args: (
-            forced if self is configs.GROUP_CHUNKS else original(self, backend, args)
-        )
+    use(kind, configs.GROUP_CHUNKS.cuda[int(index)] if index else None)
 
 
 def profile(select: str | None, only: str | None) -> None:
