@@ -46,12 +46,22 @@ def _chunks(start: int, end: int, chunk: int = CHUNK) -> int:
     return max(-(-(end - inner) // chunk), 1)
 
 
-@pytest.fixture(params=[(2, False), (0, False), (2, True)], ids=["tickets", "one-item-per-program", "l2-hints"])
+@pytest.fixture(
+    params=[
+        {"PROGRAMS_PER_SM": 2},
+        {"PROGRAMS_PER_SM": 0},
+        {"L2_HINTS": True},
+        {"PREFETCH": 2},
+        {"PREFETCH": 2, "CHUNK_TILES": 8, "L2_HINTS": True},
+    ],
+    ids=["tickets", "one-item-per-program", "l2-hints", "two-tiles-ahead", "two-tiles-ahead-long-chunks"],
+)
 def fixed_chunks(request, force_jagged_kernel):
     """The jagged ops launch the chunked kernel with CONFIG (CUDA, ROCm and the interpreter alike), its programs
-    taking items from a ticket or one item each, with or without L2 eviction priorities."""
-    programs_per_sm, l2_hints = request.param
-    config = triton.Config({**CONFIG.kwargs, "PROGRAMS_PER_SM": programs_per_sm, "L2_HINTS": l2_hints}, num_warps=4)
+    taking items from a ticket or one item each, with or without L2 eviction priorities, loading one or two tiles
+    ahead; the long chunks (8 tiles: the five-chunk group's first chunk has an 8-tile interior, so the two-ahead loops
+    run many turns and end on odd tile counts) change the layout, not what is compared."""
+    config = triton.Config({**CONFIG.kwargs, **request.param}, num_warps=4)
     force_jagged_kernel("chunks", configs.GROUP_CHUNKS, config)
 
 
@@ -81,6 +91,27 @@ def test_every_slice_kind_matches_reference(op, fixed_chunks, device):
     launch = per_group_rowwise_scales.launch if rowwise else per_group_colwise_scales.launch
     q, s = launch(x, offs, E4, True, backend_for(x.device))
     rq, rs = getattr(ref, op)(x.cpu(), offs.cpu(), E4, round_scales_to_power_of_2=True)
+    end = ENDS[-1]
+    assert_same_bits(s.cpu(), rs)
+    assert_same_bits(q.cpu().narrow(1 if rowwise else 0, 0, end), rq.narrow(1 if rowwise else 0, 0, end))
+
+
+@pytest.mark.parametrize("op", ["per_group_rowwise_scales", "per_group_colwise_scales"])
+def test_each_rows_amax_may_sit_in_any_tile(op, fixed_chunks, device):
+    """Each row's amax is a spike at its own position, the rows' positions walking through every tile of the long
+    groups ([50, 200) and [229, 290)), with exact scales (no power-of-2 rounding to hide a smaller amax): a loop that
+    skips, repeats or reorders a tile in either pass gets some row's scale or codes wrong."""
+    rowwise = op == "per_group_rowwise_scales"
+    x = _x((ROWS, LENGTH), device, 5).clamp(-1, 1)
+    for r in range(ROWS):
+        x[r, 52 + 7 * r] = (-1) ** r * (10 + r)
+        x[r, 230 + 3 * r] = (-1) ** r * (40 - r)
+    if not rowwise:
+        x = x.t().contiguous()  # the transposing view (PACK_K = 4)
+    offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
+    launch = per_group_rowwise_scales.launch if rowwise else per_group_colwise_scales.launch
+    q, s = launch(x, offs, E4, False, backend_for(x.device))
+    rq, rs = getattr(ref, op)(x.cpu(), offs.cpu(), E4, round_scales_to_power_of_2=False)
     end = ENDS[-1]
     assert_same_bits(s.cpu(), rs)
     assert_same_bits(q.cpu().narrow(1 if rowwise else 0, 0, end), rq.narrow(1 if rowwise else 0, 0, end))
