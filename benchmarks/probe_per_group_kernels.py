@@ -51,11 +51,9 @@ def _label(point: Point) -> str:
 
 
 def _name(cfg) -> str:
-    """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>, /l2 with L2 eviction priorities,
-    /a2 loading two tiles ahead."""
+    """A chunked config as <tile>/w<warps>/c<tiles per chunk>/p<programs per SM>, /l2 with L2 eviction priorities."""
     hints = "/l2" if cfg.kwargs.get("L2_HINTS") else ""
-    ahead = f"/a{cfg.kwargs['PREFETCH']}" if cfg.kwargs.get("PREFETCH", 1) != 1 else ""
-    return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}{hints}{ahead}"
+    return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}{hints}"
 
 
 def main(argv: list[str] | None = None) -> None:

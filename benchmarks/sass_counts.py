@@ -173,7 +173,7 @@ def l2_hints() -> dict:
     for hints in (False, True):
         constants = {
             "PHASE": 0, "BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4, "BLOCK_G": 16,
-            "PACK_K": 4, "L2_HINTS": hints, "PREFETCH": 1, "INT64_INDEX": False,
+            "PACK_K": 4, "L2_HINTS": hints, "INT64_INDEX": False,
             **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
         }  # fmt: skip
         ptx = compile_sm90(_group_chunks_kernel, constants, pointers, list(pointers), 4).asm["ptx"].splitlines()

@@ -529,9 +529,8 @@ def _group_chunks_rule(backend: Backend, args: Mapping[str, object]) -> triton.C
 
 #: The chunked per-group kernel (fp8moe.kernels._group_chunks): tile (BLOCK_R rows, BLOCK_K jagged positions),
 #: CHUNK_TILES tiles per chunk (longer where Ktot needs it, fp8moe.kernels._group_chunks.chunk_length),
-#: PROGRAMS_PER_SM programs per SM at most, taking items from a ticket, L2_HINTS (L2 eviction priorities that keep
-#: a chunk in L2 for its second read; absent: off) and PREFETCH (tiles a pass loads ahead of the one it works on, 1 or
-#: 2; absent: 1); chosen by :func:`_group_chunks_rule` from the first two
+#: PROGRAMS_PER_SM programs per SM at most, taking items from a ticket, and L2_HINTS (L2 eviction priorities that keep
+#: a chunk in L2 for its second read; absent: off); chosen by :func:`_group_chunks_rule` from the first two
 #: (transposing view, K-contiguous view). The rest are the candidates benchmarks/probe_per_group_kernels.py times
 #: against them; PROGRAMS_PER_SM = 0 (one program per item, no ticket) is timed only: its progress rests on the GPU
 #: starting programs in index order, which no programming guide promises (the kernel's module docstring).
@@ -546,27 +545,23 @@ GROUP_CHUNKS = KernelConfigs(
     cuda=(
         *(
             triton.Config(
-                {"BLOCK_R": r, "BLOCK_K": k, "CHUNK_TILES": c, "PROGRAMS_PER_SM": p, "L2_HINTS": hints, "PREFETCH": a},
-                num_warps=w,
+                {"BLOCK_R": r, "BLOCK_K": k, "CHUNK_TILES": c, "PROGRAMS_PER_SM": p, "L2_HINTS": hints}, num_warps=w
             )
-            for r, k, c, p, hints, a, w in (
-                (64, 64, 8, 4, True, 1, 4),
-                (4, 1024, 2, 2, False, 1, 8),
-                (64, 64, 8, 0, False, 1, 4),
-                (64, 64, 16, 4, False, 1, 4),
-                (64, 64, 8, 8, False, 1, 4),
-                (64, 64, 4, 4, False, 1, 4),
-                (4, 1024, 2, 0, False, 1, 8),
-                (64, 64, 8, 4, False, 1, 4),  # index 0 without the hints (sessions 12-14's choice)
-                (64, 64, 8, 2, True, 1, 4),
-                (64, 64, 4, 4, True, 1, 4),
-                (64, 64, 4, 2, True, 1, 4),
-                (4, 1024, 2, 2, True, 1, 8),
-                (64, 64, 8, 4, True, 2, 4),  # 12-16: more bytes in flight per program (two tiles ahead, wider tiles)
-                (64, 64, 8, 2, True, 2, 4),
-                (64, 128, 4, 2, True, 1, 4),
-                (64, 128, 4, 2, True, 1, 8),
-                (64, 128, 4, 2, True, 2, 8),
+            for r, k, c, p, hints, w in (
+                (64, 64, 8, 4, True, 4),
+                (4, 1024, 2, 2, False, 8),
+                (64, 64, 8, 0, False, 4),
+                (64, 64, 16, 4, False, 4),
+                (64, 64, 8, 8, False, 4),
+                (64, 64, 4, 4, False, 4),
+                (4, 1024, 2, 0, False, 8),
+                (64, 64, 8, 4, False, 4),  # index 0 without the hints (sessions 12-14's choice)
+                (64, 64, 8, 2, True, 4),
+                (64, 64, 4, 4, True, 4),
+                (64, 64, 4, 2, True, 4),
+                (4, 1024, 2, 2, True, 8),
+                (64, 128, 4, 2, True, 8),  # 64 KB chunks, 16 warps per SM: the ideal DRAM bytes (session 16)
+                (64, 64, 2, 4, True, 4),  # 16 KB chunks at 4 programs per SM: a smaller L2 footprint
             )
         ),
     ),

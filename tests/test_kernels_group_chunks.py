@@ -51,16 +51,15 @@ def _chunks(start: int, end: int, chunk: int = CHUNK) -> int:
         {"PROGRAMS_PER_SM": 2},
         {"PROGRAMS_PER_SM": 0},
         {"L2_HINTS": True},
-        {"PREFETCH": 2},
-        {"PREFETCH": 2, "CHUNK_TILES": 8, "L2_HINTS": True},
+        {"CHUNK_TILES": 8, "L2_HINTS": True},
     ],
-    ids=["tickets", "one-item-per-program", "l2-hints", "two-tiles-ahead", "two-tiles-ahead-long-chunks"],
+    ids=["tickets", "one-item-per-program", "l2-hints", "long-chunks"],
 )
 def fixed_chunks(request, force_jagged_kernel):
     """The jagged ops launch the chunked kernel with CONFIG (CUDA, ROCm and the interpreter alike), its programs
-    taking items from a ticket or one item each, with or without L2 eviction priorities, loading one or two tiles
-    ahead; the long chunks (8 tiles: the five-chunk group's first chunk has an 8-tile interior, so the two-ahead loops
-    run many turns and end on odd tile counts) change the layout, not what is compared."""
+    taking items from a ticket or one item each, with or without L2 eviction priorities; the long chunks (8 tiles:
+    the five-chunk group's first chunk has an 8-tile interior, so both passes' loops run many turns) change the
+    layout, not what is compared."""
     config = triton.Config({**CONFIG.kwargs, **request.param}, num_warps=4)
     force_jagged_kernel("chunks", configs.GROUP_CHUNKS, config)
 

@@ -126,7 +126,7 @@ def _lane(values, gs, g):
 def _quantize_item(
     item, x_ptr, q_ptr, scales_ptr, counts_ptr, amax_ptr, offs_ptr, R, K, G, stride_xr, stride_xk,
     stride_qr, chunk, PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
-    PACK_K: tl.constexpr, L2_HINTS: tl.constexpr, PREFETCH: tl.constexpr,
+    PACK_K: tl.constexpr, L2_HINTS: tl.constexpr,
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
@@ -167,7 +167,7 @@ def _quantize_item(
         DROP: tl.constexpr = "evict_first" if L2_HINTS else ""
         amax_slots = amax_ptr + g_row + rows
         if PHASE != PHASE_CAST:
-            amax = span_amax(x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, KEEP, PREFETCH)
+            amax = span_amax(x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, KEEP)
             tl.atomic_max(amax_slots, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
         if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             count_ptr = counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb
@@ -181,7 +181,7 @@ def _quantize_item(
             scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
             cast_span(
                 x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, DROP, DROP, PREFETCH,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, DROP, DROP,
             )  # fmt: skip
             if j == 0:
                 tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
@@ -193,8 +193,8 @@ def _group_chunks_kernel(
     counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k, stride_x2r, stride_x2k,
     PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, CHUNK_TILES: tl.constexpr,
     PROGRAMS_PER_SM: tl.constexpr, BLOCK_G: tl.constexpr, PACK_K: tl.constexpr, L2_HINTS: tl.constexpr,
-    PREFETCH: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """One or two (R_i, K) views of one offs (R2 = 0: one view) -> row-major (R_i, K) outputs. x1's items come
     first, then x2's, in one order. chunk = max(CHUNK_TILES * BLOCK_K, min_chunk). Grid: at most
@@ -207,8 +207,8 @@ def _group_chunks_kernel(
         _quantize_view_item(
             tl.program_id(0), items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr,
             ws_ptr, R1, R2, K, G, chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k,
-            stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, PREFETCH, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, INT64_INDEX, FP8_DTYPE,
+            FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     else:  # programs take items from a ticket, the next only once the last is cast (module docstring, Progress)
         ticket_ptr = ws_ptr
@@ -219,8 +219,8 @@ def _group_chunks_kernel(
             _quantize_view_item(
                 item, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr,
                 R1, R2, K, G, chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k,
-                stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, PREFETCH, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                stride_x2r, stride_x2k, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, INT64_INDEX, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
             item = tl.atomic_add(ticket_ptr, 1, sem="relaxed")
 
@@ -230,9 +230,8 @@ def _quantize_view_item(
     item, items_1, items, x1_ptr, q1_ptr, scales1_ptr, x2_ptr, q2_ptr, scales2_ptr, offs_ptr, ws_ptr, R1, R2, K, G,
     chunk, counts1_at, amax1_at, counts2_at, amax2_at, stride_x1r, stride_x1k, stride_x2r, stride_x2k,
     PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr, PACK_K: tl.constexpr,
-    L2_HINTS: tl.constexpr, PREFETCH: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
-    CAST_MODE: tl.constexpr,
+    L2_HINTS: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Item ``item`` of the launch: x1's items first, then x2's; none past ``items``.
 
@@ -242,14 +241,14 @@ def _quantize_view_item(
     if item < items_1:
         _quantize_item(
             item, x1_ptr, q1_ptr, scales1_ptr, ws_ptr + counts1_at, ws_ptr + amax1_at, offs_ptr, R1, K, G,
-            stride_x1r, stride_x1k, K, chunk, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, PREFETCH,
-            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            stride_x1r, stride_x1k, K, chunk, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     elif item < items:
         _quantize_item(
             item - items_1, x2_ptr, q2_ptr, scales2_ptr, ws_ptr + counts2_at, ws_ptr + amax2_at, offs_ptr, R2,
-            K, G, stride_x2r, stride_x2k, K, chunk, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, PREFETCH,
-            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            K, G, stride_x2r, stride_x2k, K, chunk, PHASE, BLOCK_R, BLOCK_K, BLOCK_G, PACK_K, L2_HINTS, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
 
 
@@ -310,9 +309,8 @@ def run_chunk_phases(
         config = configs.GROUP_CHUNKS.fixed(backend, shape_args)
     if "CHUNK_TILES" not in config.kwargs:  # the interpreter's tiles: one-tile chunks, two programs
         config = triton.Config({**config.kwargs, "CHUNK_TILES": 1, "PROGRAMS_PER_SM": 2}, num_warps=config.num_warps)
-    defaults = {"L2_HINTS": False, "PREFETCH": 1}  # configs that leave them out: no hints, one tile ahead
-    if any(name not in config.kwargs for name in defaults):
-        config = triton.Config({**defaults, **config.kwargs}, num_warps=config.num_warps)
+    if "L2_HINTS" not in config.kwargs:
+        config = triton.Config({**config.kwargs, "L2_HINTS": False}, num_warps=config.num_warps)
     layout = ChunkWorkspace(rows, num_groups, config.kwargs["BLOCK_R"])
     ws = replay.scratch_zeros((layout.size,), torch.int32, device)
     views = [(x, q, s) for x, (q, s) in zip(xs, outs, strict=True)]

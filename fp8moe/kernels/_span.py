@@ -63,9 +63,6 @@ __all__ = [
 #: 3.6 passes an omitted default on to tl.load as it is, and a plain string failed there ("'str' object has no
 #: attribute 'type'"; the per-group kernels did not compile on the H200, benchmarks/results/h200-s15-call3-tests.log).
 NO_HINT = tl.constexpr("")
-#: The default prefetch depth of the two-pass loops: the next tile is loaded before the current one is worked on.
-#: With 2 the tile after it is in flight too (:func:`span_amax`).
-ONE_AHEAD = tl.constexpr(1)
 
 
 def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
@@ -122,7 +119,7 @@ def _quantize_one_tile(
 @triton.jit
 def _interior_amax(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT, PREFETCH: tl.constexpr = ONE_AHEAD,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 1 over the aligned interior [inner_lo, inner_hi) in (BLOCK_R, BLOCK_K) tiles: the (BLOCK_R,) f32 amax.
 
@@ -133,21 +130,9 @@ def _interior_amax(
     block = tl.arange(0, BLOCK_K)
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
     x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-    if PREFETCH == 2:
-        x_after = _load_cols(
-            x_rows, row_mask, inner_lo + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT
-        )
     for k0 in range(inner_lo, inner_hi, BLOCK_K):
         x = x_next
-        if PREFETCH == 2:
-            x_next = x_after
-            x_after = _load_cols(
-                x_rows, row_mask, k0 + 2 * BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT
-            )
-        else:
-            x_next = _load_cols(
-                x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT
-            )
+        x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
         acc = tl.maximum(acc, magnitude_bits(x))
     return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
 
@@ -157,7 +142,7 @@ def _interior_cast(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT, PREFETCH: tl.constexpr = ONE_AHEAD,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 2 over the aligned interior at the row scales ``scale`` (BLOCK_R,), walking backwards: the tiles pass 1
     read last are the likeliest still in L2."""
@@ -165,20 +150,10 @@ def _interior_cast(
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
     x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-    if PREFETCH == 2:
-        x_after = _load_cols(
-            x_rows, row_mask, last - BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT
-        )
     for i in range(num_tiles):
         cols = last - i * BLOCK_K + block
         x = x_next
-        if PREFETCH == 2:
-            x_next = x_after
-            x_after = _load_cols(
-                x_rows, row_mask, cols - 2 * BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT
-            )
-        else:
-            x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+        x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
         q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
         _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, STORE_EVICT)
 
@@ -228,28 +203,18 @@ def store_quad(
 @triton.jit
 def _interior_amax_packed(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT, PREFETCH: tl.constexpr = ONE_AHEAD,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """:func:`_interior_amax` in tiles of 4 * BLOCK_W columns read as four interleaved (BLOCK_R, BLOCK_W) tiles, the
     loads :func:`_interior_cast_packed` makes (so both passes hit the same lines in the same order)."""
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
     n0, n1, n2, n3 = load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-    if PREFETCH == 2:
-        m0, m1, m2, m3 = load_quad(
-            x_rows, row_mask, inner_lo + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-        )
     for k0 in range(inner_lo, inner_hi, BLOCK_K):
         x0, x1, x2, x3 = n0, n1, n2, n3
-        if PREFETCH == 2:
-            n0, n1, n2, n3 = m0, m1, m2, m3
-            m0, m1, m2, m3 = load_quad(
-                x_rows, row_mask, k0 + 2 * BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-            )
-        else:
-            n0, n1, n2, n3 = load_quad(
-                x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-            )
+        n0, n1, n2, n3 = load_quad(
+            x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
         acc = tl.maximum(
             acc,
             tl.maximum(
@@ -265,7 +230,7 @@ def _interior_cast_packed(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT, PREFETCH: tl.constexpr = ONE_AHEAD,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """:func:`_interior_cast` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
     columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
@@ -279,22 +244,12 @@ def _interior_cast_packed(
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
     n0, n1, n2, n3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-    if PREFETCH == 2:
-        m0, m1, m2, m3 = load_quad(
-            x_rows, row_mask, last - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-        )
     for i in range(num_tiles):
         k0 = last - i * BLOCK_K
         x0, x1, x2, x3 = n0, n1, n2, n3
-        if PREFETCH == 2:
-            n0, n1, n2, n3 = m0, m1, m2, m3
-            m0, m1, m2, m3 = load_quad(
-                x_rows, row_mask, k0 - 2 * BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-            )
-        else:
-            n0, n1, n2, n3 = load_quad(
-                x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-            )
+        n0, n1, n2, n3 = load_quad(
+            x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
         store_quad(
             q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
@@ -350,23 +305,19 @@ def _edges_cast(
 @triton.jit
 def span_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT, PREFETCH: tl.constexpr = ONE_AHEAD,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
     :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat. EVICT: the interior loads' L2 eviction
-    priority ("" for none). PREFETCH: interior tiles in flight while one is worked on, 1 or 2 (more bytes in flight
-    per program at the cost of a tile of registers; fp8moe.configs.GROUP_CHUNKS)."""
-    tl.static_assert(PREFETCH == 1 or PREFETCH == 2, "PREFETCH is 1 or 2")
+    priority ("" for none)."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
     edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
     if PACK_K == 4 and BLOCK_K >= 4:
         amax = _interior_amax_packed(
-            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT, PREFETCH
+            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT
         )
     else:
-        amax = _interior_amax(
-            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT, PREFETCH
-        )
+        amax = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
     return max_of_amaxes(amax, edge_amax)
 
 
@@ -375,22 +326,20 @@ def cast_span(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT, PREFETCH: tl.constexpr = ONE_AHEAD,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``.
-    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none); PREFETCH as in
-    :func:`span_amax`."""
-    tl.static_assert(PREFETCH == 1 or PREFETCH == 2, "PREFETCH is 1 or 2")
+    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none)."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
     if PACK_K == 4 and BLOCK_K >= 4:
         _interior_cast_packed(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT, PREFETCH,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
         )  # fmt: skip
     else:
         _interior_cast(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT, PREFETCH,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
         )  # fmt: skip
     _edges_cast(
         x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
