@@ -47,11 +47,10 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 def _label(config) -> str:
-    """A pair kernel's config: tile and warps, chunk length in tiles, and ``/pf`` where the cast loop prefetches."""
+    """A pair kernel's config: tile and warps, and chunk length in tiles."""
     if config is None:
         return "-"
-    prefetch = "/pf" if config.kwargs.get("PREFETCH") else ""
-    return f"{configs.describe(config)}/c{config.kwargs['CHUNK_TILES']}{prefetch}"
+    return f"{configs.describe(config)}/c{config.kwargs['CHUNK_TILES']}"
 
 
 def _forced(name: str, candidate) -> None:

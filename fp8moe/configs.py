@@ -383,21 +383,14 @@ PAIR_SCALES = KernelConfigs(
     key=("N", "N_P", "FP8_MAX", "ROUND_POW2"),
 )
 
-#: The cast kernels' candidates: every tile with its loop as is, and the 4096-element tiles with each tile's loads
-#: issued one iteration ahead (PREFETCH, fp8moe.kernels._pair.cast_quads): 121 registers per thread at 64x64/w4
-#: (sm_90), 4 programs per SM, as the 64x128/w4 tile the autotuner picked without it (h200-s14-call2-pair.log);
-#: 64x128/w4 with it takes 195.
-_PAIR_CAST_TILES_CUDA = (
-    *(triton.Config({**c.kwargs, "PREFETCH": False}, num_warps=c.num_warps) for c in _PAIR_TILES_CUDA),
-    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8, "PREFETCH": True}, num_warps=4),
-    triton.Config({"BLOCK_P": 128, "BLOCK_Q": 32, "CHUNK_TILES": 8, "PREFETCH": True}, num_warps=4),
-    triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 4, "PREFETCH": True}, num_warps=4),
-)
-
+#: The cast kernels take the same candidates. Variants whose cast loop issued each tile's loads one iteration ahead
+#: (64x64/w4/c8, 128x32/w4/c8, 64x64/w4/c4) were candidates in sessions 14-15; the autotuner never picked one, at any
+#: of the 9 pair points of benchmarks/results/h200-s15-call1-pair.log (64x128/w4/c4 without it won all 9), so session
+#: 16 removed them and the loop variant (three fewer candidates to time on a first call).
 PAIR_CAST = KernelConfigs(
     name="colwise_3d_and_transpose_rhs_cast",
-    cuda=_PAIR_CAST_TILES_CUDA,
-    rocm=triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8, "PREFETCH": False}, num_warps=4),
+    cuda=_PAIR_TILES_CUDA,
+    rocm=triton.Config({"BLOCK_P": 64, "BLOCK_Q": 64, "CHUNK_TILES": 8}, num_warps=4),
     interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("Q",)}, reduced="BLOCK_Q"),
     key=(*_PAIR_KEY, "FP8_DTYPE", "ROUND_POW2"),
 )
@@ -416,7 +409,7 @@ JAGGED_PAIR_AMAX = KernelConfigs(
 
 JAGGED_PAIR_CAST = KernelConfigs(
     name="rowwise_and_per_group_colwise_cast",
-    cuda=_PAIR_CAST_TILES_CUDA,
+    cuda=_PAIR_TILES_CUDA,
     rocm=PAIR_CAST.rocm,
     interpreter=InterpreterTiles({"BLOCK_P": ("P",), "BLOCK_Q": ("M",)}, reduced="BLOCK_Q"),
     key=(*_JAGGED_PAIR_KEY, "FP8_DTYPE", "ROUND_POW2"),
@@ -561,7 +554,6 @@ GROUP_CHUNKS = KernelConfigs(
                 (64, 64, 4, 2, True, 4),
                 (4, 1024, 2, 2, True, 8),
                 (64, 128, 4, 2, True, 8),  # 64 KB chunks, 16 warps per SM: the ideal DRAM bytes (session 16)
-                (64, 64, 2, 4, True, 4),  # 16 KB chunks at 4 programs per SM: a smaller L2 footprint
             )
         ),
     ),

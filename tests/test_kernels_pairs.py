@@ -173,27 +173,25 @@ def test_activation_pair_row_offsets_past_int32_are_computed_in_int64(device, tm
 
 @pytest.fixture
 def interpreter_pair_loop(device, monkeypatch):
-    """Set the interpreter's chunk length (tiles) and cast loop of both pairs (fp8moe.kernels._pair), with no launch
-    plan recorded under other values surviving the test."""
+    """Set the interpreter's chunk length (tiles) of both pairs (fp8moe.kernels._pair), with no launch plan recorded
+    under another value surviving the test."""
     if backend_for(device).kind != "interpreter":
-        pytest.skip("sets the interpreter's launch config; the GPU autotunes over both loops and every chunk length")
+        pytest.skip("sets the interpreter's launch config; the GPU autotunes over every chunk length")
 
-    def use(chunk_tiles: int, prefetch: bool) -> None:
+    def use(chunk_tiles: int) -> None:
         monkeypatch.setattr(_pair, "INTERPRETER_CHUNK_TILES", chunk_tiles)
-        monkeypatch.setattr(_pair, "INTERPRETER_PREFETCH", prefetch)
         replay.forget()
 
     yield use
     replay.forget()
 
 
-@pytest.mark.parametrize("prefetch", [False, True], ids=["loop", "prefetch"])
 @pytest.mark.parametrize("chunk_tiles", [1, 3])
-def test_both_pairs_with_several_tiles_per_chunk_and_either_cast_loop(chunk_tiles, prefetch, interpreter_pair_loop):
-    """Chunks of three 32-position tiles make the amax kernels' and the cast loops' next-tile loads carry real data
-    (with one tile per chunk they are all masked); each cast loop, the prefetching one and the plain one, bitwise
-    both references, for both pairs."""
-    interpreter_pair_loop(chunk_tiles, prefetch)
+def test_both_pairs_with_one_or_several_tiles_per_chunk(chunk_tiles, interpreter_pair_loop):
+    """Chunks of three 32-position tiles make the amax kernels' next-tile loads carry real data and the cast loops
+    run several turns (with one tile per chunk those loads are all masked); bitwise both references, for both
+    pairs."""
+    interpreter_pair_loop(chunk_tiles)
     x = _values((2, 96, 40), seed=3)  # Q = K = 96: three tiles, 16-aligned (the word-store loop)
     for weight in (x, x.mT.contiguous().mT):
         _assert_weight_pair_bits(weight)

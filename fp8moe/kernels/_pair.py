@@ -125,34 +125,24 @@ def cast_quad_along_p(
 @triton.jit
 def cast_quads(
     x_rows, p_mask, lo, hi, stride_xq, along_q_rows, scale_q, along_p_rows, scales_p, P,
-    BLOCK_Q: tl.constexpr, PREFETCH: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    BLOCK_Q: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """The cast loop of both pairs over Q positions [lo, hi), both multiples of 16: each (BLOCK_P, BLOCK_Q) tile read
     as four interleaved quarters (fp8moe.kernels._span.load_quad), stored across P at ``scale_q`` (BLOCK_P, 1) in
     4-byte words (store_quad) and along P at the scales at ``scales_p`` (:func:`cast_quad_along_p`).
 
-    PREFETCH: each tile's loads are issued one iteration ahead, so they are in flight while the previous tile is
-    converted and stored (the loop is latency-bound without: long-scoreboard stalls first under Nsight Compute,
-    benchmarks/results/h200-s14-summary.md); it holds a second tile in registers, so the autotuner chooses.
+    Each tile is loaded in the iteration that stores it. A variant issuing the next tile's loads one iteration ahead
+    (a second tile in registers) was an autotune candidate in sessions 14-15 and never the fastest
+    (fp8moe.configs, the pairs' cast candidates).
     """
     BLOCK_W: tl.constexpr = BLOCK_Q // 4
-    if PREFETCH:
-        n0, n1, n2, n3 = load_quad(x_rows, p_mask, lo, lo, hi, stride_xq, BLOCK_W, INT64_INDEX)
-        for q0 in range(lo, hi, BLOCK_Q):
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            n0, n1, n2, n3 = load_quad(x_rows, p_mask, q0 + BLOCK_Q, lo, hi, stride_xq, BLOCK_W, INT64_INDEX)
-            _store_quads(
-                x0, x1, x2, x3, q0, hi, p_mask, along_q_rows, scale_q, along_p_rows, scales_p, P, BLOCK_W,
-                INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-            )  # fmt: skip
-    else:
-        for q0 in range(lo, hi, BLOCK_Q):
-            x0, x1, x2, x3 = load_quad(x_rows, p_mask, q0, lo, hi, stride_xq, BLOCK_W, INT64_INDEX)
-            _store_quads(
-                x0, x1, x2, x3, q0, hi, p_mask, along_q_rows, scale_q, along_p_rows, scales_p, P, BLOCK_W,
-                INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-            )  # fmt: skip
+    for q0 in range(lo, hi, BLOCK_Q):
+        x0, x1, x2, x3 = load_quad(x_rows, p_mask, q0, lo, hi, stride_xq, BLOCK_W, INT64_INDEX)
+        _store_quads(
+            x0, x1, x2, x3, q0, hi, p_mask, along_q_rows, scale_q, along_p_rows, scales_p, P, BLOCK_W,
+            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -172,23 +162,20 @@ def _store_quads(
     )  # fmt: skip
 
 
-#: The interpreter's chunk length in tiles and cast loop (tests/test_kernels_pairs.py runs the other values): one
-#: tile per chunk, so a Q of more than 32 spans two chunks and the cross-chunk folds run.
+#: The interpreter's chunk length in tiles (tests/test_kernels_pairs.py runs another): one tile per chunk, so a Q of
+#: more than 32 spans two chunks and the cross-chunk folds run.
 INTERPRETER_CHUNK_TILES = 1
-INTERPRETER_PREFETCH = True
 
 
-def _interpreter_config(
-    kernel_configs: configs.KernelConfigs, backend: Backend, args: dict, extra: dict
-) -> triton.Config | None:
-    """The interpreter's tiles with :data:`INTERPRETER_CHUNK_TILES` tiles per chunk, BLOCK_Q at least 16, as every
-    CUDA and ROCm config has it (the cast kernels' quarter tiles are BLOCK_Q / 4 wide), and ``extra``; None
-    elsewhere (the policy: autotuning on CUDA, ROCm's fixed config)."""
+def _interpreter_config(kernel_configs: configs.KernelConfigs, backend: Backend, args: dict) -> triton.Config | None:
+    """The interpreter's tiles with :data:`INTERPRETER_CHUNK_TILES` tiles per chunk and BLOCK_Q at least 16, as every
+    CUDA and ROCm config has it (the cast kernels' quarter tiles are BLOCK_Q / 4 wide); None elsewhere (the policy:
+    autotuning on CUDA, ROCm's fixed config)."""
     if backend.kind != "interpreter":
         return None
     tiles = kernel_configs.fixed(backend, args)
     blocks = {**tiles.kwargs, "BLOCK_Q": max(tiles.kwargs["BLOCK_Q"], 16), "CHUNK_TILES": INTERPRETER_CHUNK_TILES}
-    return triton.Config({**blocks, **extra}, num_warps=tiles.num_warps)
+    return triton.Config(blocks, num_warps=tiles.num_warps)
 
 
 def launch_pair(
@@ -206,12 +193,12 @@ def launch_pair(
     """
     (amax_kernel, cast_kernel), (amax_configs, cast_configs) = kernels, kernel_configs
     configs.launch(
-        amax_kernel, amax_configs, backend, grid, config=_interpreter_config(amax_configs, backend, shape_args, {}),
+        amax_kernel, amax_configs, backend, grid, config=_interpreter_config(amax_configs, backend, shape_args),
         amax_ptr=amax, **inputs, **shape_args,
     )  # fmt: skip
     _launch_scales(backend, amax, scales_p, scales_q, fp8_args)
     configs.launch(
         cast_kernel, cast_configs, backend, grid,
-        config=_interpreter_config(cast_configs, backend, shape_args, {"PREFETCH": INTERPRETER_PREFETCH}),
+        config=_interpreter_config(cast_configs, backend, shape_args),
         **inputs, **outputs, **shape_args, **fp8_args,
     )  # fmt: skip

@@ -89,15 +89,14 @@ def _pair_amax_kernel(
 @triton.jit
 def _pair_cast_kernel(
     x_ptr, along_p_ptr, scales_p_ptr, along_q_ptr, scales_q_ptr, E, P, Q, stride_xe, stride_xq,
-    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, PREFETCH: tl.constexpr,
-    PACK_Q: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, PACK_Q: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """along_p[e, q * P + p] and along_q[e, p * Q + q] (each output a dense (E, P*Q)) at the scales the scales
     kernel wrote. Grid as the amax kernel's. PACK_Q: Q and every chunk bound are multiples of 16, so the
-    Q-contiguous stores go out as 4-byte words of four columns (fp8moe.kernels._pair.cast_quads, which PREFETCH
-    configures). ROUND_POW2 is unused here (the scales are made); it is an argument so the autotune key holds every
-    result argument."""
+    Q-contiguous stores go out as 4-byte words of four columns (fp8moe.kernels._pair.cast_quads). ROUND_POW2 is
+    unused here (the scales are made); it is an argument so the autotune key holds every result argument."""
     pid_e, p, p_mask, q_lo, q_hi = _block(P, Q, BLOCK_P, BLOCK_Q, CHUNK_TILES, INT64_INDEX)
     scale_q = tl.load(scales_q_ptr + pid_e * P + p, mask=p_mask, other=0.0)  # (BLOCK_P,)
     scales_p = scales_p_ptr + pid_e * Q
@@ -108,7 +107,7 @@ def _pair_cast_kernel(
     if PACK_Q:
         cast_quads(
             x_rows, p_mask, q_lo, q_hi, stride_xq, along_q_rows, scale_q[:, None], along_p_rows, scales_p, P,
-            BLOCK_Q, PREFETCH, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            BLOCK_Q, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
         )  # fmt: skip
     else:
         for q0 in range(q_lo, q_hi, BLOCK_Q):

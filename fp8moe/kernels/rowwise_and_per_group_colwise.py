@@ -114,17 +114,16 @@ def _jagged_amax_kernel(
 @triton.jit
 def _jagged_cast_kernel(
     x_ptr, offs_ptr, rows_q_ptr, rows_scales_ptr, cols_q_ptr, cols_scales_ptr, G, M, P, stride_xq,
-    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, PREFETCH: tl.constexpr,
-    BLOCK_G: tl.constexpr, PACK_Q: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
-    CAST_MODE: tl.constexpr,
+    BLOCK_P: tl.constexpr, BLOCK_Q: tl.constexpr, CHUNK_TILES: tl.constexpr, BLOCK_G: tl.constexpr,
+    PACK_Q: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """rows_q[q * P + p] (row-major) and, for rows in a group, cols_q[p * M + q] (column-major) at the scales the
     scales launch wrote. PACK_Q: M % 16 == 0, so a chunk with 16-aligned bounds (the grouped GEMM's groups) reads
     its tiles as four interleaved quarters (fp8moe.kernels._span.load_quad) and stores the column-major output in
-    4-byte words of four rows (fp8moe.kernels._pair.cast_quads, which PREFETCH configures); other chunks store
-    bytes with exact masks. ROUND_POW2 is unused here (the scales are made); it is an argument so the autotune key
-    holds every result argument."""
+    4-byte words of four rows (fp8moe.kernels._pair.cast_quads); other chunks store bytes with exact masks.
+    ROUND_POW2 is unused here (the scales are made); it is an argument so the autotune key holds every result
+    argument."""
     item, p_block = _program(P, BLOCK_P)
     g, lo, hi, exists = _item(offs_ptr, G, M, item, CHUNK_TILES * BLOCK_Q, BLOCK_G)
     if exists:
@@ -148,7 +147,7 @@ def _jagged_cast_kernel(
             # bytes wide (store_quad), as the weight pair's chunk bounds are.
             cast_quads(
                 x_rows, p_mask, lo // 16 * 16, hi // 16 * 16, stride_xq, cols_q, scale_col[:, None], rows_q,
-                rows_scales_ptr, P, BLOCK_Q, PREFETCH, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
+                rows_scales_ptr, P, BLOCK_Q, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
                 CAST_MODE,
             )  # fmt: skip
         else:  # unaligned chunk bounds, or the rows past offs[-1]: per-group bytes with exact masks, in quarter
