@@ -12,7 +12,10 @@ of:
   fp8moe.colwise_3d_and_transpose_rhs for B_t; + three scaled grouped GEMMs);
 - ``bf16 GEMMs`` / ``fp8 GEMMs``: the three GEMMs alone (fwd, dgrad, wgrad), the fp8 ones on pre-quantized
   operands: the ceiling a quantized step can reach;
-- ``quant``: the step's fp8moe quantization calls alone, and their share of the fp8 GEMM time.
+- ``quant``: the step's fp8moe quantization calls alone, and their share of the fp8 GEMM time;
+- ``quant floor``: the fewest bytes any per-step quantization moves (:func:`quantization_floor_bytes`) over the
+  copy bandwidth measured in the run, and its share of the fp8 GEMM time: a share target below it cannot be met
+  by faster kernels, only by quantizing fewer tensors per step (frozen weights) or fusing into their producers.
 
 The eager time (triton.testing.do_bench, host overhead included) is given next to the graph time of each step.
 Before timing, the fp8 step's SQNR against the bf16 step is printed, so a fast wrong path cannot post a number.
@@ -151,6 +154,21 @@ def _quant_calls(A, B_t, grad_out, offs):
         lambda: qops.rowwise_and_per_group_colwise(grad_out, offs, E4),
     ]
     return list(zip(QUANT_CALLS, fns, strict=True))
+
+
+def quantization_floor_bytes(m: int, k: int, n: int, e: int, *, frozen_weights: bool = False) -> int:
+    """The fewest device-memory bytes the quantization of one fwd+bwd step of (M, K, N, E) can move: A (M, K),
+    grad_out (M, N) and B_t (E, K, N) each read once in bf16 (2 bytes) with both of its fp8 operands written once
+    (1 byte each), plus the f32 scales (A and grad_out: one per row and one per (group, column); B_t: one per (e, n)
+    and one per (e, k)). With ``frozen_weights`` B_t is quantized outside the step (fp8moe.frozen_weights) and only
+    the activations count.
+
+    Every kernel design is bound by it, fused or not: today's fused pairs read their tensor twice (SPEC §5.6), so
+    they move 6 bytes per element where this counts 4.
+    """
+    activations = 4 * (m * k + m * n) + 4 * (2 * m + e * k + e * n)
+    weights = 0 if frozen_weights else 4 * e * k * n + 4 * (e * n + e * k)
+    return activations + weights
 
 
 def _copy_gbs() -> float:
@@ -298,19 +316,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             micro_batches(shapes, args.micro_batches, emit)
         return 0
+    copy_gbs = _copy_gbs()
     emit(
         f"{versions} GPU time of CUDA-graph replays (median, triton.testing.do_bench_cudagraph); `eager` is "
         "do_bench's median with host overhead. Groups: fp8ref.grouped_mm.skewed_offs (uneven, one empty, "
         "multiples of 16). Speed-up = bf16 time / fp8 time. quant = the fp8moe quantization calls of a step "
         f"(fused activations, fp8moe.configs.fuse_activations: {', '.join(STEP_CALLS)}; else "
-        f"{', '.join(UNFUSED_STEP_CALLS)}); its share is of the fp8 GEMMs."
+        f"{', '.join(UNFUSED_STEP_CALLS)}); its share is of the fp8 GEMMs. quant floor = "
+        f"quantization_floor_bytes (each tensor read once, both fp8 operands written once) at the {copy_gbs:.0f} GB/s "
+        "copy bandwidth measured in this run."
     )
     emit()
     emit(
         "| M, K, N, E | bf16 step ms | fp8 step ms | step speed-up | eager bf16 / fp8 ms | bf16 GEMMs ms | "
-        "fp8 GEMMs ms | GEMM speed-up | quant ms | quant / fp8 GEMMs | SQNR out/dA/dB dB |"
+        "fp8 GEMMs ms | GEMM speed-up | quant ms | quant / fp8 GEMMs | quant floor ms | floor / fp8 GEMMs | "
+        "SQNR out/dA/dB dB |"
     )
-    emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     details = []
     for shape in shapes:
         t0 = time.time()
@@ -325,10 +347,12 @@ def main(argv: list[str] | None = None) -> int:
         per_gemm = [(name, _graph_ms(fb), _graph_ms(ff)) for name, fb, ff in _gemms(A, B_t, grad_out, offs)]
         g_bf16, g_fp8 = sum(p[1] for p in per_gemm), sum(p[2] for p in per_gemm)
         t_quant = _graph_ms(_quant(A, B_t, grad_out, offs))
+        t_floor = quantization_floor_bytes(*shape) / copy_gbs / 1e6  # ms
         emit(
             f"| {', '.join(map(str, shape))} | {t_bf16:.3f} | {t_fp8:.3f} | **{t_bf16 / t_fp8:.2f}x** | "
             f"{e_bf16:.3f} / {e_fp8:.3f} | {g_bf16:.3f} | {g_fp8:.3f} | {g_bf16 / g_fp8:.2f}x | {t_quant:.3f} | "
-            f"{100 * t_quant / g_fp8:.0f}% | {sq['out']:.1f} / {sq['grad_A']:.1f} / {sq['grad_B_t']:.1f} |"
+            f"{100 * t_quant / g_fp8:.0f}% | {t_floor:.3f} | {100 * t_floor / g_fp8:.1f}% | "
+            f"{sq['out']:.1f} / {sq['grad_A']:.1f} / {sq['grad_B_t']:.1f} |"
         )
         details.append(
             f"| {', '.join(map(str, shape))} | "

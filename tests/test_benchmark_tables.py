@@ -312,6 +312,31 @@ def test_ncu_summary_groups_launches_by_marker_and_converts_units(tmp_path):
     assert (body[2][2], body[3][2]) == ("303.4", "470.0")
 
 
+@pytest.mark.parametrize("frozen", [False, True])
+def test_quantization_floor_is_the_step_inputs_read_once_and_every_operand_the_reference_path_writes(frozen):
+    # Counted from what a step's quantization must produce, not from the formula: the reference path's fp8 operands
+    # and scales for all three GEMMs (each tensor once, though two GEMMs share it) plus each bf16 input read once.
+    bench_grouped_mm = pytest.importorskip("bench_grouped_mm")
+    import torch
+
+    from fp8ref import grouped_mm as ref
+
+    m, k, n, e = 48, 32, 64, 3
+    A, B_t, grad_out = (torch.randn(*s).to(torch.bfloat16) for s in ((m, k), (e, k, n), (m, n)))
+    offs = torch.tensor([16, 16, 48], dtype=torch.int32)
+    paths = ref.quantize_operands(A, B_t, offs, grad_out)
+    weight_operands = (paths.forward.b, paths.forward.b_scale, paths.dgrad.b, paths.dgrad.b_scale)
+    written = {
+        t.data_ptr(): t.numel() * t.element_size()  # a view's elements (some scales are views of a larger buffer)
+        for gemm in paths
+        for t in gemm
+        if not (frozen and any(t is w for w in weight_operands))
+    }
+    read = sum(2 * t.numel() for t in (A, grad_out) + (() if frozen else (B_t,)))
+    floor = bench_grouped_mm.quantization_floor_bytes(m, k, n, e, frozen_weights=frozen)
+    assert floor == read + sum(written.values())
+
+
 @needs_interpreter
 def test_micro_batch_bench_runs_on_the_cpu_and_finds_frozen_weights_bitwise_equal(monkeypatch):
     # The GPU run of bench_grouped_mm --micro-batches (fp8moe.frozen_weights) is a table of times; its logic, and the
