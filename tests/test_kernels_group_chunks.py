@@ -77,6 +77,19 @@ def test_the_layout_reaches_every_path():
     assert any(e % 16 for e in ENDS)
 
 
+def _assert_op_matches_reference(op: str, x: torch.Tensor, round_pow2: bool) -> None:
+    """``op`` (a single-tensor jagged op) on x over the groups of ENDS, bitwise against fp8ref: every scale and the
+    codes of the positions before ENDS[-1] (those past it belong to no group)."""
+    rowwise = op == "per_group_rowwise_scales"
+    offs = torch.tensor(ENDS, dtype=torch.int32, device=x.device)
+    launch = per_group_rowwise_scales.launch if rowwise else per_group_colwise_scales.launch
+    q, s = launch(x, offs, E4, round_pow2, backend_for(x.device))
+    rq, rs = getattr(ref, op)(x.cpu(), offs.cpu(), E4, round_scales_to_power_of_2=round_pow2)
+    jagged_dim = 1 if rowwise else 0
+    assert_same_bits(s.cpu(), rs)
+    assert_same_bits(q.cpu().narrow(jagged_dim, 0, ENDS[-1]), rq.narrow(jagged_dim, 0, ENDS[-1]))
+
+
 @pytest.mark.parametrize("op", ["per_group_rowwise_scales", "per_group_colwise_scales"])
 def test_every_slice_kind_matches_reference(op, fixed_chunks, device):
     rowwise = op == "per_group_rowwise_scales"
@@ -86,13 +99,7 @@ def test_every_slice_kind_matches_reference(op, fixed_chunks, device):
     x[3 if rowwise else 60, 60 if rowwise else 3] = float("nan")  # a NaN in chunk 0 of the five-chunk group
     x[5 if rowwise else 270, 270 if rowwise else 5] = float("inf")  # an inf in the two-chunk group's first chunk
     x[7 if rowwise else 150, 150 if rowwise else 7] = 1e4  # the five-chunk group's amax, in a middle chunk
-    offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
-    launch = per_group_rowwise_scales.launch if rowwise else per_group_colwise_scales.launch
-    q, s = launch(x, offs, E4, True, backend_for(x.device))
-    rq, rs = getattr(ref, op)(x.cpu(), offs.cpu(), E4, round_scales_to_power_of_2=True)
-    end = ENDS[-1]
-    assert_same_bits(s.cpu(), rs)
-    assert_same_bits(q.cpu().narrow(1 if rowwise else 0, 0, end), rq.narrow(1 if rowwise else 0, 0, end))
+    _assert_op_matches_reference(op, x, round_pow2=True)
 
 
 @pytest.mark.parametrize("op", ["per_group_rowwise_scales", "per_group_colwise_scales"])
@@ -107,13 +114,7 @@ def test_each_rows_amax_may_sit_in_any_tile(op, fixed_chunks, device):
         x[r, 230 + 3 * r] = (-1) ** r * (40 - r)
     if not rowwise:
         x = x.t().contiguous()  # the transposing view (PACK_K = 4)
-    offs = torch.tensor(ENDS, dtype=torch.int32, device=device)
-    launch = per_group_rowwise_scales.launch if rowwise else per_group_colwise_scales.launch
-    q, s = launch(x, offs, E4, False, backend_for(x.device))
-    rq, rs = getattr(ref, op)(x.cpu(), offs.cpu(), E4, round_scales_to_power_of_2=False)
-    end = ENDS[-1]
-    assert_same_bits(s.cpu(), rs)
-    assert_same_bits(q.cpu().narrow(1 if rowwise else 0, 0, end), rq.narrow(1 if rowwise else 0, 0, end))
+    _assert_op_matches_reference(op, x, round_pow2=False)
 
 
 def test_dual_items_of_both_tensors_share_one_ticket_order(fixed_chunks, device):
