@@ -13,7 +13,9 @@
 #   7. host: the host cost of one call, layer by layer, launch plans on and off (benchmarks/host_overhead.py).
 #   8. pair: each fused pair vs its two ops (benchmarks/probe_pairs.py, PAIR_ARGS).
 #   9. layouts: each quantization call of the grouped-GEMM step, both B_t layouts (bench_grouped_mm --quant-layouts).
-# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts), DEVICES=all on a multi-GPU machine
+#  10. unaligned: what unaligned group edges cost the span kernel, edge code intact and removed
+#      (benchmarks/probe_unaligned.py).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned), DEVICES=all on a multi-GPU machine
 # (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT,
 # TUNE_TIMEOUT (seconds),
 # BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
@@ -95,10 +97,15 @@ if [[ $steps == *" layouts "* ]]; then
     >"$OUT/quant_layouts.log" 2>&1
   echo "layouts exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
+if [[ $steps == *" unaligned "* ]]; then
+  timeout "${UNALIGNED_TIMEOUT:-200}" python3 benchmarks/probe_unaligned.py --out "$OUT/unaligned.md" \
+    >"$OUT/unaligned.log" 2>&1
+  echo "unaligned exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
 if [[ $steps == *" host "* ]]; then
   timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py >"$OUT/host_overhead.txt" 2>&1
   echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
-cat "$OUT/pair.log" "$OUT/grouped_mm.md" 2>/dev/null
+cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" 2>/dev/null

@@ -438,3 +438,29 @@ def test_bench_reports_the_config_of_the_jagged_kernel_that_ran(groups, kernel_l
     assert row["config"] == configs.describe(configs.LAST_CONFIG[kernel_list])
     assert "+" not in row["config"]  # one kernel ran, one config reported
     fp8moe.replay.forget()
+
+
+@needs_interpreter  # the GPU runs the script itself; here its variants' logic on small shapes
+def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(monkeypatch):
+    probe_unaligned = pytest.importorskip("probe_unaligned")
+    from fp8moe.kernels import _span
+
+    points = probe_unaligned.SMALL_POINTS
+    assert probe_unaligned.layout_offs("shifted8", 64, 4) == (24, 40, 56, 64)
+    rows = []
+    for variant in probe_unaligned.VARIANTS:
+        for name in ("_edges_cast", "_edges_amax"):  # restored after the test: the interpreter reads them per call
+            monkeypatch.setattr(_span, name, getattr(_span, name))
+        rows += probe_unaligned.run_variant(variant, "cpu", points, ("aligned16", "shifted8"))
+        monkeypatch.undo()
+    assert probe_unaligned.check_rows(rows) == []
+    by = {(r["variant"], r["op"], r["layout"]): r["bitwise"] for r in rows}
+    for op, _, _ in points:
+        assert by["main", op, "aligned16"]
+        assert by["main", op, "shifted8"]
+        # aligned groups have no edges, so removing the edge code changes nothing there; shifted ones break
+        assert by["no_edges", op, "aligned16"]
+        assert not by["no_edges", op, "shifted8"]
+        assert not by["no_edge_stores", op, "shifted8"]
+    # a variant that did not take effect is reported
+    assert probe_unaligned.check_rows([{**rows[-1], "variant": "no_edges", "unaligned_edges": True, "bitwise": True}])

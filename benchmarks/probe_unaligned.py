@@ -1,0 +1,202 @@
+"""What unaligned group edges cost the span kernel: the same shape under aligned and unaligned group layouts, with
+the span loop's edge code intact and with parts of it removed (timing-only variants), one process per variant.
+
+    python benchmarks/probe_unaligned.py                    # every variant, one subprocess each; a Markdown table
+    python benchmarks/probe_unaligned.py --variant no_edges # one variant, JSON lines
+
+Why: at 16640 x 2048, G = 64 the colwise op runs 39.8 us on 16-aligned groups and 56.4 us on balanced unaligned
+ones (`empty_middle`), 63.3 us on random sizes (benchmarks/results/h200-s17-call1-bench-main.md), and loading the
+edges ahead of the interior changed none of it (h200-s17-summary.md). The layouts separate alignment from
+imbalance:
+
+- ``aligned16``: group sizes multiples of 16 (256 or 272 positions);
+- ``shifted8``: the same groups with every inner boundary moved 8 positions later (first group 8 longer, last 8
+  shorter): the same balance, every edge unaligned;
+- ``empty_middle``: 63 groups of 264-265 positions and an empty one (unaligned, balanced);
+- ``random``: uniform random cuts (unaligned and unbalanced).
+
+The variants replace functions of fp8moe.kernels._span before anything compiles (Triton resolves a kernel's callees
+from the module's globals when it first compiles it, so each variant runs in a fresh process):
+
+- ``main``: the span loop as it is; its outputs are checked against fp8ref on the same inputs;
+- ``no_edge_stores``: the edges are loaded and folded into the amax but never stored;
+- ``no_edges``: the edges are neither loaded nor stored (no edge code at run time).
+
+The two removal variants write wrong codes at the edges on purpose: they are timed, never used, and the script
+checks that their outputs do differ from the reference where a layout has unaligned edges (so a variant that did
+not take effect cannot post a time). If ``no_edges`` on ``shifted8`` runs as fast as ``aligned16``, the edge code
+is the whole cost and ``no_edge_stores`` says how much of it the stores are; if not, the cost lies in the interior
+or the stores' sectors, and Nsight Compute's DRAM bytes at both layouts are the next measurement
+(benchmarks/profile_kernels.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+import fp8moe  # before triton: without a GPU it turns the interpreter on first
+
+# isort: split
+import triton
+import triton.language as tl
+
+from fp8moe.kernels import _span
+
+VARIANTS = ("main", "no_edge_stores", "no_edges")
+LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random")
+#: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
+POINTS = (
+    ("per_group_colwise_scales", (16640, 2048), 64),
+    ("per_group_rowwise_scales", (5120, 16640), 64),
+)
+#: ``--small``: shapes the interpreter runs in seconds (a smoke run of the script on the CPU).
+SMALL_POINTS = (("per_group_colwise_scales", (64, 32), 4), ("per_group_rowwise_scales", (8, 64), 4))
+E4 = torch.float8_e4m3fn
+
+
+@triton.jit
+def _no_edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, INT64_INDEX: tl.constexpr):
+    """Timing only: the edges are not loaded (amax 0)."""
+    return tl.zeros((BLOCK_R,), dtype=tl.float32)
+
+
+@triton.jit
+def _no_edges_reload_cast(
+    x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Timing only: the edges are neither reloaded nor stored."""
+
+
+def apply_variant(variant: str) -> None:
+    """Replace the span loop's edge functions for ``variant`` (one of VARIANTS); before any kernel compiles."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
+    if variant in ("no_edge_stores", "no_edges"):
+        _span._edges_cast = _no_edges_reload_cast
+    if variant == "no_edges":
+        _span._edges_amax = _no_edges_amax
+
+
+def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:
+    """End offsets of ``layout`` (LAYOUTS): fp8ref.layouts' named layouts, plus ``shifted8``."""
+    from fp8ref.layouts import make_offs
+
+    if layout != "shifted8":
+        return make_offs(layout, length, groups, torch.Generator().manual_seed(0))
+    aligned = make_offs("aligned16", length, groups, torch.Generator().manual_seed(0))
+    return (*(min(end + 8, length) for end in aligned[:-1]), aligned[-1])
+
+
+def run_variant(variant: str, device: str, points=POINTS, layouts=LAYOUTS, rep: int = 30) -> list[dict]:
+    """Time every (point, layout) under ``variant`` in this process (CUDA-graph replay on CUDA, one wall-clock call
+    elsewhere); each row says whether the outputs equal fp8ref's bit for bit (``bitwise``)."""
+    apply_variant(variant)
+    from fp8moe.bench import same_outputs
+    from fp8ref import ops as ref_ops
+    from fp8ref.contracts import contract
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from probe_per_group_kernels import use_jagged_kernel
+
+    use_jagged_kernel("span")
+    rows = []
+    for op, shape, groups in points:
+        c = contract(op)
+        gen = torch.Generator(device=device).manual_seed(0)
+        xs = tuple(torch.randn(s, generator=gen, device=device, dtype=torch.bfloat16) for s in c.input_shapes(shape))
+        for layout in layouts:
+            ends = layout_offs(layout, c.jagged_length(shape), groups)
+            offs = torch.tensor(ends, dtype=torch.int32, device=device)
+            kw = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
+
+            def call(c=c, op=op, xs=xs, offs=offs, kw=kw):
+                return c.call(getattr(fp8moe, op), xs, offs, **kw)
+
+            out = tuple(t.cpu() for t in call())
+            expected = tuple(c.call(getattr(ref_ops, op), tuple(x.cpu() for x in xs), offs.cpu(), **kw))
+            # codes past offs[-1] belong to no group: fp8ref writes 0 there, the kernel nothing
+            jagged_dim = 0 if op == "per_group_colwise_scales" else 1
+            out = (out[0].narrow(jagged_dim, 0, ends[-1]), *out[1:])
+            expected = (expected[0].narrow(jagged_dim, 0, ends[-1]), *expected[1:])
+            bitwise = same_outputs(out, expected)
+            if device == "cuda":
+                from triton.testing import do_bench_cudagraph
+
+                us = do_bench_cudagraph(call, rep=rep) * 1e3
+            else:
+                us = None
+            rows.append(
+                {"variant": variant, "op": op, "shape": list(shape), "groups": groups, "layout": layout,
+                 "unaligned_edges": any(end % 16 for end in ends), "us": us, "bitwise": bitwise}
+            )  # fmt: skip
+    return rows
+
+
+def check_rows(rows: list[dict]) -> list[str]:
+    """What is wrong with a run: ``main`` not bitwise anywhere, or a removal variant bitwise where the layout has
+    unaligned edges (it did not take effect)."""
+    problems = []
+    for r in rows:
+        where = f"{r['variant']} {r['op']} {r['layout']}"
+        if r["variant"] == "main" and not r["bitwise"]:
+            problems.append(f"{where}: not bitwise against fp8ref")
+        if r["variant"] != "main" and r["unaligned_edges"] and r["bitwise"]:
+            problems.append(f"{where}: bitwise although its edge code was removed (the variant did not take effect)")
+    return problems
+
+
+def table(rows: list[dict]) -> list[str]:
+    """Markdown: one line per (op, layout), one column per variant (us)."""
+    lines = [
+        "| op | shape | G | layout | " + " | ".join(VARIANTS) + " |",
+        "|---|---|---:|---|" + "---:|" * len(VARIANTS),
+    ]
+    keys = dict.fromkeys((r["op"], tuple(r["shape"]), r["groups"], r["layout"]) for r in rows)
+    for op, shape, groups, layout in keys:
+        cells = []
+        for v in VARIANTS:
+            [r] = [r for r in rows if (r["variant"], r["op"], r["layout"]) == (v, op, layout)] or [None]
+            cells.append("-" if r is None or r["us"] is None else f"{r['us']:.1f}")
+        lines.append(f"| {op} | {'x'.join(map(str, shape))} | {groups} | {layout} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", choices=VARIANTS, default=None, help="run one variant here (JSON lines)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--small", action="store_true", help="SMALL_POINTS instead of POINTS")
+    parser.add_argument("--out", default=None, help="also write the Markdown table here")
+    args = parser.parse_args(argv)
+    if args.variant:
+        for row in run_variant(args.variant, args.device, SMALL_POINTS if args.small else POINTS):
+            print(json.dumps(row), flush=True)
+        return 0
+    rows = []
+    for variant in VARIANTS:
+        run = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--variant", variant, "--device", args.device]
+            + (["--small"] if args.small else []),
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if run.returncode:
+            print(f"{variant}: exit {run.returncode}\n{run.stderr[-2000:]}", flush=True)
+            continue
+        rows += [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    lines = table(rows) + [""] + [f"- {p}" for p in check_rows(rows)]
+    print("\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 1 if check_rows(rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
