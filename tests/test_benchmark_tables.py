@@ -449,9 +449,11 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
     assert probe_unaligned.layout_offs("shifted8", 64, 4) == (24, 40, 56, 64)
     rows = []
     for variant in probe_unaligned.VARIANTS:
-        for name in ("_edges_cast", "_edges_amax"):  # restored after the test: the interpreter reads them per call
+        for name in ("_edges_cast", "_edges_amax", "span_amax"):  # restored after: the interpreter reads them per call
             monkeypatch.setattr(_span, name, getattr(_span, name))
-        rows += probe_unaligned.run_variant(variant, "cpu", points, ("aligned16", "shifted8"))
+        # "dominant": one group spans most of the jagged dim, past the interpreter's one-pass tile, so its two-pass
+        # loop (where the candidate fix changes pass 1) runs with unaligned edges
+        rows += probe_unaligned.run_variant(variant, "cpu", points, ("aligned16", "shifted8", "dominant"))
         monkeypatch.undo()
     assert probe_unaligned.check_rows(rows) == []
     by = {(r["variant"], r["op"], r["layout"]): r["bitwise"] for r in rows}
@@ -462,5 +464,7 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
         assert by["no_edges", op, "aligned16"]
         assert not by["no_edges", op, "shifted8"]
         assert not by["no_edge_stores", op, "shifted8"]
+        assert by["edges_in_pass1_loop", op, "dominant"]  # the candidate fix is exact (check_rows checks all layouts)
+        assert not by["no_edges", op, "dominant"]
     # a variant that did not take effect is reported
     assert probe_unaligned.check_rows([{**rows[-1], "variant": "no_edges", "unaligned_edges": True, "bitwise": True}])
