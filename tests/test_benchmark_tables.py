@@ -443,18 +443,24 @@ def test_bench_reports_the_config_of_the_jagged_kernel_that_ran(groups, kernel_l
 @needs_interpreter  # the GPU runs the script itself; here its variants' logic on small shapes
 def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(monkeypatch):
     probe_unaligned = pytest.importorskip("probe_unaligned")
+    from fp8moe import configs
     from fp8moe.kernels import _span
 
     points = probe_unaligned.SMALL_POINTS
     assert probe_unaligned.layout_offs("shifted8", 64, 4) == (24, 40, 56, 64)
     rows = []
     for variant in probe_unaligned.VARIANTS:
-        for name in ("_edges_cast", "_edges_amax", "span_amax"):  # restored after: the interpreter reads them per call
+        # what a variant run changes, restored after it: the span loop's functions (the interpreter reads them per
+        # call) and the forced jagged kernel (probe_per_group_kernels.use_jagged_kernel)
+        for name in ("_edges_cast", "_edges_amax", "span_amax"):
             monkeypatch.setattr(_span, name, getattr(_span, name))
+        monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict(configs.PER_GROUP_KERNEL))
+        monkeypatch.setattr(configs.KernelConfigs, "fixed", configs.KernelConfigs.fixed)
         # "dominant": one group spans most of the jagged dim, past the interpreter's one-pass tile, so its two-pass
         # loop (where the candidate fix changes pass 1) runs with unaligned edges
         rows += probe_unaligned.run_variant(variant, "cpu", points, ("aligned16", "shifted8", "dominant"))
         monkeypatch.undo()
+        fp8moe.replay.forget()
     assert probe_unaligned.check_rows(rows) == []
     by = {(r["variant"], r["op"], r["layout"]): r["bitwise"] for r in rows}
     for op, _, _ in points:
