@@ -137,8 +137,8 @@ def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:
 
 
 def run_variant(variant: str, device: str, points=POINTS, layouts=LAYOUTS, rep: int = 30) -> list[dict]:
-    """Time every (point, layout) under ``variant`` in this process (CUDA-graph replay on CUDA, one wall-clock call
-    elsewhere); each row says whether the outputs equal fp8ref's bit for bit (``bitwise``)."""
+    """Time every (point, layout) under ``variant`` in this process (CUDA-graph replay on CUDA; no time elsewhere,
+    where only the outputs are checked); each row says whether they equal fp8ref's bit for bit (``bitwise``)."""
     apply_variant(variant)
     from fp8moe.bench import same_outputs
     from fp8ref import ops as ref_ops
