@@ -37,6 +37,7 @@ or the stores' sectors, and Nsight Compute's DRAM bytes at both layouts are the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -62,6 +63,9 @@ POINTS = (
     ("per_group_colwise_scales", (16640, 2048), 64),
     ("per_group_rowwise_scales", (5120, 16640), 64),
 )
+#: On CUDA every variant runs the tile the autotuner chose at these points on main (h200-s17-call1-bench-main.md),
+#: forced: the same tile in every variant, and one compile per view instead of one per candidate.
+CUDA_TILES = {"per_group_colwise_scales": "64x128/w4", "per_group_rowwise_scales": "32x128/w8"}
 #: ``--small``: shapes the interpreter runs in seconds (a smoke run of the script on the CPU).
 SMALL_POINTS = (("per_group_colwise_scales", (64, 32), 4), ("per_group_rowwise_scales", (8, 64), 4))
 E4 = torch.float8_e4m3fn
@@ -137,15 +141,16 @@ def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:
 
 
 def run_variant(variant: str, device: str, points=POINTS, layouts=LAYOUTS, rep: int = 30) -> list[dict]:
-    """Time every (point, layout) under ``variant`` in this process (CUDA-graph replay on CUDA; no time elsewhere,
-    where only the outputs are checked); each row says whether they equal fp8ref's bit for bit (``bitwise``)."""
+    """Time every (point, layout) under ``variant`` in this process (CUDA-graph replay on CUDA, with the tile of
+    CUDA_TILES forced; no time elsewhere, where only the outputs are checked); each row says whether they equal
+    fp8ref's bit for bit (``bitwise``)."""
     apply_variant(variant)
-    from fp8moe.bench import same_outputs
-    from fp8ref import ops as ref_ops
-    from fp8ref.contracts import contract
-
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from probe_per_group_kernels import use_jagged_kernel
+    from tune_configs import forced
+
+    from fp8moe import configs
+    from fp8ref.contracts import contract
 
     use_jagged_kernel("span")
     rows = []
@@ -156,29 +161,40 @@ def run_variant(variant: str, device: str, points=POINTS, layouts=LAYOUTS, rep: 
         for layout in layouts:
             ends = layout_offs(layout, c.jagged_length(shape), groups)
             offs = torch.tensor(ends, dtype=torch.int32, device=device)
-            kw = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
-
-            def call(c=c, op=op, xs=xs, offs=offs, kw=kw):
-                return c.call(getattr(fp8moe, op), xs, offs, **kw)
-
-            out = call()
-            expected = c.call(getattr(ref_ops, op), xs, offs, **kw)  # the reference on the same device
-            # codes past offs[-1] belong to no group: fp8ref writes 0 there, the kernel nothing
-            jagged_dim = 0 if op == "per_group_colwise_scales" else 1
-            out = (out[0].narrow(jagged_dim, 0, ends[-1]), *out[1:])
-            expected = (expected[0].narrow(jagged_dim, 0, ends[-1]), *expected[1:])
-            bitwise = same_outputs(out, expected)
+            tile = contextlib.nullcontext()
             if device == "cuda":
-                from triton.testing import do_bench_cudagraph
-
-                us = do_bench_cudagraph(call, rep=rep) * 1e3
-            else:
-                us = None
+                [index] = [i for i, cfg in enumerate(configs.PER_GROUP.cuda) if configs.describe(cfg) == CUDA_TILES[op]]
+                tile = forced({configs.PER_GROUP.name}, index)
+            with tile:
+                bitwise, us = _check_and_time(c, op, xs, offs, ends[-1], device, rep)
             rows.append(
                 {"variant": variant, "op": op, "shape": list(shape), "groups": groups, "layout": layout,
                  "unaligned_edges": any(end % 16 for end in ends), "us": us, "bitwise": bitwise}
             )  # fmt: skip
     return rows
+
+
+def _check_and_time(c, op: str, xs, offs, covered: int, device: str, rep: int) -> tuple[bool, float | None]:
+    """Whether ``op``'s outputs equal fp8ref's on the same device (codes past offs[-1], ``covered``, belong to no
+    group: fp8ref writes 0 there, the kernel nothing), and its CUDA-graph time in us (None off CUDA)."""
+    from fp8moe.bench import same_outputs
+    from fp8ref import ops as ref_ops
+
+    kw = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
+
+    def call():
+        return c.call(getattr(fp8moe, op), xs, offs, **kw)
+
+    jagged_dim = 0 if op == "per_group_colwise_scales" else 1
+    out, expected = call(), c.call(getattr(ref_ops, op), xs, offs, **kw)
+    out = (out[0].narrow(jagged_dim, 0, covered), *out[1:])
+    expected = (expected[0].narrow(jagged_dim, 0, covered), *expected[1:])
+    bitwise = same_outputs(out, expected)
+    if device != "cuda":
+        return bitwise, None
+    from triton.testing import do_bench_cudagraph
+
+    return bitwise, do_bench_cudagraph(call, rep=rep) * 1e3
 
 
 def check_rows(rows: list[dict]) -> list[str]:
