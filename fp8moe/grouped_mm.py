@@ -22,7 +22,14 @@ from fp8moe.frozen_weights import active_weight_ops
 from fp8ref import grouped_mm as _ref
 from fp8ref.grouped_mm import GROUP_MULTIPLE, GemmOperands, GroupedMMResult, PathOperands, Quantized
 
-__all__ = ["default_fp8_dtype", "forward_backward", "grouped_mm", "quantize_operands", "scaled_grouped_mm"]
+__all__ = [
+    "default_fp8_dtype",
+    "forward_backward",
+    "gemm_scale_reciprocals",
+    "grouped_mm",
+    "quantize_operands",
+    "scaled_grouped_mm",
+]
 
 #: Hopper's fast FP8 accumulation, as the issue and upstream MoE training use for all three GEMMs.
 _FAST_ACCUM = True
@@ -42,6 +49,31 @@ def default_fp8_dtype(device: torch.device | str | Backend) -> torch.dtype:
     return torch.float8_e4m3fn if torch.float8_e4m3fn in device.fp8_dtypes else torch.float8_e4m3fnuz
 
 
+@torch.library.custom_op("fp8moe::gemm_scale_reciprocals", mutates_args=())
+def _gemm_scale_reciprocals_op(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.reciprocal(a_scale), torch.reciprocal(b_scale)
+
+
+@_gemm_scale_reciprocals_op.register_fake
+def _(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(a_scale), torch.empty_like(b_scale)
+
+
+def gemm_scale_reciprocals(a_scale: torch.Tensor, b_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.reciprocal`` of both GEMM scales, the same bits eager or compiled.
+
+    While torch.compile traces, through the opaque custom op ``torch.ops.fp8moe.gemm_scale_reciprocals``: Inductor
+    would otherwise generate its own kernel for 1 / scale, and it lowers an f32 division to Triton's ``/``, which is
+    approximate on NVIDIA (SPEC §12), unless its eager-numerics division option is on (torch 2.13's
+    torch._inductor.codegen.triton). The compiled GEMMs then received other scales than the eager ones: on the H200
+    the compiled grouped_mm was 94-98 dB from eager, not bitwise (benchmarks/results/h200-grouped-mm.md, run 2).
+    Eager calls run torch.reciprocal directly: the dispatcher's Python path costs about 57 us a call (SPEC §5.5).
+    """
+    if torch.compiler.is_compiling():
+        return _gemm_scale_reciprocals_op(a_scale, b_scale)
+    return torch.reciprocal(a_scale), torch.reciprocal(b_scale)
+
+
 def scaled_grouped_mm(ops: GemmOperands, offs: torch.Tensor, out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     """One scaled grouped GEMM: torch._scaled_grouped_mm with the reciprocal scales on a GPU, fp8ref's exact GEMM on
     the CPU. Operands are checked against the GEMM's layout rules first (ValueError naming the problem)."""
@@ -53,11 +85,12 @@ def scaled_grouped_mm(ops: GemmOperands, offs: torch.Tensor, out_dtype: torch.dt
         return ops.a.new_zeros((offs.shape[0], ops.a.shape[0], ops.b.shape[1]), dtype=out_dtype)
     if mode == "2d3d" and ops.a.shape[0] == 0:
         return ops.a.new_empty((0, ops.b.shape[2]), dtype=out_dtype)
+    a_reciprocal, b_reciprocal = gemm_scale_reciprocals(ops.a_scale, ops.b_scale)
     return torch._scaled_grouped_mm(
         ops.a,
         ops.b,
-        torch.reciprocal(ops.a_scale),
-        torch.reciprocal(ops.b_scale),
+        a_reciprocal,
+        b_reciprocal,
         offs=offs,
         out_dtype=out_dtype,
         use_fast_accum=_FAST_ACCUM,

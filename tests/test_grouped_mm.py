@@ -375,6 +375,76 @@ def test_traces_as_one_graph_and_matches_eager():
         _assert_same_values(a, e, 61 if name != "grad_B_t" else E, name)
 
 
+@needs_interpreter  # Inductor's CPU code generation; the GPU compiles grouped_mm in tests/test_grouped_mm_gpu.py
+def test_gemm_scale_reciprocals_are_torch_reciprocal_and_one_opaque_node_under_inductor():
+    """The GEMMs' reciprocal scales give torch.reciprocal's bits eager and compiled, and under torch.compile with
+    Inductor they are one call of the custom op, so no kernel of Inductor's computes them (on NVIDIA its f32
+    division is Triton's approximate one). The control: a plain torch.reciprocal in the same place is compiled into
+    Inductor's own kernel, which is what the op keeps the GEMM scales out of."""
+    from torch._inductor.utils import run_and_get_code
+
+    from fp8moe.grouped_mm import gemm_scale_reciprocals
+
+    gen = torch.Generator().manual_seed(3)
+    a_scale = torch.rand(37, generator=gen) * 448 + 1e-3
+    b_scale = torch.rand(3, 5, generator=gen) * 448 + 1e-3
+    assert torch.library.opcheck(torch.ops.fp8moe.gemm_scale_reciprocals.default, (a_scale, b_scale)) == {
+        check: "SUCCESS" for check in ("test_schema", "test_autograd_registration", "test_faketensor",
+                                       "test_aot_dispatch_dynamic")
+    }  # fmt: skip
+    eager = gemm_scale_reciprocals(a_scale, b_scale)
+    compiled, code = run_and_get_code(torch.compile(gemm_scale_reciprocals, fullgraph=True), a_scale, b_scale)
+    for got, scale, want in zip(compiled, (a_scale, b_scale), eager):
+        assert_same_bits(got, want)
+        assert_same_bits(want, torch.reciprocal(scale))
+    assert "torch.ops.fp8moe.gemm_scale_reciprocals.default(" in "\n".join(code)
+    _, plain = run_and_get_code(
+        torch.compile(lambda a, b: (torch.reciprocal(a), torch.reciprocal(b)), fullgraph=True), a_scale, b_scale
+    )
+    assert "fp8moe" not in "\n".join(plain)
+    assert "reciprocal" in "\n".join(plain)  # Inductor's own fused kernel
+
+
+@needs_interpreter  # the CPU GEMM stands in for the GPU's, which only a GPU can run
+def test_every_gemm_of_the_compiled_step_takes_its_reciprocals_from_the_opaque_op(monkeypatch):
+    """Forward and backward of grouped_mm under torch.compile: the forward graph holds one call of the reciprocal
+    op, the backward graph two (grad_A, grad_B_t), so no GEMM's scales reach Inductor's own division, also in the
+    backward, which AOTAutograd traces. The CPU's exact GEMM (fp8ref) stands in for the GPU's, taking the GPU
+    branch's reciprocals first; it computes its own reciprocals too, which is why aten.reciprocal nodes remain."""
+    import sys
+
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    gemm_module = sys.modules["fp8moe.grouped_mm"]  # fp8moe.grouped_mm, the attribute, is the function
+    exact_gemm = gemm_module._ref.scaled_grouped_mm
+
+    def gpu_like_gemm(ops, offs, out_dtype=torch.bfloat16):
+        a_reciprocal, b_reciprocal = gemm_module.gemm_scale_reciprocals(ops.a_scale, ops.b_scale)
+        out = exact_gemm(ops, offs, out_dtype)
+        return out + 0 * (a_reciprocal.sum() + b_reciprocal.sum()).to(out.dtype)  # kept in the graph
+
+    monkeypatch.setattr(gemm_module._ref, "scaled_grouped_mm", gpu_like_gemm)
+    graphs = []
+
+    def capture(graph, example_inputs):
+        graphs.append(graph)
+        return make_boxed_func(graph.forward)
+
+    A, B_t, grad_out = _inputs()
+    A.requires_grad_()
+    B_t.requires_grad_()
+    compiled = torch.compile(grouped_mm, fullgraph=True, backend=aot_autograd(fw_compiler=capture, bw_compiler=capture))
+    compiled(A, B_t, _offs([16, 32, 32, 64])).backward(grad_out)  # 16-aligned groups, one empty: no padding
+    calls = [
+        sum(
+            node.op == "call_function" and "fp8moe.gemm_scale_reciprocals" in str(node.target) for node in g.graph.nodes
+        )
+        for g in graphs
+    ]
+    assert calls == [1, 2]
+
+
 #: The quantizer calls of one training step with fused activations (fp8moe.configs.FUSED_ACTIVATIONS): A and B_t in
 #: the forward,
 #: grad_out in the backward, each once, fused.

@@ -131,9 +131,10 @@ def test_forward_and_backward_make_no_device_sync(pad_groups, device):
 
 
 def test_compiled_grouped_mm_fullgraph_equals_eager(device):
-    """grouped_mm alone under torch.compile(fullgraph=True): the quantizers are opaque custom ops and the GEMM an ATen
-    call, so the compiled step reproduces eager to within the rounding of the scale reciprocals (which Inductor may
-    compute in its own kernel): bitwise, or far above the FP8 noise."""
+    """grouped_mm alone under torch.compile(fullgraph=True): the quantizers and the GEMMs' scale reciprocals are
+    opaque custom ops (fp8moe.grouped_mm.gemm_scale_reciprocals) and the GEMM an ATen call, so the compiled step runs
+    eager's kernels on eager's operands: bitwise. Before the reciprocals were an op of their own Inductor computed
+    them with Triton's approximate division, 94-98 dB from eager (benchmarks/results/h200-grouped-mm.md, run 2)."""
     shape = (4096, 1024, 512, 8)
     A, B_t, grad_out = _inputs(shape, device, seed=8)
     offs = ref.skewed_offs(shape[0], shape[3], seed=9, device=device)
@@ -143,7 +144,7 @@ def test_compiled_grouped_mm_fullgraph_equals_eager(device):
     for name, a, b in zip(("out", "grad_A", "grad_B_t"), compiled[:3], eager[:3]):
         same, db = bool(torch.equal(a, b)), sqnr(b, a)
         report.append(f"{name} bitwise={same} sqnr={db:.1f} dB")
-        assert same or db >= 60.0, (name, db)
+        assert same, (name, db)
     print("\n[compile-vs-eager grouped_mm] " + "; ".join(report))
 
 
