@@ -105,13 +105,7 @@ def _span_amax_edges_in_loop(
             n0, n1, n2, n3 = _span.load_quad(
                 x_rows, row_mask, k0 + BLOCK_K, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT
             )
-            acc = tl.maximum(
-                acc,
-                tl.maximum(
-                    tl.maximum(magnitude_bits(x0), magnitude_bits(x1)),
-                    tl.maximum(magnitude_bits(x2), magnitude_bits(x3)),
-                ),
-            )
+            acc = _span.fold_quad_magnitudes(acc, x0, x1, x2, x3)
         amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
     else:
         amax = _SPAN_AMAX(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, EVICT)

@@ -50,6 +50,7 @@ from fp8moe.kernels._common import (
 
 __all__ = [
     "cast_span",
+    "fold_quad_magnitudes",
     "load_quad",
     "pack_k",
     "quantize_group_span",
@@ -215,14 +216,20 @@ def _interior_amax_packed(
         n0, n1, n2, n3 = load_quad(
             x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
         )
-        acc = tl.maximum(
-            acc,
-            tl.maximum(
-                tl.maximum(magnitude_bits(x0), magnitude_bits(x1)),
-                tl.maximum(magnitude_bits(x2), magnitude_bits(x3)),
-            ),
-        )
+        acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
     return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
+
+
+@triton.jit
+def fold_quad_magnitudes(acc, x0, x1, x2, x3):
+    """The running elementwise max of :func:`magnitude_bits` over the four tiles of :func:`load_quad`."""
+    return tl.maximum(
+        acc,
+        tl.maximum(
+            tl.maximum(magnitude_bits(x0), magnitude_bits(x1)),
+            tl.maximum(magnitude_bits(x2), magnitude_bits(x3)),
+        ),
+    )
 
 
 @triton.jit
