@@ -54,6 +54,10 @@ import triton.language as tl
 from fp8moe.kernels import _span
 from fp8moe.kernels._common import amax_of_magnitude_bits, magnitude_bits
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_group_kernels, tune_configs)
+    sys.path.insert(0, _HERE)
+
 VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_in_pass1_loop")
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
 EXACT_VARIANTS = ("main", "edges_in_pass1_loop")
@@ -139,7 +143,6 @@ def run_variant(variant: str, device: str, points=POINTS, layouts=LAYOUTS, rep: 
     CUDA_TILES forced; no time elsewhere, where only the outputs are checked); each row says whether they equal
     fp8ref's bit for bit (``bitwise``)."""
     apply_variant(variant)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from probe_per_group_kernels import use_jagged_kernel
     from tune_configs import forced
 
