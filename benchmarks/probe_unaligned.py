@@ -95,10 +95,9 @@ _SPAN_AMAX = _span.span_amax  # the original, which the candidate calls for the 
 @triton.jit
 def _span_amax_edges_in_loop(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = _span.NO_HINT, STAGES: tl.constexpr = _span.NO_PIPELINE,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = _span.NO_HINT,
 ):  # fmt: skip
-    """span_amax with the edges inside the packed loop (transposing views; its loop ignores STAGES); other views as
-    before."""
+    """span_amax with the edges inside the packed loop (transposing views); other views as before."""
     if PACK_K == 4 and BLOCK_K >= 4:
         BLOCK_W: tl.constexpr = BLOCK_K // 4
         lo = start // 16 * 16
@@ -113,7 +112,7 @@ def _span_amax_edges_in_loop(
             acc = _span.fold_quad_magnitudes(acc, x0, x1, x2, x3)
         amax = amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
     else:
-        amax = _SPAN_AMAX(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, EVICT, STAGES)
+        amax = _SPAN_AMAX(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, EVICT)
     return amax
 
 

@@ -55,20 +55,18 @@ def compile_per_group(
     cast_mode: int,
     x_type: str = "bf16",
     pack_k: int | None = None,
-    stages: int = 0,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
     ``pack_k``: the PACK_K constexpr; None takes the launchers' rule (fp8moe.kernels._span.pack_k) for the view and
-    a row-major output whose rows are 16-byte aligned, as the strides declared below are. ``stages``: the STAGES
-    constexpr (0: one tile ahead in registers; 2 or more: Triton's software pipeliner, cp.async on sm_90).
+    a row-major output whose rows are 16-byte aligned, as the strides declared below are.
     """
     kernel = _per_group_rows_kernel
     constants = dict(fp8_constexprs(torch.float8_e4m3fn, False, cast_mode))
     if pack_k is None:
         q_meta = torch.empty((block_r, 1024), dtype=torch.float8_e4m3fn, device="meta")
         pack_k = span_pack_k((16 if colwise else 1,), q_meta)
-    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False, STAGES=stages)
+    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
@@ -204,7 +202,6 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="PACK_K (default: the launchers' rule: 4 colwise, 1 rowwise)",
     )
-    parser.add_argument("--stages", type=int, default=0, help="STAGES (0: one tile ahead in registers)")
     parser.add_argument("--folds", action="store_true", help="the fold kernels' barriers and atomics (JSON) instead")
     parser.add_argument("--l2-hints", action="store_true", help="the chunked kernel's L2 cache policies (JSON) instead")
     args = parser.parse_args(argv)
@@ -219,17 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     result = {}
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
-        compiled = compile_per_group(
-            block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack, args.stages
-        )
-        counts = {**loops(compiled), "cp_async": compiled.asm["ptx"].count("cp.async.cg.shared.global")}
+        counts = loops(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack))
         result[view] = {**counts, "elements_per_thread": per_thread}
         if not args.json:
             print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")
-            print(
-                f"registers per thread: {counts['registers']}, instructions: {counts['instructions']}, "
-                f"cp.async in PTX: {counts['cp_async']}"
-            )
+            print(f"registers per thread: {counts['registers']}, instructions: {counts['instructions']}")
             for loop in counts["loops"]:
                 top = sorted(loop["opcodes"].items(), key=lambda kv: -kv[1])[:8]
                 print(

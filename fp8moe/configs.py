@@ -185,13 +185,10 @@ class KernelConfigs:
         return min(self.cuda, key=lambda c: _tile_elements(c.kwargs))
 
 
-def _tile_elements(kwargs: Mapping[str, int]) -> int:
-    """The elements of a config's tile: the product of its BLOCK_* sizes (other constexprs, e.g. STAGES, are not
-    dims)."""
+def _tile_elements(block_sizes: Mapping[str, int]) -> int:
     n = 1
-    for name, size in kwargs.items():
-        if name.startswith("BLOCK_"):
-            n *= size
+    for size in block_sizes.values():
+        n *= size
     return n
 
 
@@ -218,15 +215,13 @@ LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
 def describe(config: triton.Config | None) -> str:
-    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``/s<n>`` for a span
-    loop software-pipelined in n stages (STAGES, fp8moe.kernels._span) and ``/r<n>`` for a register cap of n per
-    thread; ``-`` for None."""
+    """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``/r<n>`` for a
+    register cap of n per thread; ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
-    stages = f"/s{config.kwargs['STAGES']}" if config.kwargs.get("STAGES") else ""
     cap = f"/r{config.maxnreg}" if getattr(config, "maxnreg", None) else ""
-    return f"{tile}/w{config.num_warps}{stages}{cap}"
+    return f"{tile}/w{config.num_warps}{cap}"
 
 
 def launch(

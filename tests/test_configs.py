@@ -489,10 +489,6 @@ def test_launch_records_its_config_and_describe_names_blocks_and_warps():
     assert configs.describe(None) == "-"
     capped = triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=4, maxnreg=128)
     assert configs.describe(capped) == "32x128/w4/r128"  # a register cap is part of the name tune tables print
-    pipelined = triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "STAGES": 3}, num_warps=4)
-    assert configs.describe(pipelined) == "64x128/w4/s3"  # STAGES is not a block: a suffix, not a third dim
-    assert configs.describe(triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "STAGES": 0}, num_warps=4)) == "64x128/w4"
-    assert configs._tile_elements(pipelined.kwargs) == 64 * 128  # what smallest_cuda ranks by: blocks only
 
 
 def test_launch_device_switches_only_to_a_cuda_device_that_is_not_current(monkeypatch):

@@ -27,10 +27,6 @@ import pytest
 import torch
 
 import fp8moe  # noqa: F401  (turns the interpreter on when there is no GPU)
-
-# isort: split
-import triton
-
 from fp8moe import configs, replay
 from fp8moe.backend import backend_for
 from fp8moe.kernels import (
@@ -330,85 +326,6 @@ def test_dual_equals_two_single_calls_bitwise(layout, device):
         *per_group_colwise_scales.launch(x2, offs, E4, True, backend),
     )
     _assert_dual_equal(dual, tuple(t.cpu() for t in single), LAYOUTS[layout][-1])
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The software-pipelined span loop (STAGES, fp8moe.kernels._span.NO_PIPELINE): a launch choice, the same bytes
-# ---------------------------------------------------------------------------------------------------------------
-
-#: Layouts with long groups (several loop tiles at PIPELINED_TILES) beside one-pass, empty and unaligned groups and
-#: a tail.
-PIPELINED_LAYOUTS = ["dominant", "single_group", "uneven", "empty_middle", "tail"]
-
-#: (BLOCK_R, BLOCK_K) forced on every backend, so that a GPU run takes the loop too (its smallest candidate tile,
-#: 4x512, would leave every group of these shapes to the one-pass path): 8x32 has a row tail at 12 rows and runs
-#: groups of 150 columns in 4 interior tiles; 64x64 is a tile the H200 candidates use.
-PIPELINED_TILES = [(8, 32), (64, 64)]
-
-
-@pytest.fixture
-def span_loop_stages(per_group_kernel, monkeypatch):
-    """Returns ``force(stages, block_r, block_k)``: every later launch of the span kernels' config lists
-    (PER_GROUP, PER_GROUP_DUAL) takes that tile with STAGES = ``stages``. Tests taking it run on the span kernel
-    only (ON_SPAN_KERNEL): the other jagged kernels have no such loop."""
-    assert per_group_kernel == "span", "mark the test with ON_SPAN_KERNEL"
-    names = {configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name}
-    original = configs.KernelConfigs.fixed
-
-    def force(stages: int, block_r: int, block_k: int) -> None:
-        def fixed(self, backend, args):
-            if self.name not in names:
-                return original(self, backend, args)
-            return triton.Config({"BLOCK_R": block_r, "BLOCK_K": block_k, "STAGES": stages}, num_warps=4)
-
-        monkeypatch.setattr(configs.KernelConfigs, "fixed", fixed)
-        monkeypatch.setattr(configs, "AUTOTUNE_MIN_ELEMENTS", float("inf"))  # a GPU run takes fixed() too
-        replay.forget()
-
-    return force
-
-
-#: Runs a test on the span kernel only, overriding the autouse ``per_group_kernel`` fixture's parameters.
-ON_SPAN_KERNEL = pytest.mark.parametrize("per_group_kernel", ["span"], indirect=True)
-
-
-def _assert_launched_with(name: str, stages: int, tile: tuple[int, int]) -> None:
-    """The launch just made ran the config ``force`` built (else the test would check another loop)."""
-    described = configs.describe(configs.LAST_CONFIG[name])
-    assert described == f"{tile[0]}x{tile[1]}/w4/s{stages}", described
-
-
-@ON_SPAN_KERNEL
-@pytest.mark.parametrize("tile", PIPELINED_TILES, ids=lambda t: f"{t[0]}x{t[1]}")
-@pytest.mark.parametrize("stages", [2, 3])
-@pytest.mark.parametrize("layout", PIPELINED_LAYOUTS)
-@pytest.mark.parametrize("length", [LENGTH, WORD_LENGTH])
-@pytest.mark.parametrize("op", OPS[:2], ids=[op.name for op in OPS[:2]])
-def test_pipelined_span_loop_matches_reference_bitwise(op, length, layout, stages, tile, span_loop_stages, device):
-    """Byte stores; and the colwise op at WORD_LENGTH, the word stores (_interior_cast_packed)."""
-    span_loop_stages(stages, *tile)
-    x = _values(op.shape(ROWS, length), torch.bfloat16, seed=16)
-    _check_against_reference(op, x, LAYOUTS[layout], E4, True, device)
-    _assert_launched_with(configs.PER_GROUP.name, stages, tile)
-
-
-@ON_SPAN_KERNEL
-@pytest.mark.parametrize("tile", PIPELINED_TILES, ids=lambda t: f"{t[0]}x{t[1]}")
-@pytest.mark.parametrize("stages", [2, 3])
-@pytest.mark.parametrize("x2_order", ["row_major", "column_major"])
-def test_pipelined_dual_matches_reference_bitwise(x2_order, stages, tile, span_loop_stages, device):
-    """Two row-major inputs take the word stores (PACK_K = 4); a column-major x2 sends both to the byte stores."""
-    span_loop_stages(stages, *tile)
-    x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=17)
-    x2 = _values((WORD_LENGTH, 20), torch.bfloat16, seed=18)
-    if x2_order == "column_major":
-        x2 = x2.t().contiguous().t()
-    ends = [3, 140, 141, WORD_LENGTH]
-    out = per_group_colwise_scales_dual.launch(
-        x1.to(device), x2.to(device), _offs(ends, device), E4, False, backend_for(device)
-    )
-    _assert_dual_equal(out, _dual_reference(x1, x2, ends, E4, False), ends[-1])
-    _assert_launched_with(configs.PER_GROUP_DUAL.name, stages, tile)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import triton.language as tl
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._span import NO_PIPELINE, pack_k, quantize_group_span
+from fp8moe.kernels._span import pack_k, quantize_group_span
 
 __all__ = ["launch_jagged_rows", "quantize_group_rows"]
 
@@ -52,7 +52,6 @@ def quantize_group_rows(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
-    STAGES: tl.constexpr = NO_PIPELINE,
 ):
     """Scale and cast rows [pid_r * BLOCK_R, +BLOCK_R) of an (R, Ktot) view within group pid_g; store
     scales[g * R + r]. q has unit stride along K.
@@ -76,7 +75,7 @@ def quantize_group_rows(
     q_rows = q_ptr + rows[:, None] * stride_qr
     scale = quantize_group_span(
         x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
-        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, STAGES,
+        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
     tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
 
@@ -104,7 +103,6 @@ def _per_group_rows_kernel(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
-    STAGES: tl.constexpr = 0,
 ):
     """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R), G).
 
@@ -113,7 +111,7 @@ def _per_group_rows_kernel(
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
         stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-        CAST_MODE, STAGES,
+        CAST_MODE,
     )  # fmt: skip
 
 

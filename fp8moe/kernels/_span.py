@@ -65,14 +65,6 @@ __all__ = [
 #: attribute 'type'"; the per-group kernels did not compile on the H200, benchmarks/results/h200-s15-call3-tests.log).
 NO_HINT = tl.constexpr("")
 
-#: The default STAGES of the span loop's interior passes: 0, each pass loads the next tile into registers before it
-#: works on the current one. STAGES >= 2 leaves the loads to Triton's software pipeliner instead
-#: (``tl.range(..., num_stages=STAGES)``): on sm_90 they become cp.async copies into STAGES - 1 shared-memory buffers,
-#: issued ahead without holding registers (colwise 64x128/w4 tile, triton 3.9: 168 -> 128 registers, 32 KB of
-#: shared memory, 48 cp.async per program; benchmarks/sass_counts.py). A launch-config choice: both load the same
-#: elements and compute the same bytes.
-NO_PIPELINE = tl.constexpr(0)
-
 
 def pack_k(x_strides_k: tuple[int, ...], *qs: torch.Tensor) -> int:
     """The PACK_K launch constexpr of :func:`quantize_span`: 4 (store words of four columns) when no x is
@@ -128,7 +120,7 @@ def _quantize_one_tile(
 @triton.jit
 def _interior_amax(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT, STAGES: tl.constexpr = NO_PIPELINE,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 1 over the aligned interior [inner_lo, inner_hi) in (BLOCK_R, BLOCK_K) tiles: the (BLOCK_R,) f32 amax.
 
@@ -138,18 +130,11 @@ def _interior_amax(
     """
     block = tl.arange(0, BLOCK_K)
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
-    if STAGES == 0:
-        x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-        for k0 in range(inner_lo, inner_hi, BLOCK_K):
-            x = x_next
-            x_next = _load_cols(
-                x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT
-            )
-            acc = tl.maximum(acc, magnitude_bits(x))
-    else:
-        for k0 in tl.range(inner_lo, inner_hi, BLOCK_K, num_stages=STAGES):
-            x = _load_cols(x_rows, row_mask, k0 + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-            acc = tl.maximum(acc, magnitude_bits(x))
+    x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+    for k0 in range(inner_lo, inner_hi, BLOCK_K):
+        x = x_next
+        x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+        acc = tl.maximum(acc, magnitude_bits(x))
     return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
 
 
@@ -158,27 +143,20 @@ def _interior_cast(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT, STAGES: tl.constexpr = NO_PIPELINE,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 2 over the aligned interior at the row scales ``scale`` (BLOCK_R,), walking backwards: the tiles pass 1
     read last are the likeliest still in L2."""
     block = tl.arange(0, BLOCK_K)
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
-    if STAGES == 0:
-        x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-        for i in range(num_tiles):
-            cols = last - i * BLOCK_K + block
-            x = x_next
-            x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-            q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-            _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, STORE_EVICT)
-    else:
-        for i in tl.range(num_tiles, num_stages=STAGES):
-            cols = last - i * BLOCK_K + block
-            x = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-            q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-            _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, STORE_EVICT)
+    x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+    for i in range(num_tiles):
+        cols = last - i * BLOCK_K + block
+        x = x_next
+        x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+        q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, STORE_EVICT)
 
 
 @triton.jit
@@ -226,26 +204,19 @@ def store_quad(
 @triton.jit
 def _interior_amax_packed(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT, STAGES: tl.constexpr = NO_PIPELINE,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """:func:`_interior_amax` in tiles of 4 * BLOCK_W columns read as four interleaved (BLOCK_R, BLOCK_W) tiles, the
     loads :func:`_interior_cast_packed` makes (so both passes hit the same lines in the same order)."""
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
-    if STAGES == 0:
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
+    for k0 in range(inner_lo, inner_hi, BLOCK_K):
+        x0, x1, x2, x3 = n0, n1, n2, n3
         n0, n1, n2, n3 = load_quad(
-            x_rows, row_mask, inner_lo, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+            x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
         )
-        for k0 in range(inner_lo, inner_hi, BLOCK_K):
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            n0, n1, n2, n3 = load_quad(
-                x_rows, row_mask, k0 + BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-            )
-            acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
-    else:
-        for k0 in tl.range(inner_lo, inner_hi, BLOCK_K, num_stages=STAGES):
-            x0, x1, x2, x3 = load_quad(x_rows, row_mask, k0, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-            acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
+        acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
     return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
 
 
@@ -266,7 +237,7 @@ def _interior_cast_packed(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT, STAGES: tl.constexpr = NO_PIPELINE,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """:func:`_interior_cast` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
     columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
@@ -279,26 +250,17 @@ def _interior_cast_packed(
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
     last = inner_lo + (num_tiles - 1) * BLOCK_K
-    if STAGES == 0:
-        n0, n1, n2, n3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-        for i in range(num_tiles):
-            k0 = last - i * BLOCK_K
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            n0, n1, n2, n3 = load_quad(
-                x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-            )
-            store_quad(
-                q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
-            )  # fmt: skip
-    else:
-        for i in tl.range(num_tiles, num_stages=STAGES):
-            k0 = last - i * BLOCK_K
-            x0, x1, x2, x3 = load_quad(x_rows, row_mask, k0, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-            store_quad(
-                q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
-            )  # fmt: skip
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
+    for i in range(num_tiles):
+        k0 = last - i * BLOCK_K
+        x0, x1, x2, x3 = n0, n1, n2, n3
+        n0, n1, n2, n3 = load_quad(
+            x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
+        store_quad(
+            q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -350,21 +312,19 @@ def _edges_cast(
 @triton.jit
 def span_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT, STAGES: tl.constexpr = NO_PIPELINE,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
     :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat. EVICT: the interior loads' L2 eviction
-    priority ("" for none). STAGES: how the interior loop's loads are issued (NO_PIPELINE)."""
+    priority ("" for none)."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
     edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
     if PACK_K == 4 and BLOCK_K >= 4:
         amax = _interior_amax_packed(
-            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT, STAGES
+            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT
         )
     else:
-        amax = _interior_amax(
-            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT, STAGES
-        )
+        amax = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
     return max_of_amaxes(amax, edge_amax)
 
 
@@ -373,21 +333,20 @@ def cast_span(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT, STAGES: tl.constexpr = NO_PIPELINE,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``.
-    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none). STAGES: how the
-    interior loop's loads are issued (NO_PIPELINE)."""
+    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none)."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
     if PACK_K == 4 and BLOCK_K >= 4:
         _interior_cast_packed(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT, STAGES,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
         )  # fmt: skip
     else:
         _interior_cast(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT, STAGES,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
         )  # fmt: skip
     _edges_cast(
         x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
@@ -415,7 +374,6 @@ def quantize_span(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
-    STAGES: tl.constexpr = NO_PIPELINE,
 ):
     """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
 
@@ -430,8 +388,6 @@ def quantize_span(
         PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_interior_cast_packed`),
             for views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
             1, and every ONE_PASS span, stores bytes.
-        STAGES: how a two-pass interior loop issues its loads: NO_PIPELINE (0), one tile ahead in registers; 2 or
-            more, Triton's software pipeliner with that many stages (a launch-config choice, the same bytes).
     """
     if ONE_PASS:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
@@ -445,13 +401,11 @@ def quantize_span(
             FNUZ, CAST_MODE,
         )  # fmt: skip
     else:
-        amax = span_amax(
-            x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, NO_HINT, STAGES
-        )
+        amax = span_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX)
         scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
         cast_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, NO_HINT, NO_HINT, STAGES,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
         )  # fmt: skip
     return scale
 
@@ -461,7 +415,7 @@ def quantize_group_span(
     x_rows, q_rows, row_mask, start, end, stride_xk,
     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, STAGES: tl.constexpr = NO_PIPELINE,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's): one read when its aligned
     interior fits one tile, two otherwise (both paths compiled, one branch taken)."""
@@ -473,6 +427,6 @@ def quantize_group_span(
     else:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, STAGES,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
     return scale

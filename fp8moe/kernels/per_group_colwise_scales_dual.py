@@ -54,7 +54,6 @@ def _per_group_colwise_scales_dual_kernel(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
-    STAGES: tl.constexpr = 0,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid (cdiv(N1) + cdiv(N2), G).
 
@@ -87,7 +86,6 @@ def _per_group_colwise_scales_dual_kernel(
             FNUZ,
             ROUND_POW2,
             CAST_MODE,
-            STAGES,
         )
     else:
         quantize_group_rows(
@@ -113,7 +111,6 @@ def _per_group_colwise_scales_dual_kernel(
             FNUZ,
             ROUND_POW2,
             CAST_MODE,
-            STAGES,
         )
 
 
