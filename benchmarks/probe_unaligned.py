@@ -21,16 +21,20 @@ from the module's globals when it first compiles it, so each variant runs in a f
 - ``main``: the span loop as it is; its outputs are checked against fp8ref on the same inputs;
 - ``no_edge_stores``: the edges are loaded and folded into the amax but never stored;
 - ``no_edges``: the edges are neither loaded nor stored (pass 1 over the aligned interior alone);
-- ``packed_edge_stores``: a candidate fix, exact. On the transposing view, where pass 2 stores the interior as
-  4-byte words of four columns, each partial edge is read as four interleaved 4-column tiles and joined into words
-  too, so its layout exchange moves 4 words per 16 codes instead of 16 bytes; its global stores stay bytes with
-  the span's exact mask. Other views and one-read spans are unchanged.
+- ``edges_in_pass2_loop``: a candidate fix, exact. On the transposing view pass 2 walks the tiles pass 1 walks,
+  [floor16(start), ceil16(end)) with the span's exact load mask, instead of reloading each partial edge after the
+  interior loop; a tile that holds a partial edge stores with the exact mask (byte stores), every other tile
+  with 16-byte stores as before. Other views and one-read spans are unchanged.
 
 Session 18's first run (benchmarks/results/h200-s18-call2-unaligned.md) had a fourth variant, pass 1 folding the
 edges into its elementwise loop on the transposing view: exact and 8-9% faster at the unaligned colwise points, it
 is now main (fp8moe.kernels._span._span_amax_packed). That run also found that the edges' stores are most of what
 unaligned groups cost the colwise op (16640 x 2048, G = 64, every edge 8 positions off: 62.4 us, 47.7 us without
-the edge stores, 42.8 us without any edge code, 39.6 us at 16-aligned groups).
+the edge stores, 42.8 us without any edge code, 39.6 us at 16-aligned groups). Its second run
+(h200-s18-call3-unaligned.md) refuted one explanation of the stores' cost: joining each edge into words before its
+layout exchange, as the interior is (``packed_edge_stores``), ran 57.3 against 57.0 us on ``shifted8``. Nsight
+Compute found the same DRAM bytes at aligned and unaligned groups, with longer long-scoreboard stalls at the
+unaligned ones (h200-s18-call4-ncu.md): the edges cost latency, not bytes.
 
 The two removal variants write wrong codes at the edges on purpose: they are timed, never used, and the script
 checks that their outputs do differ from the reference where a layout has unaligned edges (so a variant that did
@@ -64,9 +68,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_group_kernels, tune_configs)
     sys.path.insert(0, _HERE)
 
-VARIANTS = ("main", "no_edge_stores", "no_edges", "packed_edge_stores")
+VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_in_pass2_loop")
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
-EXACT_VARIANTS = ("main", "packed_edge_stores")
+EXACT_VARIANTS = ("main", "edges_in_pass2_loop")
 LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random")
 #: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
 POINTS = (
@@ -131,51 +135,44 @@ def _store_quad_exact(
     tl.store(q_rows + cols[None, :], q, mask=row_mask[:, None] & ((cols >= lo) & (cols < hi))[None, :])
 
 
-@triton.jit
-def _edges_cast_packed(
-    x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """Candidate, exact: _span._edges_cast with each 16-column edge read as four interleaved 4-column tiles and
-    joined into words before the layout exchange (4 STS of words per 16 codes instead of 16 STS.U8), as the
-    interior's tiles are. Used only when pass 2 stores words (the two-pass loop on a transposing view)."""
-    _, _, _, head_hi, _, tail_lo = _span._span_edges(start, end)
-    if start < head_hi:
-        k0 = start // 16 * 16
-        h0, h1, h2, h3 = _span.load_quad(x_rows, row_mask, k0, start, head_hi, stride_xk, 4, INT64_INDEX)
-        _store_quad_exact(
-            q_rows, row_mask, k0, start, head_hi, h0, h1, h2, h3, scale[:, None], 4, INT64_INDEX, FP8_DTYPE,
-            FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-        )  # fmt: skip
-    if tail_lo < end:
-        t0, t1, t2, t3 = _span.load_quad(x_rows, row_mask, tail_lo, tail_lo, end, stride_xk, 4, INT64_INDEX)
-        _store_quad_exact(
-            q_rows, row_mask, tail_lo, tail_lo, end, t0, t1, t2, t3, scale[:, None], 4, INT64_INDEX, FP8_DTYPE,
-            FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-        )  # fmt: skip
-
-
-_CAST_SPAN = _span.cast_span  # the original, which the candidate calls for its interior
+_CAST_SPAN = _span.cast_span  # the original, which the candidate calls for the views it leaves alone
 
 
 @triton.jit
-def _cast_span_packed_edges(
+def _cast_span_edges_in_loop(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = _span.NO_HINT, STORE_EVICT: tl.constexpr = _span.NO_HINT,
 ):  # fmt: skip
-    """cast_span with the packed edge casts on transposing views; other views as before."""
+    """Candidate, exact: on transposing views pass 2 walks the tiles pass 1 walks, [floor16(start), ceil16(end))
+    with the span's exact load mask, so the edges are not reloaded after the loop; a tile holding a partial edge
+    stores its codes with the exact mask (bytes), every other tile through store_quad (16-byte stores). Other views
+    as before."""
     if PACK_K == 4 and BLOCK_K >= 4:
-        inner_lo, inner_hi, _, _, _, _ = _span._span_edges(start, end)
-        _span._interior_cast_packed(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-        )  # fmt: skip
-        _edges_cast_packed(
-            x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-            FNUZ, CAST_MODE,
-        )  # fmt: skip
+        BLOCK_W: tl.constexpr = BLOCK_K // 4
+        inner_lo = (start + 15) // 16 * 16
+        inner_hi = end // 16 * 16
+        lo = start // 16 * 16
+        num_tiles = tl.cdiv((end + 15) // 16 * 16 - lo, BLOCK_K)
+        last = lo + (num_tiles - 1) * BLOCK_K
+        n0, n1, n2, n3 = _span.load_quad(x_rows, row_mask, last, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
+        for i in range(num_tiles):
+            k0 = last - i * BLOCK_K
+            x0, x1, x2, x3 = n0, n1, n2, n3
+            n0, n1, n2, n3 = _span.load_quad(
+                x_rows, row_mask, k0 - BLOCK_K, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+            )
+            if (k0 >= inner_lo) & ((k0 + BLOCK_K <= inner_hi) | (end == inner_hi)):
+                _span.store_quad(
+                    q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
+                )  # fmt: skip
+            else:
+                _store_quad_exact(
+                    q_rows, row_mask, k0, start, end, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+                )  # fmt: skip
     else:
         _CAST_SPAN(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE,
@@ -192,8 +189,8 @@ def apply_variant(variant: str) -> None:
     if variant == "no_edges":
         _span._edges_amax = _no_edges_amax
         _span.span_amax = _interior_only_amax
-    if variant == "packed_edge_stores":
-        _span.cast_span = _cast_span_packed_edges
+    if variant == "edges_in_pass2_loop":
+        _span.cast_span = _cast_span_edges_in_loop
 
 
 def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:
