@@ -21,10 +21,9 @@ from the module's globals when it first compiles it, so each variant runs in a f
 - ``main``: the span loop as it is; its outputs are checked against fp8ref on the same inputs;
 - ``no_edge_stores``: the edges are loaded and folded into the amax but never stored;
 - ``no_edges``: the edges are neither loaded nor stored (pass 1 over the aligned interior alone);
-- ``edges_in_pass2_loop``: a candidate fix, exact. On the transposing view pass 2 walks the tiles pass 1 walks,
-  [floor16(start), ceil16(end)) with the span's exact load mask, instead of reloading each partial edge after the
-  interior loop; a tile that holds a partial edge stores with the exact mask (byte stores), every other tile
-  with 16-byte stores as before. Other views and one-read spans are unchanged.
+- ``edges_loaded_first``: a candidate fix, exact. On the transposing view pass 2 issues both partial edges' loads
+  (exact masks, no branch) before its interior loop and quantizes and stores them after it, so their round trip
+  overlaps the loop instead of following it. Other views and one-read spans are unchanged.
 
 Session 18's first run (benchmarks/results/h200-s18-call2-unaligned.md) had a fourth variant, pass 1 folding the
 edges into its elementwise loop on the transposing view: exact and 8-9% faster at the unaligned colwise points, it
@@ -34,7 +33,12 @@ the edge stores, 42.8 us without any edge code, 39.6 us at 16-aligned groups). I
 (h200-s18-call3-unaligned.md) refuted one explanation of the stores' cost: joining each edge into words before its
 layout exchange, as the interior is (``packed_edge_stores``), ran 57.3 against 57.0 us on ``shifted8``. Nsight
 Compute found the same DRAM bytes at aligned and unaligned groups, with longer long-scoreboard stalls at the
-unaligned ones (h200-s18-call4-ncu.md): the edges cost latency, not bytes.
+unaligned ones (h200-s18-call4-ncu.md): the edges cost latency, not bytes. The third run
+(h200-s18-call5-unaligned.md) refuted folding the edges into pass 2's loop as pass 1 does (``edges_in_pass2_loop``,
+commit 89ed605: a tile holding a partial edge stored with an exact mask, byte stores across the whole tile): 2.1-2.4x
+slower (shifted8 122.3 against 56.7 us). The fourth (h200-s18-call6-unaligned.md) refuted the last candidate
+below, ``edges_loaded_first``: 1.14-1.18x slower at every colwise layout, aligned16 included (45.7 against 38.7
+us), where the edges are empty: the edge registers held across the loop cost more than the round trip they hide.
 
 The two removal variants write wrong codes at the edges on purpose: they are timed, never used, and the script
 checks that their outputs do differ from the reference where a layout has unaligned edges (so a variant that did
@@ -68,9 +72,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_group_kernels, tune_configs)
     sys.path.insert(0, _HERE)
 
-VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_in_pass2_loop")
+VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_loaded_first")
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
-EXACT_VARIANTS = ("main", "edges_in_pass2_loop")
+EXACT_VARIANTS = ("main", "edges_loaded_first")
 LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random")
 #: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
 POINTS = (
@@ -118,61 +122,31 @@ def _interior_only_amax(
     return amax
 
 
-@triton.jit
-def _store_quad_exact(
-    q_rows, row_mask, k0, lo, hi, x0, x1, x2, x3, scale, BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """_span.store_quad with an exact mask [lo, hi): the joined words cross the layout exchange, the stores stay
-    inside the span (byte stores)."""
-    x4 = tl.join(tl.join(x0, x2), tl.join(x1, x3))
-    q4 = quantize(x4, scale[:, :, None, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-    q = tl.reshape(q4, (q4.shape[0], 4 * BLOCK_W))
-    cols = k0 + tl.arange(0, 4 * BLOCK_W)
-    if INT64_INDEX:
-        cols = cols.to(tl.int64)
-    tl.store(q_rows + cols[None, :], q, mask=row_mask[:, None] & ((cols >= lo) & (cols < hi))[None, :])
-
-
 _CAST_SPAN = _span.cast_span  # the original, which the candidate calls for the views it leaves alone
 
 
 @triton.jit
-def _cast_span_edges_in_loop(
+def _cast_span_edges_loaded_first(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = _span.NO_HINT, STORE_EVICT: tl.constexpr = _span.NO_HINT,
 ):  # fmt: skip
-    """Candidate, exact: on transposing views pass 2 walks the tiles pass 1 walks, [floor16(start), ceil16(end))
-    with the span's exact load mask, so the edges are not reloaded after the loop; a tile holding a partial edge
-    stores its codes with the exact mask (bytes), every other tile through store_quad (16-byte stores). Other views
-    as before."""
+    """Candidate, exact: on transposing views pass 2 issues both partial edges' loads (exact masks, no branch: an
+    empty edge's mask is all false) before the interior loop and quantizes and stores them after it, so their
+    round trip overlaps the loop instead of following it. Other views as before."""
     if PACK_K == 4 and BLOCK_K >= 4:
-        BLOCK_W: tl.constexpr = BLOCK_K // 4
-        inner_lo = (start + 15) // 16 * 16
-        inner_hi = end // 16 * 16
-        lo = start // 16 * 16
-        num_tiles = tl.cdiv((end + 15) // 16 * 16 - lo, BLOCK_K)
-        last = lo + (num_tiles - 1) * BLOCK_K
-        n0, n1, n2, n3 = _span.load_quad(x_rows, row_mask, last, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-        for i in range(num_tiles):
-            k0 = last - i * BLOCK_K
-            x0, x1, x2, x3 = n0, n1, n2, n3
-            n0, n1, n2, n3 = _span.load_quad(
-                x_rows, row_mask, k0 - BLOCK_K, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT
-            )
-            if (k0 >= inner_lo) & ((k0 + BLOCK_K <= inner_hi) | (end == inner_hi)):
-                _span.store_quad(
-                    q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
-                )  # fmt: skip
-            else:
-                _store_quad_exact(
-                    q_rows, row_mask, k0, start, end, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-                )  # fmt: skip
+        inner_lo, inner_hi, head_cols, head_hi, tail_cols, tail_lo = _span._span_edges(start, end)
+        x_head = _span._load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+        x_tail = _span._load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+        _span._interior_cast_packed(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+        )  # fmt: skip
+        q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _span._store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
+        q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        _span._store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
     else:
         _CAST_SPAN(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE,
@@ -189,8 +163,8 @@ def apply_variant(variant: str) -> None:
     if variant == "no_edges":
         _span._edges_amax = _no_edges_amax
         _span.span_amax = _interior_only_amax
-    if variant == "edges_in_pass2_loop":
-        _span.cast_span = _cast_span_edges_in_loop
+    if variant == "edges_loaded_first":
+        _span.cast_span = _cast_span_edges_loaded_first
 
 
 def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:
