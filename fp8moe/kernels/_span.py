@@ -17,10 +17,12 @@ When the interior fits one tile (ONE_PASS) x stays in registers: one read. Other
 running max over the tiles, in the input dtype where Triton keeps it there (one packed bf16 max per two elements),
 with one cross-lane reduction at the end, and pass 2 reads the span again, walking backwards so that the most
 recently read tiles, the likeliest still in L2, come first. Both passes load the next tile before working on the
-current one: Triton does not pipeline these loops (no cp.async in the PTX at num_stages=3, triton 3.9). Measured on
-the H200 (benchmarks/results/h200-bench-2026-12-01-s5-summary.md) the row kernels were issue-bound, which is why the
-loop bodies are kept short: `python benchmarks/sass_counts.py` counts them (tests/test_kernel_instructions.py keeps
-the cuts).
+current one: Triton does not pipeline these loops (no cp.async in the PTX at num_stages=3, triton 3.9), and handing
+them to its software pipeliner (``tl.range(num_stages=2..4)``, cp.async in the SASS) ran 0.76-0.98x as fast at every
+bench point on the H200 (benchmarks/results/h200-s18-call1-tune-stages.md; the change, h200-s18-span-stages.diff,
+reverted). Measured on the H200 (benchmarks/results/h200-bench-2026-12-01-s5-summary.md) the row kernels were
+issue-bound, which is why the loop bodies are kept short: `python benchmarks/sass_counts.py` counts them
+(tests/test_kernel_instructions.py keeps the cuts).
 
 Views whose x is not contiguous along K (the colwise ops read x.t()) change a tile's layout between load and store,
 through shared memory. There (PACK_K = 4, :func:`pack_k`) the interior is read as four interleaved column tiles,
