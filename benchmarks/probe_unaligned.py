@@ -21,9 +21,10 @@ from the module's globals when it first compiles it, so each variant runs in a f
 - ``main``: the span loop as it is; its outputs are checked against fp8ref on the same inputs;
 - ``no_edge_stores``: the edges are loaded and folded into the amax but never stored;
 - ``no_edges``: the edges are neither loaded nor stored (pass 1 over the aligned interior alone);
-- ``edges_loaded_first``: a candidate fix, exact. On the transposing view pass 2 issues both partial edges' loads
-  (exact masks, no branch) before its interior loop and quantizes and stores them after it, so their round trip
-  overlaps the loop instead of following it. Other views and one-read spans are unchanged.
+- ``edges_beside_first_tile``: a candidate fix, exact. On the transposing view pass 2 issues both partial edges'
+  loads and its interior's first tile load together, casts and stores the edges while that tile is in flight, then
+  runs the interior loop: the edges' round trip overlaps the interior's first one and no edge register lives
+  across the loop. Other views and one-read spans are unchanged.
 
 Session 18's first run (benchmarks/results/h200-s18-call2-unaligned.md) had a fourth variant, pass 1 folding the
 edges into its elementwise loop on the transposing view: exact and 8-9% faster at the unaligned colwise points, it
@@ -36,9 +37,11 @@ Compute found the same DRAM bytes at aligned and unaligned groups, with longer l
 unaligned ones (h200-s18-call4-ncu.md): the edges cost latency, not bytes. The third run
 (h200-s18-call5-unaligned.md) refuted folding the edges into pass 2's loop as pass 1 does (``edges_in_pass2_loop``,
 commit 89ed605: a tile holding a partial edge stored with an exact mask, byte stores across the whole tile): 2.1-2.4x
-slower (shifted8 122.3 against 56.7 us). The fourth (h200-s18-call6-unaligned.md) refuted the last candidate
-below, ``edges_loaded_first``: 1.14-1.18x slower at every colwise layout, aligned16 included (45.7 against 38.7
-us), where the edges are empty: the edge registers held across the loop cost more than the round trip they hide.
+slower (shifted8 122.3 against 56.7 us). The fourth (h200-s18-call6-unaligned.md) refuted loading both edges before
+the interior loop and storing them after it (``edges_loaded_first``, commit 63be448): 1.14-1.18x slower at every
+colwise layout, aligned16 included (45.7 against 38.7 us), where the edges are empty: the edge registers held across
+the loop cost more than the round trip they hide. The fifth (h200-s18-call7-unaligned.md) measured the candidate
+below: 0.99x at random cuts, 1.03-1.06x slower at the other unaligned layouts; not kept.
 
 The two removal variants write wrong codes at the edges on purpose: they are timed, never used, and the script
 checks that their outputs do differ from the reference where a layout has unaligned edges (so a variant that did
@@ -72,9 +75,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_group_kernels, tune_configs)
     sys.path.insert(0, _HERE)
 
-VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_loaded_first")
+VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_beside_first_tile")
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
-EXACT_VARIANTS = ("main", "edges_loaded_first")
+EXACT_VARIANTS = ("main", "edges_beside_first_tile")
 LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random")
 #: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
 POINTS = (
@@ -126,27 +129,42 @@ _CAST_SPAN = _span.cast_span  # the original, which the candidate calls for the 
 
 
 @triton.jit
-def _cast_span_edges_loaded_first(
+def _cast_span_edges_beside_first_tile(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = _span.NO_HINT, STORE_EVICT: tl.constexpr = _span.NO_HINT,
 ):  # fmt: skip
-    """Candidate, exact: on transposing views pass 2 issues both partial edges' loads (exact masks, no branch: an
-    empty edge's mask is all false) before the interior loop and quantizes and stores them after it, so their
-    round trip overlaps the loop instead of following it. Other views as before."""
+    """Candidate, exact: on transposing views pass 2 issues both partial edges' loads (exact masks, no branch) and
+    the interior's first tile load together, casts and stores the edges (each in its branch) while that tile is in
+    flight, then runs the interior loop: the edges' round trip overlaps the interior's first one, and no edge
+    register lives across the loop. Other views as before."""
     if PACK_K == 4 and BLOCK_K >= 4:
+        BLOCK_W: tl.constexpr = BLOCK_K // 4
         inner_lo, inner_hi, head_cols, head_hi, tail_cols, tail_lo = _span._span_edges(start, end)
         x_head = _span._load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
         x_tail = _span._load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-        _span._interior_cast_packed(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-        )  # fmt: skip
-        q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _span._store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
-        q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _span._store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
+        num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+        last = inner_lo + (num_tiles - 1) * BLOCK_K
+        n0, n1, n2, n3 = _span.load_quad(
+            x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
+        if start < head_hi:
+            q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _span._store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
+        if tail_lo < end:
+            q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _span._store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
+        for i in range(num_tiles):  # _span._interior_cast_packed's loop, its first tile loaded above
+            k0 = last - i * BLOCK_K
+            x0, x1, x2, x3 = n0, n1, n2, n3
+            n0, n1, n2, n3 = _span.load_quad(
+                x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+            )
+            _span.store_quad(
+                q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
+            )  # fmt: skip
     else:
         _CAST_SPAN(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE,
@@ -163,8 +181,8 @@ def apply_variant(variant: str) -> None:
     if variant == "no_edges":
         _span._edges_amax = _no_edges_amax
         _span.span_amax = _interior_only_amax
-    if variant == "edges_loaded_first":
-        _span.cast_span = _cast_span_edges_loaded_first
+    if variant == "edges_beside_first_tile":
+        _span.cast_span = _cast_span_edges_beside_first_tile
 
 
 def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:

@@ -470,7 +470,7 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
         assert by["no_edges", op, "aligned16"]
         assert not by["no_edges", op, "shifted8"]
         assert not by["no_edge_stores", op, "shifted8"]
-        assert by["edges_loaded_first", op, "dominant"]  # the candidate fix is exact (check_rows checks all layouts)
+        assert by["edges_beside_first_tile", op, "dominant"]  # the candidate is exact (check_rows: every layout)
         assert not by["no_edges", op, "dominant"]
     # a variant that did not take effect is reported
     assert probe_unaligned.check_rows([{**rows[-1], "variant": "no_edges", "unaligned_edges": True, "bitwise": True}])
