@@ -89,7 +89,7 @@ def _lists_by_name() -> dict[str, KernelConfigs]:
 
 def parse_candidates(specs: list[str]) -> dict[str, list]:
     """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
-    them) -> extra triton.Config candidates per list."""
+    them, ``/g`` after the warps for GROUPS_FASTEST) -> extra triton.Config candidates per list."""
     import triton  # after fp8moe, which must be imported first
 
     by_name = _lists_by_name()
@@ -98,13 +98,15 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
         name, _, tiles = spec.partition("=")
         if name not in by_name:
             raise SystemExit(f"--candidates: no candidate list {name!r}; lists: {', '.join(sorted(by_name))}")
-        block_names = list(by_name[name].cuda[0].kwargs)
+        block_names = [k for k in by_name[name].cuda[0].kwargs if k.startswith("BLOCK_")]
         for tile in tiles.split(","):
             sizes, _, warps = tile.partition("/w")
+            warps, groups_fastest = warps.removesuffix("/g"), warps.endswith("/g")
             values = [int(v) for v in sizes.split("x") if v.isdigit()]
             if len(values) != len(block_names) or len(values) != sizes.count("x") + 1 or not warps.isdigit():
-                raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>")
-            extra.setdefault(name, []).append(triton.Config(dict(zip(block_names, values)), num_warps=int(warps)))
+                raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>[/g]")
+            kwargs = dict(zip(block_names, values)) | ({"GROUPS_FASTEST": True} if groups_fastest else {})
+            extra.setdefault(name, []).append(triton.Config(kwargs, num_warps=int(warps)))
     return extra
 
 

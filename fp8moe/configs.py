@@ -216,12 +216,14 @@ LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 def describe(config: triton.Config | None) -> str:
     """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``/r<n>`` for a
-    register cap of n per thread; ``-`` for None."""
+    register cap of n per thread and ``/g`` for a jagged grid with groups fastest (GROUPS_FASTEST,
+    fp8moe.kernels._per_group.jagged_grid); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
     cap = f"/r{config.maxnreg}" if getattr(config, "maxnreg", None) else ""
-    return f"{tile}/w{config.num_warps}{cap}"
+    order = "/g" if config.kwargs.get("GROUPS_FASTEST") else ""
+    return f"{tile}/w{config.num_warps}{cap}{order}"
 
 
 def launch(

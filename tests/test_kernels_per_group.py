@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import triton
 
 import fp8moe  # noqa: F401  (turns the interpreter on when there is no GPU)
 from fp8moe import configs, replay
@@ -487,6 +488,68 @@ def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, dev
         assert not bool(in_groups.any()), f"unwritten in-group elements at {in_groups.nonzero()[:4].tolist()}"
         assert bool(past_end.all()), "a kernel wrote past offs[-1]"
         assert torch.equal(_jagged_bytes(a, dim, end), _jagged_bytes(b, dim, end))
+
+
+@pytest.fixture
+def groups_fastest_grid(per_group_kernel, monkeypatch):
+    """The span kernel launched on its groups-fastest grid (GROUPS_FASTEST, fp8moe.kernels._per_group.jagged_grid)
+    whatever config the backend picks; yields the groups_fastest flag of every grid the launches built."""
+    if per_group_kernel != "span":
+        pytest.skip("the grid order is the span kernel's")
+    from fp8moe.kernels import _per_group
+
+    names = {configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name}
+    fixed = configs.KernelConfigs.fixed
+
+    def groups_fastest(self, backend, args):
+        config = fixed(self, backend, args)
+        if self.name not in names:
+            return config
+        return triton.Config({**config.kwargs, "GROUPS_FASTEST": True}, num_warps=config.num_warps)
+
+    built, jagged_grid = [], _per_group.jagged_grid
+
+    def recording_grid(row_blocks, groups, fastest):
+        built.append(fastest)
+        return jagged_grid(row_blocks, groups, fastest)
+
+    monkeypatch.setattr(configs.KernelConfigs, "fixed", groups_fastest)
+    monkeypatch.setattr(configs, "AUTOTUNE_MIN_ELEMENTS", float("inf"))  # every launch takes ``fixed``
+    monkeypatch.setattr(_per_group, "jagged_grid", recording_grid)
+    monkeypatch.setattr(per_group_colwise_scales_dual, "jagged_grid", recording_grid)
+    replay.forget()
+    yield built
+    replay.forget()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_groups_fastest_grid_matches_reference_bitwise(op, layout, groups_fastest_grid, device):
+    """The other grid order changes which programs run together, never a byte: every layout, both views (word
+    stores on the colwise one), and the grid really was the groups-fastest one."""
+    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=16)
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
+    assert groups_fastest_grid
+    assert all(groups_fastest_grid)
+
+
+def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fastest_grid, device):
+    """N1 = 12 and N2 = 20: the program index splits into row blocks of both tensors and a group."""
+    x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=17)
+    x2 = _values((WORD_LENGTH, 20), torch.bfloat16, seed=18)
+    ends = LAYOUTS["many_groups"]
+    out = per_group_colwise_scales_dual.launch(
+        x1.to(device), x2.to(device), _offs(ends, device), E4, True, backend_for(device)
+    )
+    _assert_dual_equal(out, _dual_reference(x1, x2, ends, E4, True), ends[-1])
+    assert groups_fastest_grid == [True]
+
+
+def test_jagged_grid_has_one_program_per_cell_in_either_order():
+    from fp8moe.kernels._per_group import jagged_grid
+
+    assert jagged_grid(5, 3, False) == (5, 3)
+    assert jagged_grid(5, 3, True) == (15,)
 
 
 @pytest.mark.parametrize("op_name", [OPS[0].name, "per_group_colwise_scales_dual"])

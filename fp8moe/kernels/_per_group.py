@@ -25,7 +25,32 @@ from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
 from fp8moe.kernels._span import pack_k, quantize_group_span
 
-__all__ = ["launch_jagged_rows", "quantize_group_rows"]
+__all__ = ["jagged_grid", "jagged_program", "launch_jagged_rows", "quantize_group_rows"]
+
+
+def jagged_grid(row_blocks: int, groups: int, groups_fastest: bool) -> tuple[int, ...]:
+    """The launch grid of a jagged kernel with ``row_blocks * groups`` programs (:func:`jagged_program` maps a
+    program to its cell): (row_blocks, groups), or with ``groups_fastest`` one dim whose consecutive programs take
+    consecutive groups of one row block."""
+    return (row_blocks * groups,) if groups_fastest else (row_blocks, groups)
+
+
+@triton.jit
+def jagged_program(G, GROUPS_FASTEST: tl.constexpr):
+    """(row block, group) of this program on the grid :func:`jagged_grid` made.
+
+    The order decides which cells run together. Row blocks fastest: the programs resident at once cover a few
+    groups across every row block. Groups fastest: every group of a few row blocks, so on a transposing view their
+    stores fill whole rows of q (one row block's rows, every group's columns) instead of a group's part of every row.
+    """
+    if GROUPS_FASTEST:
+        pid = tl.program_id(0)
+        pid_r = pid // G
+        pid_g = pid - pid_r * G
+    else:
+        pid_r = tl.program_id(0)
+        pid_g = tl.program_id(1)
+    return pid_r, pid_g
 
 
 @triton.jit
@@ -103,13 +128,16 @@ def _per_group_rows_kernel(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
+    GROUPS_FASTEST: tl.constexpr = False,
 ):
-    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid (cdiv(R, BLOCK_R), G).
+    """x (R, K) any strides -> q (R, K) with unit stride along K. Grid :func:`jagged_grid` of cdiv(R, BLOCK_R) row
+    blocks and G groups; GROUPS_FASTEST (a config's, default off) orders it.
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
+    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
     quantize_group_rows(
-        x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, tl.program_id(0), tl.program_id(1), stride_xr, stride_xk,
+        x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, pid_r, pid_g, stride_xr, stride_xk,
         stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
         CAST_MODE,
     )  # fmt: skip
@@ -134,7 +162,7 @@ def launch_jagged_rows(
         _per_group_rows_kernel,
         configs.PER_GROUP,
         backend,
-        lambda meta: (triton.cdiv(meta["R"], meta["BLOCK_R"]), meta["G"]),
+        lambda meta: jagged_grid(triton.cdiv(meta["R"], meta["BLOCK_R"]), meta["G"], meta.get("GROUPS_FASTEST", False)),
         x_ptr=x,
         q_ptr=q,
         scales_ptr=scales,

@@ -20,7 +20,7 @@ from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
 from fp8moe.kernels._jagged import cooperative_launcher
-from fp8moe.kernels._per_group import quantize_group_rows
+from fp8moe.kernels._per_group import jagged_grid, jagged_program, quantize_group_rows
 from fp8moe.kernels._span import pack_k
 
 __all__ = ["launch"]
@@ -54,13 +54,14 @@ def _per_group_colwise_scales_dual_kernel(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
+    GROUPS_FASTEST: tl.constexpr = False,
 ):
-    """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid (cdiv(N1) + cdiv(N2), G).
+    """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
+    cdiv(N1) + cdiv(N2) row blocks and G groups.
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
-    pid_r = tl.program_id(0)
-    pid_g = tl.program_id(1)
+    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
     blocks_1 = tl.cdiv(N1, BLOCK_R)
     if pid_r < blocks_1:
         quantize_group_rows(
@@ -166,7 +167,11 @@ def launch_span(
         _per_group_colwise_scales_dual_kernel,
         configs.PER_GROUP_DUAL,
         backend,
-        lambda meta: (triton.cdiv(meta["N1"], meta["BLOCK_R"]) + triton.cdiv(meta["N2"], meta["BLOCK_R"]), meta["G"]),
+        lambda meta: jagged_grid(
+            triton.cdiv(meta["N1"], meta["BLOCK_R"]) + triton.cdiv(meta["N2"], meta["BLOCK_R"]),
+            meta["G"],
+            meta.get("GROUPS_FASTEST", False),
+        ),
         x1_ptr=x1,
         q1_ptr=q1_t,
         scales1_ptr=s1,
