@@ -83,7 +83,8 @@ if [[ $steps == *" profile "* ]]; then
 fi
 
 if [[ $steps == *" tune "* ]]; then
-  # TUNE_ARGS: e.g. "--only per_group --max-shapes 1 --other-layouts" (benchmarks/tune_configs.py --help)
+  # TUNE_ARGS: e.g. "--only per_group --groups-fastest-twins" (each per-group tile in both grid orders; see
+  # benchmarks/tune_configs.py --help)
   timeout "${TUNE_TIMEOUT:-240}" python3 benchmarks/tune_configs.py ${TUNE_ARGS:-} --out "$OUT/configs.md" \
     >"$OUT/tune.log" 2>&1
   echo "tune exit $? after ${SECONDS}s" >>"$OUT/env.txt"

@@ -110,6 +110,19 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
     return extra
 
 
+def groups_fastest_twins() -> dict[str, list]:
+    """A GROUPS_FASTEST twin (``/g``, fp8moe.kernels._per_group.jagged_grid) of every candidate of the span
+    kernel's lists, as extra candidates: each tile timed in both grid orders at every per-group point."""
+    import triton  # after fp8moe, which must be imported first
+
+    from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL
+
+    return {
+        k.name: [triton.Config({**c.kwargs, "GROUPS_FASTEST": True}, num_warps=c.num_warps) for c in k.cuda]
+        for k in (PER_GROUP, PER_GROUP_DUAL)
+    }
+
+
 @contextlib.contextmanager
 def extra_candidates(extra: dict[str, list], replace: bool = False):
     """Append candidates to the named lists inside the block (for timing tiles before adding them to
@@ -251,12 +264,20 @@ def main(argv: list[str] | None = None) -> int:
         help="extra candidates appended to a candidate list for this run, e.g. per_group_scales=32x256/w8",
     )
     parser.add_argument(
+        "--groups-fastest-twins",
+        action="store_true",
+        help="also time every candidate of the per-group span lists with its grid in the groups-fastest order (/g)",
+    )
+    parser.add_argument(
         "--replace",
         action="store_true",
         help="the --candidates replace their lists for this run (time a few tiles against a baseline you name)",
     )
     args = parser.parse_args(argv)
     extra = parse_candidates(args.candidates)
+    if args.groups_fastest_twins:
+        for name, twins in groups_fastest_twins().items():
+            extra.setdefault(name, []).extend(twins)
     if args.summarize:
         print("\n".join(summarize(args.summarize)))
         return 0

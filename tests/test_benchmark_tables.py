@@ -353,6 +353,32 @@ def test_micro_batch_bench_runs_on_the_cpu_and_finds_frozen_weights_bitwise_equa
 
 
 @needs_interpreter
+def test_tune_point_times_groups_fastest_twins_in_their_own_grid_order_and_checks_each_bitwise(monkeypatch):
+    from fp8moe import configs
+    from fp8moe.kernels import _per_group
+
+    orders, jagged_grid = [], _per_group.jagged_grid
+
+    def recording_grid(row_blocks, groups, groups_fastest):
+        orders.append(groups_fastest)
+        return jagged_grid(row_blocks, groups, groups_fastest)
+
+    monkeypatch.setattr(_per_group, "jagged_grid", recording_grid)
+    monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
+    twins = tune_configs.groups_fastest_twins()
+    listed = configs.PER_GROUP.cuda
+    assert [configs.describe(c) for c in twins[configs.PER_GROUP.name]] == [configs.describe(c) + "/g" for c in listed]
+    point = bench.Point("per_group_colwise_scales", (160, 24), 3, "random")
+    with tune_configs.extra_candidates(twins):
+        rows = tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")
+    n = len(listed)
+    assert [r.split("|")[4].strip().endswith("/g") for r in rows] == [False] * n + [True] * n
+    assert all(r.endswith("| yes |") for r in rows)  # every forced run bitwise, in both orders
+    assert orders == [False] * n + [True] * n  # one checked launch per candidate, each in its config's order
+    assert configs.PER_GROUP.cuda == listed
+
+
+@needs_interpreter
 def test_tune_point_times_every_candidate_with_word_and_byte_stores_and_checks_each_bitwise(monkeypatch):
     from fp8moe import configs
 
