@@ -15,7 +15,9 @@
 #   9. layouts: each quantization call of the grouped-GEMM step, both B_t layouts (bench_grouped_mm --quant-layouts).
 #  10. unaligned: what unaligned group edges cost the span kernel, edge code intact and removed
 #      (benchmarks/probe_unaligned.py).
-# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned), DEVICES=all on a multi-GPU machine
+#  11. gap: the one-read per-group path against the stripped ceiling kernel, one difference at a time
+#      (benchmarks/probe_one_read_gap.py).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned gap), DEVICES=all on a multi-GPU machine
 # (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT,
 # TUNE_TIMEOUT (seconds),
 # BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
@@ -103,10 +105,15 @@ if [[ $steps == *" unaligned "* ]]; then
     >"$OUT/unaligned.log" 2>&1
   echo "unaligned exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
+if [[ $steps == *" gap "* ]]; then
+  timeout "${GAP_TIMEOUT:-150}" python3 benchmarks/probe_one_read_gap.py --out "$OUT/one_read_gap.md" \
+    >"$OUT/one_read_gap.log" 2>&1
+  echo "gap exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
 if [[ $steps == *" host "* ]]; then
   timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py >"$OUT/host_overhead.txt" 2>&1
   echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
-cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" 2>/dev/null
+cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT/one_read_gap.md" 2>/dev/null

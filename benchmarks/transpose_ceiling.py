@@ -115,13 +115,19 @@ def _slice_scale(acc, BLOCK_N: tl.constexpr):
 def _cast_t_kernel(
     x_ptr, q_ptr, x_desc, q_desc, KT, N,
     SLICE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, MODE: tl.constexpr,
+    COLUMNS_FASTEST: tl.constexpr = False,
 ):  # fmt: skip
     """Program (slice s, column block): scale = 448 / max|x| over its SLICE tokens, then its tiles cast and stored.
     SLICE == 0: one pass at the constant scale 64; SLICE == BLOCK_K: the slice is one tile, read once and kept in
     registers (join4 stores it like ptr there); SLICE > BLOCK_K: two passes, the second walking backwards. MODE:
-    see MODES."""
-    pid_s = tl.program_id(0)
-    n0 = tl.program_id(1) * BLOCK_N
+    see MODES. Grid (slices, column blocks), or with COLUMNS_FASTEST (column blocks, slices): fp8moe's per-group
+    kernel orders its grid that way by default (row blocks of the (N, Ktot) view fastest)."""
+    if COLUMNS_FASTEST:
+        pid_s = tl.program_id(1)
+        n0 = tl.program_id(0) * BLOCK_N
+    else:
+        pid_s = tl.program_id(0)
+        n0 = tl.program_id(1) * BLOCK_N
     TMA_LOAD: tl.constexpr = MODE == 1 or MODE == 3
     if SLICE == 0:
         scale = tl.full((BLOCK_N,), 64.0, tl.float32)

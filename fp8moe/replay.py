@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -149,8 +150,9 @@ class _Recorder:
 
 def _bound_values(kernel, meta: dict) -> tuple | None:
     """Every parameter of the JIT function under ``kernel`` in signature order, as Triton binds them for
-    ``kernel[grid](**meta)``: the ``triton.heuristics`` wrappers' values computed the way their run does. None when
-    a parameter has no value (a default the launch relied on)."""
+    ``kernel[grid](**meta)``: the ``triton.heuristics`` wrappers' values computed the way their run does, and a
+    parameter ``meta`` omits at its declared default (a config may set GROUPS_FASTEST, fp8moe.kernels._per_group;
+    the others rely on its default). None when a parameter has neither."""
     from triton.runtime.autotuner import Heuristics
 
     full = dict(meta)
@@ -161,10 +163,15 @@ def _bound_values(kernel, meta: dict) -> tuple | None:
     params = getattr(kernel, "params", None)
     if params is None:
         return None
-    try:
-        return tuple(full[p.name] for p in params)
-    except KeyError:
-        return None
+    values = []
+    for p in params:
+        if p.name in full:
+            values.append(full[p.name])
+        elif getattr(p, "default", inspect.Parameter.empty) is not inspect.Parameter.empty:
+            values.append(p.default)
+        else:
+            return None
+    return tuple(values)
 
 
 @dataclass(frozen=True)

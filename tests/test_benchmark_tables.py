@@ -503,3 +503,31 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
         assert not by["no_edges", op, "dominant"]
     # a variant that did not take effect is reported
     assert probe_unaligned.check_rows([{**rows[-1], "variant": "no_edges", "unaligned_edges": True, "bitwise": True}])
+
+
+@needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
+def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail():
+    """Integers in [-6, 6] with a 7 in every (group, column): the ceiling's scale 448 / 7 = 64 makes every scaled
+    value an exact e4m3 code (the interpreter's cast is wrong only for inexact ones); fp8moe's variants cast exactly
+    anyway. Uneven offs over random values make the fixed-bounds variant wrong: its check must say so."""
+    import torch
+
+    probe = pytest.importorskip("probe_one_read_gap")
+    ktot, n, group = 96, 16, 32
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-6, 7, (ktot, n), generator=g).float()
+    x[::group] = 7.0
+    x = x.to(torch.bfloat16)
+    offs = probe.uniform_offs(ktot, group, "cpu")
+    assert offs.tolist() == [32, 64, 96]
+    for variant in probe.VARIANTS:
+        _, check = probe.variant_call(variant, x, offs, group, 8, 4)
+        assert check(), variant
+    uneven = torch.tensor([20, 50, 96], dtype=torch.int32)  # unaligned edges, interiors of at most 32
+    x = torch.randn((ktot, n), generator=g).to(torch.bfloat16)
+    _, check = probe.variant_call("one_read_fixed_bounds", x, uneven, group, 8, 4)
+    assert not check()
+    _, check = probe.variant_call("one_read", x, uneven, group, 8, 4)
+    assert check()  # bounds from offs: right for any groups whose interior fits the tile
+    with pytest.raises(SystemExit):
+        probe.uniform_offs(100, group, "cpu")

@@ -6,6 +6,7 @@ kernel whose "compiled" launcher runs a Python body. The real compiled kernels r
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 import torch
@@ -30,6 +31,7 @@ FAKE = configs.KernelConfigs(
 @dataclasses.dataclass(frozen=True)
 class _Param:
     name: str
+    default: object = inspect.Parameter.empty
 
 
 class _FakeCompiled:
@@ -51,9 +53,10 @@ class _FakeCompiled:
 class _FakeJit(triton.runtime.KernelInterface):
     """Stands in for a JITFunction: ``kernel[grid](**kwargs)`` runs the body and returns a _FakeCompiled."""
 
-    def __init__(self, names, compiled=True):
+    def __init__(self, names, compiled=True, defaults=None):
         self.names = names
-        self.params = [_Param(n) for n in names]
+        self.defaults = defaults or {}
+        self.params = [_Param(n, self.defaults.get(n, inspect.Parameter.empty)) for n in names]
         self.compiled = compiled
         self.runs = self.replays = 0
         self.seen = []
@@ -68,7 +71,7 @@ class _FakeJit(triton.runtime.KernelInterface):
     def run(self, *args, grid, warmup, **kwargs):
         assert not args
         self.runs += 1
-        self.body((*grid, 1, 1)[:3], kwargs)
+        self.body((*grid, 1, 1)[:3], {**self.defaults, **kwargs})  # Triton binds omitted parameters' defaults
         return _FakeCompiled(self) if self.compiled else None
 
 
@@ -179,6 +182,16 @@ def test_heuristic_values_are_bound_in_signature_order():
     _, s2 = op(_x(seed=5), False, CUDA)
     assert kernel.replays == 1
     assert s1.item() == s2.item() == 304 + 5 * 10000
+
+
+def test_a_parameter_left_at_its_default_is_replayed_at_that_default():
+    """The per-group kernels' GROUPS_FASTEST: set by some configs, left at its default by the others."""
+    kernel = _FakeJit([*NAMES, "HALF"], defaults={"HALF": 2})
+    op = _make_op(kernel)
+    _, s1 = op(_x(), False, CUDA)
+    _, s2 = op(_x(seed=5), False, CUDA)
+    assert (kernel.runs, kernel.replays) == (1, 1)
+    assert s1.item() == s2.item() == 304 + 2 * 10000
 
 
 def test_autotuned_launches_are_recorded_only_once_the_choice_is_cached(monkeypatch):
