@@ -550,6 +550,9 @@ def test_jagged_grid_has_one_program_per_cell_in_either_order():
 
     assert jagged_grid(5, 3, False) == (5, 3)
     assert jagged_grid(5, 3, True) == (15,)
+    assert jagged_grid(2**20, 2**11 - 1, True) == ((2**20) * (2**11 - 1),)
+    with pytest.raises(ValueError, match="exceeds 2147483647 programs"):
+        jagged_grid(2**20, 2**11, True)
 
 
 @pytest.mark.parametrize("op_name", [OPS[0].name, "per_group_colwise_scales_dual"])

@@ -28,11 +28,21 @@ from fp8moe.kernels._span import pack_k, quantize_group_span
 __all__ = ["jagged_grid", "jagged_program", "launch_jagged_rows", "quantize_group_rows"]
 
 
+#: Most programs along a grid's first dim (CUDA's limit; the groups-fastest grid puts every program there).
+MAX_GRID_X = 2**31 - 1
+
+
 def jagged_grid(row_blocks: int, groups: int, groups_fastest: bool) -> tuple[int, ...]:
     """The launch grid of a jagged kernel with ``row_blocks * groups`` programs (:func:`jagged_program` maps a
     program to its cell): (row_blocks, groups), or with ``groups_fastest`` one dim whose consecutive programs take
     consecutive groups of one row block."""
-    return (row_blocks * groups,) if groups_fastest else (row_blocks, groups)
+    if not groups_fastest:
+        return (row_blocks, groups)
+    if row_blocks * groups > MAX_GRID_X:
+        raise ValueError(
+            f"a groups-fastest grid of {row_blocks} row blocks x {groups} groups exceeds {MAX_GRID_X} programs"
+        )
+    return (row_blocks * groups,)
 
 
 @triton.jit
@@ -42,6 +52,8 @@ def jagged_program(G, GROUPS_FASTEST: tl.constexpr):
     The order decides which cells run together. Row blocks fastest: the programs resident at once cover a few
     groups across every row block. Groups fastest: every group of a few row blocks, so on a transposing view their
     stores fill whole rows of q (one row block's rows, every group's columns) instead of a group's part of every row.
+    Which is faster on a GPU is not measured yet (benchmarks/results/per-group-ledger.md, "Prepared and not yet
+    measured"); the default is the first.
     """
     if GROUPS_FASTEST:
         pid = tl.program_id(0)
