@@ -53,8 +53,16 @@ _E4M3 = torch.float8_e4m3fn
 # ----------------------------------------------------------------------------------------------------------------
 
 
+#: Most groups a per-group op takes: the span kernel's grid has one program per (row block, group) with the groups
+#: along its second dim, at most 65535 on CUDA (and HIP). fp8ref has no limit.
+MAX_GROUPS = 65535
+
+
 def _check_offs(offs: torch.Tensor, total: int, validate_offs: bool) -> None:
-    """After fp8ref.ops.check_args: contiguity, and with ``validate_offs`` the values (a host read)."""
+    """After fp8ref.ops.check_args: the group count, contiguity, and with ``validate_offs`` the values (a host
+    read)."""
+    if offs.numel() > MAX_GROUPS:
+        raise ValueError(f"offs has {offs.numel()} groups; fp8moe's per-group ops take at most {MAX_GROUPS}")
     if offs.numel() > 1 and offs.stride(0) != 1:
         # The kernels read offs[g] at offs_ptr + g: a strided view would be read as other values.
         raise ValueError(f"offs must be contiguous (stride 1), got stride {offs.stride(0)}")

@@ -398,6 +398,23 @@ def test_compiled_graph_holds_the_custom_op_as_one_node(name, device):
 
 
 @pytest.mark.parametrize(
+    "call",
+    [
+        lambda offs: fp8moe.per_group_rowwise_scales(_x(2, 8), offs),
+        lambda offs: fp8moe.per_group_colwise_scales(_x(8, 2), offs),
+        lambda offs: fp8moe.per_group_colwise_scales_dual(_x(8, 2), _x(8, 3), offs),
+        lambda offs: fp8moe.rowwise_and_per_group_colwise(_x(8, 2), offs),
+    ],
+    ids=["per_group_rowwise_scales", "per_group_colwise_scales", "per_group_colwise_scales_dual", "activation-pair"],
+)
+def test_more_groups_than_the_span_grid_holds_is_an_error_naming_the_limit(call):
+    """65535 groups along the span kernel's second grid dim: one more must be a clear error, not a failed launch."""
+    with pytest.raises(ValueError, match="offs has 65536 groups; fp8moe's per-group ops take at most 65535"):
+        call(torch.full((ops.MAX_GROUPS + 1,), 8, dtype=torch.int32))
+    ops._check_offs(torch.full((ops.MAX_GROUPS,), 8, dtype=torch.int32), 8, validate_offs=True)  # the limit itself
+
+
+@pytest.mark.parametrize(
     ("call", "error", "fragment"),
     [
         (lambda: fp8moe.colwise_3d_and_transpose_rhs(_x(40, 24)), ValueError, "x"),
