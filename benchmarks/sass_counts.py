@@ -3,6 +3,7 @@
     python benchmarks/sass_counts.py                       # the 64x64/w4 tile, rowwise and colwise views
     python benchmarks/sass_counts.py --tile 128,32,4 --cast-mode 1
     python benchmarks/sass_counts.py --folds                # the amax fold kernels' barriers and atomics
+    python benchmarks/sass_counts.py --gap                  # registers of probe_one_read_gap.py's kernels
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -188,6 +189,68 @@ def l2_hints() -> dict:
     return result
 
 
+#: An SM's 32-bit registers, and the unit a warp's registers are allocated in (sm_90).
+SM_REGISTERS = 65536
+WARP_REGISTER_UNIT = 256
+#: An SM's most resident threads (sm_90).
+SM_THREADS = 2048
+
+
+def blocks_per_sm(registers: int, warps: int) -> int:
+    """Programs of ``warps`` warps an SM holds at once as registers and threads allow (shared memory aside: 8 KB
+    per program for the kernels below)."""
+    per_warp = -(-registers * 32 // WARP_REGISTER_UNIT) * WARP_REGISTER_UNIT
+    return min(SM_REGISTERS // (per_warp * warps), SM_THREADS // (32 * warps))
+
+
+def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
+    """The kernels of benchmarks/probe_one_read_gap.py's ladder, colwise view, compiled for sm_90: per variant its
+    registers per thread, instructions and the programs an SM holds at once (:func:`blocks_per_sm`). The ``op``
+    rows are the per-group kernel itself (both of its paths compiled)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import probe_one_read_gap
+    import transpose_ceiling
+
+    fp8 = fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE)
+    compiled = {}
+    for columns_fastest in (False, True):
+        constants = {
+            "SLICE": group, "BLOCK_K": group, "BLOCK_N": block_r, "MODE": transpose_ceiling.MODES["ptr"],
+            "COLUMNS_FASTEST": columns_fastest, "x_desc": None, "q_desc": None,
+        }  # fmt: skip
+        pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv"}
+        name = "ceiling_columns_fastest" if columns_fastest else "ceiling"
+        compiled[name] = compile_sm90(
+            transpose_ceiling._cast_t_kernel, constants, pointers, [*pointers, "KT", "N"], warps
+        )
+    for order in ("", "/g"):
+        for bounds, slice_len in (("one_read_fixed_bounds", group), ("one_read", 0)):
+            constants = {
+                **fp8, "SLICE": slice_len, "BLOCK_R": block_r, "BLOCK_K": group, "GROUPS_FASTEST": order == "/g",
+                "stride_xr": 1,
+            }  # fmt: skip
+            compiled[bounds + order] = compile_sm90(
+                probe_one_read_gap._one_read_kernel, constants, _POINTERS, [*_POINTERS, "R", "stride_qr", "stride_xk"],
+                warps,
+            )  # fmt: skip
+        constants = {
+            **fp8, "BLOCK_R": block_r, "BLOCK_K": group, "PACK_K": 4, "INT64_INDEX": False, "stride_xr": 1,
+            "GROUPS_FASTEST": order == "/g",
+        }  # fmt: skip
+        compiled["op" + order] = compile_sm90(
+            _per_group_rows_kernel, constants, _POINTERS, [*_POINTERS, "R", "K", "stride_qr", "stride_xk"], warps
+        )
+    result = {}
+    for name in probe_one_read_gap.VARIANTS:
+        counts = loops(compiled[name])
+        result[name] = {
+            "registers": counts["registers"],
+            "instructions": counts["instructions"],
+            "blocks_per_sm": blocks_per_sm(counts["registers"], warps),
+        }
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the counts for the requested tile, both views (``--json``: one JSON object per view)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -204,7 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--folds", action="store_true", help="the fold kernels' barriers and atomics (JSON) instead")
     parser.add_argument("--l2-hints", action="store_true", help="the chunked kernel's L2 cache policies (JSON) instead")
+    parser.add_argument(
+        "--gap", action="store_true", help="registers and residency of probe_one_read_gap.py's kernels (JSON) instead"
+    )
     args = parser.parse_args(argv)
+    if args.gap:
+        print(json.dumps(one_read_gap()))
+        return 0
     if args.folds:
         print(json.dumps(fold_barriers()))
         return 0

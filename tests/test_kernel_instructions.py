@@ -12,7 +12,8 @@ which the interpreter this process runs has replaced):
 - the colwise view's pass 2 moves its tile through shared memory as 4-byte words, not bytes, and keeps 16-byte
   global stores (fp8moe.kernels._span, PACK_K);
 - the amax folds by atomic max are relaxed: reductions with no memory barrier before them;
-- the chunked kernel's L2 hints reach its loads and stores as cache policies.
+- the chunked kernel's L2 hints reach its loads and stores as cache policies;
+- the groups-fastest grid order costs the per-group kernel no resident program.
 """
 
 from __future__ import annotations
@@ -138,3 +139,14 @@ def test_the_chunked_kernels_l2_hints_reach_its_loads_and_stores():
     for access in ("loads_evict_last", "loads_evict_first", "stores_evict_first"):
         assert on[access] > 0, on
     assert on["l2_policies"] >= 2, on
+
+
+def test_the_groups_fastest_grid_costs_no_resident_program():
+    """The grid-order candidate (GROUPS_FASTEST, fp8moe.kernels._per_group.jagged_grid) must change the order and
+    nothing else an SM sees: the per-group kernel and the one-read probe kernel keep their register-limited programs
+    per SM in both orders, so a timing difference between the orders is the order's (sm_90, 64x128/w4 colwise,
+    probe_one_read_gap.py's kernels)."""
+    gap = _sass_counts("--gap")
+    for variant in ("op", "one_read", "one_read_fixed_bounds"):
+        assert gap[variant + "/g"]["blocks_per_sm"] == gap[variant]["blocks_per_sm"], (variant, gap)
+    assert gap["ceiling_columns_fastest"]["blocks_per_sm"] == gap["ceiling"]["blocks_per_sm"], gap
