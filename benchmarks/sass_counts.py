@@ -67,7 +67,8 @@ def compile_per_group(
     if pack_k is None:
         q_meta = torch.empty((block_r, 1024), dtype=torch.float8_e4m3fn, device="meta")
         pack_k = span_pack_k((16 if colwise else 1,), q_meta)
-    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
+    # GROUPS_FASTEST at its launch default: a constexpr left out here would compile as a run-time argument.
+    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False, GROUPS_FASTEST=False)
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
@@ -76,7 +77,11 @@ def compile_per_group(
 
 def compile_sm90(kernel, constants: dict, pointers: dict, divisible: list, warps: int):
     """``kernel`` compiled for sm_90: ``constants`` its constexprs, ``pointers`` its pointer arguments' types (every
-    other argument i32), the arguments in ``divisible`` declared 16-divisible, as Triton specialises them at launch."""
+    other argument i32), the arguments in ``divisible`` declared 16-divisible, as Triton specialises them at launch.
+    Every constexpr parameter must be in ``constants``, defaulted ones too (else it would compile as an i32)."""
+    missing = [p.name for p in kernel.params if p.is_constexpr and p.name not in constants]
+    if missing:
+        raise ValueError(f"{kernel.__name__}: no value for the constexpr parameters {missing}")
     signature = {name: "constexpr" if name in constants else pointers.get(name, "i32") for name in kernel.arg_names}
     names = list(signature)
     source = ASTSource(
