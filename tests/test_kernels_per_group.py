@@ -493,9 +493,9 @@ def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, dev
 @pytest.fixture
 def groups_fastest_grid(per_group_kernel, monkeypatch):
     """The span kernel launched on its groups-fastest grid (GROUPS_FASTEST, fp8moe.kernels._per_group.jagged_grid)
-    whatever config the backend picks; yields the groups_fastest flag of every grid the launches built."""
-    if per_group_kernel != "span":
-        pytest.skip("the grid order is the span kernel's")
+    whatever config the backend picks; yields the groups_fastest flag of every grid the launches built. Its tests
+    run on the span kernel alone (the grid order is its own): ``ON_THE_SPAN_KERNEL``."""
+    assert per_group_kernel == "span", per_group_kernel
     from fp8moe.kernels import _per_group
 
     names = {configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name}
@@ -522,6 +522,11 @@ def groups_fastest_grid(per_group_kernel, monkeypatch):
     replay.forget()
 
 
+#: The autouse kernel fixture narrowed to the span kernel, for the tests of its own grid.
+ON_THE_SPAN_KERNEL = pytest.mark.parametrize("per_group_kernel", ["span"], indirect=True)
+
+
+@ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
 def test_groups_fastest_grid_matches_reference_bitwise(op, layout, groups_fastest_grid, device):
@@ -533,6 +538,7 @@ def test_groups_fastest_grid_matches_reference_bitwise(op, layout, groups_fastes
     assert all(groups_fastest_grid)
 
 
+@ON_THE_SPAN_KERNEL
 def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fastest_grid, device):
     """N1 = 12 and N2 = 20: the program index splits into row blocks of both tensors and a group."""
     x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=17)
@@ -545,6 +551,7 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
     assert groups_fastest_grid == [True]
 
 
+@ON_THE_SPAN_KERNEL
 def test_jagged_grid_has_one_program_per_cell_in_either_order():
     from fp8moe.kernels._per_group import jagged_grid
 
