@@ -4,6 +4,7 @@
     python benchmarks/sass_counts.py --tile 128,32,4 --cast-mode 1
     python benchmarks/sass_counts.py --folds                # the amax fold kernels' barriers and atomics
     python benchmarks/sass_counts.py --gap                  # registers of probe_one_read_gap.py's kernels
+    python benchmarks/sass_counts.py --caps                 # each per-group tile at one more program per SM
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -56,11 +57,13 @@ def compile_per_group(
     cast_mode: int,
     x_type: str = "bf16",
     pack_k: int | None = None,
+    maxnreg: int | None = None,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
     ``pack_k``: the PACK_K constexpr; None takes the launchers' rule (fp8moe.kernels._span.pack_k) for the view and
-    a row-major output whose rows are 16-byte aligned, as the strides declared below are.
+    a row-major output whose rows are 16-byte aligned, as the strides declared below are. ``maxnreg``: a register
+    cap per thread (a config's ``maxnreg``), None for none.
     """
     kernel = _per_group_rows_kernel
     constants = dict(fp8_constexprs(torch.float8_e4m3fn, False, cast_mode))
@@ -72,13 +75,34 @@ def compile_per_group(
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
-    return compile_sm90(kernel, constants, pointers, divisible, warps)
+    return compile_sm90(kernel, constants, pointers, divisible, warps, maxnreg)
 
 
-def compile_sm90(kernel, constants: dict, pointers: dict, divisible: list, warps: int):
+def compile_dual(block_r: int, block_k: int, warps: int, maxnreg: int | None = None):
+    """The dual op's span kernel (fp8moe.kernels.per_group_colwise_scales_dual) compiled for sm_90: both inputs
+    row-major (Ktot, N) bf16, so both views transpose and store words."""
+    from fp8moe.kernels.per_group_colwise_scales_dual import _per_group_colwise_scales_dual_kernel
+
+    pointers = {
+        **{f"{name}{i}_ptr": kind for i in (1, 2) for name, kind in (("x", "*bf16"), ("q", "*fp8e4nv"))},
+        **{f"scales{i}_ptr": "*fp32" for i in (1, 2)},
+        "offs_ptr": "*i32",
+    }
+    constants = {
+        **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE), "BLOCK_R": block_r, "BLOCK_K": block_k,
+        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": False, "stride_x1n": 1, "stride_x2n": 1,
+    }  # fmt: skip
+    divisible = [*pointers, "K", "stride_x1k", "stride_x2k"]
+    return compile_sm90(_per_group_colwise_scales_dual_kernel, constants, pointers, divisible, warps, maxnreg)
+
+
+def compile_sm90(
+    kernel, constants: dict, pointers: dict, divisible: list, warps: int, maxnreg: int | None = None
+):  # fmt: skip
     """``kernel`` compiled for sm_90: ``constants`` its constexprs, ``pointers`` its pointer arguments' types (every
     other argument i32), the arguments in ``divisible`` declared 16-divisible, as Triton specialises them at launch.
-    Every constexpr parameter must be in ``constants``, defaulted ones too (else it would compile as an i32)."""
+    Every constexpr parameter must be in ``constants``, defaulted ones too (else it would compile as an i32).
+    ``maxnreg``: a register cap per thread, None for none."""
     missing = [p.name for p in kernel.params if p.is_constexpr and p.name not in constants]
     if missing:
         raise ValueError(f"{kernel.__name__}: no value for the constexpr parameters {missing}")
@@ -90,7 +114,8 @@ def compile_sm90(kernel, constants: dict, pointers: dict, divisible: list, warps
         constexprs={(names.index(k),): v for k, v in constants.items()},
         attrs={(names.index(n),): [["tt.divisibility", 16]] for n in divisible},
     )
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    options = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def fold_barriers() -> dict:
@@ -256,6 +281,58 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
     return result
 
 
+def cap_for_one_more_program(registers: int, warps: int) -> int | None:
+    """The largest register cap (a multiple of 8) at which an SM holds one more program of ``warps`` warps than at
+    ``registers``; None where threads, not registers, already limit it."""
+    more = blocks_per_sm(registers, warps) + 1
+    if more * warps * 32 > SM_THREADS:
+        return None
+    return SM_REGISTERS // (more * warps * 32) // 8 * 8
+
+
+def register_caps() -> dict:
+    """Per candidate tile of the span kernel's lists (fp8moe.configs.PER_GROUP on both views, PER_GROUP_DUAL), as
+    compiled for sm_90: registers and programs per SM, then the same with the cap that fits one more program per SM
+    (:func:`cap_for_one_more_program`), and the spill loads and stores (LDL, STL) that cap puts inside each loop.
+    A cap with none there is a candidate that changes residency and little else."""
+    from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL
+
+    builds = {}
+    for config in PER_GROUP.cuda:
+        tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
+        for colwise in (False, True):
+            name = f"{PER_GROUP.name} {'colwise' if colwise else 'rowwise'} {describe_tile(*tile)}"
+            builds[name] = (
+                tile,
+                lambda cap, t=tile, c=colwise: compile_per_group(*t, c, CAST_SATURATING_NATIVE, maxnreg=cap),
+            )
+    for config in PER_GROUP_DUAL.cuda:
+        tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
+        builds[f"{PER_GROUP_DUAL.name} {describe_tile(*tile)}"] = (
+            tile,
+            lambda cap, t=tile: compile_dual(*t, maxnreg=cap),
+        )
+    result = {}
+    for name, ((_, _, warps), build) in builds.items():
+        base = loops(build(None))
+        row = {"registers": base["registers"], "blocks_per_sm": blocks_per_sm(base["registers"], warps)}
+        cap = cap_for_one_more_program(base["registers"], warps)
+        if cap is not None:
+            capped = loops(build(cap))
+            row.update(
+                cap=cap,
+                capped_registers=capped["registers"],
+                capped_blocks_per_sm=blocks_per_sm(capped["registers"], warps),
+                loop_spills=[loop["opcodes"].get("LDL", 0) + loop["opcodes"].get("STL", 0) for loop in capped["loops"]],
+            )
+        result[name] = row
+    return result
+
+
+def describe_tile(block_r: int, block_k: int, warps: int) -> str:
+    return f"{block_r}x{block_k}/w{warps}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the counts for the requested tile, both views (``--json``: one JSON object per view)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -275,7 +352,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gap", action="store_true", help="registers and residency of probe_one_read_gap.py's kernels (JSON) instead"
     )
+    parser.add_argument(
+        "--caps", action="store_true", help="each per-group tile with the register cap of one more program (JSON)"
+    )
     args = parser.parse_args(argv)
+    if args.caps:
+        print(json.dumps(register_caps()))
+        return 0
     if args.gap:
         print(json.dumps(one_read_gap()))
         return 0

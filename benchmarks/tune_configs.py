@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import math
 import platform
+import re
 import sys
 
 import torch
@@ -89,7 +90,8 @@ def _lists_by_name() -> dict[str, KernelConfigs]:
 
 def parse_candidates(specs: list[str]) -> dict[str, list]:
     """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
-    them, ``/g`` after the warps for GROUPS_FASTEST) -> extra triton.Config candidates per list."""
+    them: ``/rM`` after the warps for a cap of M registers per thread, then ``/g`` for GROUPS_FASTEST) -> extra
+    triton.Config candidates per list."""
     import triton  # after fp8moe, which must be imported first
 
     by_name = _lists_by_name()
@@ -100,13 +102,13 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
             raise SystemExit(f"--candidates: no candidate list {name!r}; lists: {', '.join(sorted(by_name))}")
         block_names = [k for k in by_name[name].cuda[0].kwargs if k.startswith("BLOCK_")]
         for tile in tiles.split(","):
-            sizes, _, warps = tile.partition("/w")
-            warps, groups_fastest = warps.removesuffix("/g"), warps.endswith("/g")
-            values = [int(v) for v in sizes.split("x") if v.isdigit()]
-            if len(values) != len(block_names) or len(values) != sizes.count("x") + 1 or not warps.isdigit():
-                raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>[/g]")
-            kwargs = dict(zip(block_names, values)) | ({"GROUPS_FASTEST": True} if groups_fastest else {})
-            extra.setdefault(name, []).append(triton.Config(kwargs, num_warps=int(warps)))
+            match = re.fullmatch(r"([0-9x]+)/w(\d+)(?:/r(\d+))?(/g)?", tile)
+            values = [int(v) for v in match.group(1).split("x") if v] if match else []
+            if len(values) != len(block_names) or len(values) != match.group(1).count("x") + 1:
+                raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>[/r<registers>][/g]")
+            kwargs = dict(zip(block_names, values)) | ({"GROUPS_FASTEST": True} if match.group(4) else {})
+            cap = int(match.group(3)) if match.group(3) else None
+            extra.setdefault(name, []).append(triton.Config(kwargs, num_warps=int(match.group(2)), maxnreg=cap))
     return extra
 
 

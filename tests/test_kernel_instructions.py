@@ -150,3 +150,16 @@ def test_the_groups_fastest_grid_costs_no_resident_program():
     for variant in ("op", "one_read", "one_read_fixed_bounds"):
         assert gap[variant + "/g"]["blocks_per_sm"] == gap[variant]["blocks_per_sm"], (variant, gap)
     assert gap["ceiling_columns_fastest"]["blocks_per_sm"] == gap["ceiling"]["blocks_per_sm"], gap
+
+
+def test_the_cap_for_one_more_program_is_the_largest_that_fits_it():
+    """benchmarks/sass_counts.py --caps: 166 registers x 128 threads hold 3 programs per SM (warps take registers
+    in units of 256), 128 hold 4; 106 -> 4, 96 -> 5; a 4-warp program at 32 registers is at the 2048-thread limit."""
+    code = (
+        "import json, sys; sys.path.insert(0, 'benchmarks'); import sass_counts as s; print(json.dumps("
+        "[[s.blocks_per_sm(r, 4), s.cap_for_one_more_program(r, 4)] for r in (166, 128, 106, 96, 32)]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [[3, 128], [4, 96], [4, 96], [5, 80], [16, None]]
