@@ -535,3 +535,24 @@ def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail()
     assert check()  # bounds from offs: right for any groups whose interior fits the tile
     with pytest.raises(SystemExit):
         probe.uniform_offs(100, group, "cpu")
+
+
+@needs_interpreter
+def test_one_read_gap_op_check_sees_outputs_the_op_never_wrote(monkeypatch):
+    """The op variant's outputs are fresh allocations: the check poisons them, so a launcher that writes nothing
+    fails it even where the allocator hands back the memory of an earlier, correct run."""
+    import torch
+
+    probe = pytest.importorskip("probe_one_read_gap")
+    x = torch.randn((96, 16), generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    offs = probe.uniform_offs(96, 32, "cpu")
+    _, check = probe.variant_call("op", x, offs, 32, 8, 4)
+    assert check()
+    real = probe.per_group_colwise_scales.launch
+
+    def writes_nothing(x, offs, fp8_dtype, pow2, backend):
+        q, s = real(x, offs, fp8_dtype, pow2, backend)
+        return torch.empty_strided(q.shape, q.stride(), dtype=q.dtype), torch.empty_like(s)
+
+    monkeypatch.setattr(probe.per_group_colwise_scales, "launch", writes_nothing)
+    assert not check()
