@@ -295,25 +295,25 @@ def register_caps() -> dict:
     compiled for sm_90: registers and programs per SM, then the same with the cap that fits one more program per SM
     (:func:`cap_for_one_more_program`), and the spill loads and stores (LDL, STL) that cap puts inside each loop.
     A cap with none there is a candidate that changes residency and little else."""
-    from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL
+    from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL, describe
 
-    builds = {}
+    builds = {}  # name -> (warps, build(cap))
     for config in PER_GROUP.cuda:
         tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
         for colwise in (False, True):
-            name = f"{PER_GROUP.name} {'colwise' if colwise else 'rowwise'} {describe_tile(*tile)}"
+            name = f"{PER_GROUP.name} {'colwise' if colwise else 'rowwise'} {describe(config)}"
             builds[name] = (
-                tile,
+                config.num_warps,
                 lambda cap, t=tile, c=colwise: compile_per_group(*t, c, CAST_SATURATING_NATIVE, maxnreg=cap),
             )
     for config in PER_GROUP_DUAL.cuda:
         tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
-        builds[f"{PER_GROUP_DUAL.name} {describe_tile(*tile)}"] = (
-            tile,
+        builds[f"{PER_GROUP_DUAL.name} {describe(config)}"] = (
+            config.num_warps,
             lambda cap, t=tile: compile_dual(*t, maxnreg=cap),
         )
     result = {}
-    for name, ((_, _, warps), build) in builds.items():
+    for name, (warps, build) in builds.items():
         base = loops(build(None))
         row = {"registers": base["registers"], "blocks_per_sm": blocks_per_sm(base["registers"], warps)}
         cap = cap_for_one_more_program(base["registers"], warps)
@@ -327,10 +327,6 @@ def register_caps() -> dict:
             )
         result[name] = row
     return result
-
-
-def describe_tile(block_r: int, block_k: int, warps: int) -> str:
-    return f"{block_r}x{block_k}/w{warps}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -356,18 +352,11 @@ def main(argv: list[str] | None = None) -> int:
         "--caps", action="store_true", help="each per-group tile with the register cap of one more program (JSON)"
     )
     args = parser.parse_args(argv)
-    if args.caps:
-        print(json.dumps(register_caps()))
-        return 0
-    if args.gap:
-        print(json.dumps(one_read_gap()))
-        return 0
-    if args.folds:
-        print(json.dumps(fold_barriers()))
-        return 0
-    if args.l2_hints:
-        print(json.dumps(l2_hints()))
-        return 0
+    for wanted, report in ((args.caps, register_caps), (args.gap, one_read_gap), (args.folds, fold_barriers),
+                           (args.l2_hints, l2_hints)):  # fmt: skip
+        if wanted:
+            print(json.dumps(report()))
+            return 0
     block_r, block_k, warps = (int(v) for v in args.tile.split(","))
     per_thread = block_r * block_k // (32 * warps)
     result = {}

@@ -303,16 +303,22 @@ def test_colwise_word_stores_match_reference_bitwise(layout, device):
     _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
 
 
-@pytest.mark.parametrize("fp8_dtype", FP8_DTYPES, ids=_fmt_id)
-def test_dual_word_stores_match_reference_bitwise(fp8_dtype, device):
-    _skip_unless_native(fp8_dtype, device)
-    x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=14)
-    x2 = _values((WORD_LENGTH, 20), torch.bfloat16, seed=15)
+def _check_dual_word_stores(fp8_dtype, seeds: tuple[int, int], device: str) -> None:
+    """The dual op on bf16 (152, 12) and (152, 20) inputs (word stores, two block counts) in the many_groups layout,
+    pow2 scales, against the reference bitwise."""
+    x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=seeds[0])
+    x2 = _values((WORD_LENGTH, 20), torch.bfloat16, seed=seeds[1])
     ends = LAYOUTS["many_groups"]
     out = per_group_colwise_scales_dual.launch(
         x1.to(device), x2.to(device), _offs(ends, device), fp8_dtype, True, backend_for(device)
     )
     _assert_dual_equal(out, _dual_reference(x1, x2, ends, fp8_dtype, True), ends[-1])
+
+
+@pytest.mark.parametrize("fp8_dtype", FP8_DTYPES, ids=_fmt_id)
+def test_dual_word_stores_match_reference_bitwise(fp8_dtype, device):
+    _skip_unless_native(fp8_dtype, device)
+    _check_dual_word_stores(fp8_dtype, (14, 15), device)
 
 
 @pytest.mark.parametrize("layout", ["uneven", "tail"])
@@ -541,13 +547,7 @@ def test_groups_fastest_grid_matches_reference_bitwise(op, layout, groups_fastes
 @ON_THE_SPAN_KERNEL
 def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fastest_grid, device):
     """N1 = 12 and N2 = 20: the program index splits into row blocks of both tensors and a group."""
-    x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=17)
-    x2 = _values((WORD_LENGTH, 20), torch.bfloat16, seed=18)
-    ends = LAYOUTS["many_groups"]
-    out = per_group_colwise_scales_dual.launch(
-        x1.to(device), x2.to(device), _offs(ends, device), E4, True, backend_for(device)
-    )
-    _assert_dual_equal(out, _dual_reference(x1, x2, ends, E4, True), ends[-1])
+    _check_dual_word_stores(E4, (17, 18), device)
     assert groups_fastest_grid == [True]
 
 
