@@ -303,6 +303,40 @@ def test_colwise_word_stores_match_reference_bitwise(layout, device):
     _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
 
 
+#: Over a jagged length of 200 (the interpreter's BLOCK_K is 128): groups whose interior outgrows one tile, so they
+#: take the two-pass loop, with starts off a multiple of 16. Pass 2 starts from pass 1's last tile, and on the
+#: transposing views pass 1's tiles start at floor16(start): the first tile holds the previous group's columns,
+#: which only store_quad's lower bound keeps this group from overwriting.
+TWO_PASS_UNALIGNED_LAYOUTS: dict[str, list[int]] = {
+    "start_8": [8, 200],  # the second group's first tile begins 8 columns inside the first group
+    "start_13_end_190": [3, 13, 190, 200],  # two short groups share the first tile; an unaligned tail edge too
+    "start_5_tail": [5, 180],  # offs[-1] < Ktot: columns past 180 belong to no group
+}
+TWO_PASS_LENGTH = 200
+
+
+@pytest.mark.parametrize("layout", TWO_PASS_UNALIGNED_LAYOUTS)
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_two_pass_groups_with_unaligned_starts_match_reference_bitwise(op, layout, device):
+    """Word stores on the colwise view (WORD_LENGTH-style aligned rows: 200 is a multiple of 4) and byte stores on
+    the rowwise one, each two-pass group starting off a multiple of 16 after a group it must not touch."""
+    x = _values(op.shape(ROWS, TWO_PASS_LENGTH), torch.bfloat16, seed=16)
+    if op.jagged_dim == 0:
+        assert pack_k((x.stride(0),), torch.empty((ROWS, TWO_PASS_LENGTH), dtype=E4)) == 4
+    _check_against_reference(op, x, TWO_PASS_UNALIGNED_LAYOUTS[layout], E4, True, device)
+
+
+@pytest.mark.parametrize("layout", TWO_PASS_UNALIGNED_LAYOUTS)
+def test_dual_two_pass_groups_with_unaligned_starts_match_reference_bitwise(layout, device):
+    ends = TWO_PASS_UNALIGNED_LAYOUTS[layout]
+    x1 = _values((TWO_PASS_LENGTH, 12), torch.bfloat16, seed=17)
+    x2 = _values((TWO_PASS_LENGTH, 20), torch.bfloat16, seed=18)
+    out = per_group_colwise_scales_dual.launch(
+        x1.to(device), x2.to(device), _offs(ends, device), E4, True, backend_for(device)
+    )
+    _assert_dual_equal(out, _dual_reference(x1, x2, ends, E4, True), ends[-1])
+
+
 def _check_dual_word_stores(fp8_dtype, seeds: tuple[int, int], device: str) -> None:
     """The dual op on bf16 (152, 12) and (152, 20) inputs (word stores, two block counts) in the many_groups layout,
     pow2 scales, against the reference bitwise."""
