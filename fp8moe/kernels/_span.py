@@ -137,13 +137,15 @@ def _interior_amax(
     max of bf16 cost a conversion and a max per element on triton 3.6).
     """
     block = tl.arange(0, BLOCK_K)
+    _, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
-    x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-    x = x_next
-    for k0 in range(inner_lo, inner_hi, BLOCK_K):
-        x = x_next
+    x = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+    # every tile but the last, the next one loaded first; the last stays in x (no tile more held across the loop)
+    for k0 in range(inner_lo, last, BLOCK_K):
         x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
         acc = tl.maximum(acc, magnitude_bits(x))
+        x = x_next
+    acc = tl.maximum(acc, magnitude_bits(x))
     return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1), x
 
 
@@ -257,14 +259,15 @@ def _span_amax_packed(
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     lo = start // 16 * 16
     hi = (end + 15) // 16 * 16
+    num_tiles, last = _last_tile(lo, hi, BLOCK_K)
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
-    n0, n1, n2, n3 = load_quad(x_rows, row_mask, lo, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-    x0, x1, x2, x3 = n0, n1, n2, n3
-    for k0 in range(lo, hi, BLOCK_K):
-        x0, x1, x2, x3 = n0, n1, n2, n3
+    x0, x1, x2, x3 = load_quad(x_rows, row_mask, lo, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
+    # every tile but the last, the next one loaded first; the last stays in x0..x3 (no tile more held across the loop)
+    for k0 in range(lo, last, BLOCK_K):
         n0, n1, n2, n3 = load_quad(x_rows, row_mask, k0 + BLOCK_K, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
         acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
-    num_tiles, last = _last_tile(lo, hi, BLOCK_K)
+        x0, x1, x2, x3 = n0, n1, n2, n3
+    acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
     return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1), x0, x1, x2, x3, last, num_tiles
 
 
