@@ -56,12 +56,13 @@ from fp8moe.kernels._common import (
 
 __all__ = [
     "cast_span",
+    "cast_span_from_last",
     "fold_quad_magnitudes",
     "load_quad",
     "pack_k",
     "quantize_group_span",
     "quantize_span",
-    "span_amax",
+    "span_amax_keep_last",
     "store_quad",
 ]
 
@@ -154,25 +155,6 @@ def _last_tile(lo, hi, BLOCK_K: tl.constexpr):
     """(number of BLOCK_K tiles from ``lo`` that cover [lo, hi), the first column of the last one)."""
     num_tiles = tl.cdiv(hi - lo, BLOCK_K)
     return num_tiles, lo + (num_tiles - 1) * BLOCK_K
-
-
-@triton.jit
-def _interior_cast(
-    x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
-    BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
-):  # fmt: skip
-    """Pass 2 over the aligned interior at the row scales ``scale`` (BLOCK_R,), when pass 1's last tile is not at
-    hand (the chunked kernel's cast phase): reads the last tile, then :func:`_cast_tiles_down`."""
-    num_tiles, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
-    x_last = _load_cols(
-        x_rows, row_mask, last + tl.arange(0, BLOCK_K), inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT
-    )
-    _cast_tiles_down(
-        x_rows, q_rows, row_mask, x_last, last, num_tiles, inner_lo, inner_hi, scale, stride_xk, BLOCK_K,
-        INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-    )  # fmt: skip
 
 
 @triton.jit
@@ -284,23 +266,6 @@ def fold_quad_magnitudes(acc, x0, x1, x2, x3):
 
 
 @triton.jit
-def _interior_cast_packed(
-    x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
-    BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
-):  # fmt: skip
-    """:func:`_interior_cast` for a transposing view when pass 1's last tile is not at hand (the chunked kernel's
-    cast phase): reads the interior's last tile, then :func:`_cast_quads_down`."""
-    num_tiles, last = _last_tile(inner_lo, inner_hi, 4 * BLOCK_W)
-    x0, x1, x2, x3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-    _cast_quads_down(
-        x_rows, q_rows, row_mask, x0, x1, x2, x3, last, num_tiles, inner_lo, inner_hi, scale, stride_xk, BLOCK_W,
-        INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-    )  # fmt: skip
-
-
-@triton.jit
 def _cast_quads_down(
     x_rows, q_rows, row_mask, x0, x1, x2, x3, last, num_tiles, lo, hi, scale, stride_xk,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
@@ -376,23 +341,64 @@ def _edges_cast(
 
 
 @triton.jit
-def span_amax(
+def span_amax_keep_last(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
-    """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
-    :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat. EVICT: the interior loads' L2 eviction
-    priority ("" for none)."""
+    """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span), and what
+    :func:`cast_span_from_last` needs to start pass 2 from the last tile read, still in registers: that tile as
+    four quarters t0..t3 (on views that store bytes, t0 is the tile and t1..t3 the same tensor), its first column
+    and the number of tiles pass 2 walks. PACK_K as in :func:`quantize_span`. EVICT: the interior loads' L2
+    eviction priority ("" for none).
+
+    Returns:
+        (amax, t0, t1, t2, t3, last, num_tiles)
+    """
     if PACK_K == 4 and BLOCK_K >= 4:
-        amax, _, _, _, _, _, _ = _span_amax_packed(
+        amax, t0, t1, t2, t3, last, num_tiles = _span_amax_packed(
             x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT
         )
     else:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
         edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
-        amax, _ = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
+        amax, t0 = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
         amax = max_of_amaxes(amax, edge_amax)
-    return amax
+        num_tiles, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
+        t1, t2, t3 = t0, t0, t0
+    return amax, t0, t1, t2, t3, last, num_tiles
+
+
+@triton.jit
+def cast_span_from_last(
+    x_rows, q_rows, row_mask, start, end, stride_xk, scale, t0, t1, t2, t3, last, num_tiles,
+    BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
+):  # fmt: skip
+    """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``,
+    starting from the tile t0..t3 at column ``last`` that :func:`span_amax_keep_last` returned with ``num_tiles``.
+    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none).
+
+    A span of n tiles is thus read 2n - 1 times, not 2n, and pass 2's first cast waits on no load: pass 2 walks
+    backwards, so pass 1's last tile is the first it needs. On transposing views pass 1's tiles start at
+    floor16(start), so the first may begin before the interior: store_quad's lower bound keeps the stores inside
+    [ceil16(start), floor16(end)), and the partial edges are reloaded and stored apart (:func:`_edges_cast`).
+    """
+    inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
+    if PACK_K == 4 and BLOCK_K >= 4:
+        _cast_quads_down(
+            x_rows, q_rows, row_mask, t0, t1, t2, t3, last, num_tiles, inner_lo, inner_hi, scale, stride_xk,
+            BLOCK_K // 4, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+        )  # fmt: skip
+    else:
+        _cast_tiles_down(
+            x_rows, q_rows, row_mask, t0, last, num_tiles, inner_lo, inner_hi, scale, stride_xk, BLOCK_K,
+            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+        )  # fmt: skip
+    _edges_cast(
+        x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
+        FNUZ, CAST_MODE,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -402,22 +408,21 @@ def cast_span(
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
-    """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``.
-    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none)."""
+    """Pass 2 of a span in a program that did not run its pass 1 (the chunked kernel's cast phase): reads the
+    interior's last tile, then :func:`cast_span_from_last` over the interior's tiles."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
+    num_tiles, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
     if PACK_K == 4 and BLOCK_K >= 4:
-        _interior_cast_packed(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-        )  # fmt: skip
+        t0, t1, t2, t3 = load_quad(
+            x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_K // 4, INT64_INDEX, EVICT
+        )
     else:
-        _interior_cast(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-        )  # fmt: skip
-    _edges_cast(
-        x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-        FNUZ, CAST_MODE,
+        cols = last + tl.arange(0, BLOCK_K)
+        t0 = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+        t1, t2, t3 = t0, t0, t0
+    cast_span_from_last(
+        x_rows, q_rows, row_mask, start, end, stride_xk, scale, t0, t1, t2, t3, last, num_tiles, BLOCK_K, PACK_K,
+        INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
     )  # fmt: skip
 
 
@@ -452,7 +457,7 @@ def quantize_span(
             gives the EPS-derived scale and stores nothing).
         ONE_PASS: the caller guarantees that the aligned interior fits one tile,
             floor16(end) - ceil16(start) <= BLOCK_K.
-        PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_interior_cast_packed`),
+        PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_cast_quads_down`),
             for views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
             1, and every ONE_PASS span, stores bytes.
     """
@@ -482,33 +487,14 @@ def _quantize_two_pass(
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """:func:`span_amax`, then :func:`cast_span`, except that pass 2 starts from pass 1's last tile, still in
-    registers: a span of n tiles is read 2n - 1 times, not 2n, and pass 2's first cast waits on no load (pass 2
-    walks backwards, so that tile is the first it needs). Returns the (BLOCK_R,) scales."""
-    inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
-    if PACK_K == 4 and BLOCK_K >= 4:
-        amax, x0, x1, x2, x3, last, num_tiles = _span_amax_packed(
-            x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX
-        )
-        scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
-        # pass 1's tiles start at floor16(start), so the first may begin before the interior: store_quad's lower
-        # bound keeps its stores inside [inner_lo, inner_hi)
-        _cast_quads_down(
-            x_rows, q_rows, row_mask, x0, x1, x2, x3, last, num_tiles, inner_lo, inner_hi, scale, stride_xk,
-            BLOCK_K // 4, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-        )  # fmt: skip
-    else:
-        edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
-        amax, x_last = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX)
-        scale = scale_from_amax(max_of_amaxes(amax, edge_amax), FP8_MAX, ROUND_POW2)
-        num_tiles, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
-        _cast_tiles_down(
-            x_rows, q_rows, row_mask, x_last, last, num_tiles, inner_lo, inner_hi, scale, stride_xk, BLOCK_K,
-            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-        )  # fmt: skip
-    _edges_cast(
-        x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-        FNUZ, CAST_MODE,
+    """Both passes of a span, pass 2 from pass 1's last tile; returns the (BLOCK_R,) scales."""
+    amax, t0, t1, t2, t3, last, num_tiles = span_amax_keep_last(
+        x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX
+    )
+    scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
+    cast_span_from_last(
+        x_rows, q_rows, row_mask, start, end, stride_xk, scale, t0, t1, t2, t3, last, num_tiles, BLOCK_K, PACK_K,
+        INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
     )  # fmt: skip
     return scale
 
