@@ -8,7 +8,7 @@
 #   TREES="base=ab/base new=" bash benchmarks/ab_trees.sh                    # new= : the checkout's own fp8moe
 #
 # Knobs: TREES (name=folder pairs, run in that order), AB_CANDIDATES (tune_configs --candidates arguments, one per
-# list, space-separated), AB_ARGS (more tune_configs arguments; default --only per_group), AB_TIMEOUT (seconds per
+# list, space-separated; AB_CANDIDATES_<name> instead for the tree of that name), AB_ARGS (more tune_configs arguments; default --only per_group), AB_TIMEOUT (seconds per
 # tree), AB_TESTS (test paths run on the checkout's own fp8moe after the timings; empty: none), AB_TEST_TIMEOUT.
 # Logs land in $OUT: <name>.md (the table), <name>.log, env.txt (which fp8moe each tree imported), pytest.log.
 set -uo pipefail
@@ -23,12 +23,13 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/install.log 
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 } >"$OUT/env.txt" 2>&1
 
-candidates=${AB_CANDIDATES:-"per_group_scales=4x1024/w8,32x128/w8,64x64/w4,64x128/w4,128x32/w4 per_group_colwise_scales_dual=64x64/w4,128x32/w4"}
-args=()
-for c in $candidates; do args+=(--candidates "$c"); done
+default_candidates=${AB_CANDIDATES:-"per_group_scales=4x1024/w8,32x128/w8,64x64/w4,64x128/w4,128x32/w4 per_group_colwise_scales_dual=64x64/w4,128x32/w4"}
 for pair in ${TREES:?name=folder pairs}; do
   name=${pair%%=*}
   tree=${pair#*=}
+  own="AB_CANDIDATES_$name"
+  args=()
+  for c in ${!own:-$default_candidates}; do args+=(--candidates "$c"); done
   # A script's own folder comes first on sys.path, then PYTHONPATH: the tree's fp8moe shadows the installed one.
   (cd benchmarks && PYTHONPATH=${tree:+../$tree} python3 -c "import fp8moe; print('$name', fp8moe.__file__)") \
     >>"$OUT/env.txt" 2>&1
