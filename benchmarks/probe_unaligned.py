@@ -20,7 +20,11 @@ from the module's globals when it first compiles it, so each variant runs in a f
 
 - ``main``: the span loop as it is; its outputs are checked against fp8ref on the same inputs;
 - ``no_edge_stores``: the edges are loaded and folded into the amax but never stored;
-- ``no_edges``: the edges are neither loaded nor stored (pass 1 over the aligned interior alone).
+- ``no_edges``: the edges are neither loaded nor stored (pass 1 over the aligned interior alone);
+- ``edges_beside_first_tile``: a candidate fix, exact. On the transposing view pass 2 issues both partial edges'
+  loads and its interior's first tile load together, casts and stores the edges while that tile is in flight, then
+  runs the interior loop: the edges' round trip overlaps the interior's first one and no edge register lives
+  across the loop. Other views and one-read spans are unchanged.
 
 Session 18's first run (benchmarks/results/h200-s18-call2-unaligned.md) had a fourth variant, pass 1 folding the
 edges into its elementwise loop on the transposing view: exact and 8-9% faster at the unaligned colwise points, it
@@ -36,11 +40,8 @@ commit 89ed605: a tile holding a partial edge stored with an exact mask, byte st
 slower (shifted8 122.3 against 56.7 us). The fourth (h200-s18-call6-unaligned.md) refuted loading both edges before
 the interior loop and storing them after it (``edges_loaded_first``, commit 63be448): 1.14-1.18x slower at every
 colwise layout, aligned16 included (45.7 against 38.7 us), where the edges are empty: the edge registers held across
-the loop cost more than the round trip they hide. The fifth (h200-s18-call7-unaligned.md) measured
-``edges_beside_first_tile`` (commit ebd4b5c has it: pass 2 issuing both partial edges' loads beside its interior's
-first tile load, storing the edges while that tile is in flight): 0.99x at random cuts, 1.03-1.06x slower at the
-other unaligned layouts; not kept, and removed when pass 2 began to start from pass 1's last tile
-(fp8moe.kernels._span._quantize_two_pass), which it no longer fitted.
+the loop cost more than the round trip they hide. The fifth (h200-s18-call7-unaligned.md) measured the candidate
+below: 0.99x at random cuts, 1.03-1.06x slower at the other unaligned layouts; not kept.
 
 The two removal variants write wrong codes at the edges on purpose: they are timed, never used, and the script
 checks that their outputs do differ from the reference where a layout has unaligned edges (so a variant that did
@@ -68,14 +69,15 @@ import triton
 import triton.language as tl
 
 from fp8moe.kernels import _span
+from fp8moe.kernels._common import quantize
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_group_kernels, tune_configs)
     sys.path.insert(0, _HERE)
 
-VARIANTS = ("main", "no_edge_stores", "no_edges")
+VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_beside_first_tile")
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
-EXACT_VARIANTS = ("main",)
+EXACT_VARIANTS = ("main", "edges_beside_first_tile")
 LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random")
 #: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
 POINTS = (
@@ -104,19 +106,70 @@ def _no_edges_reload_cast(
     """Timing only: the edges are neither reloaded nor stored."""
 
 
-_SPAN_AMAX_PACKED = _span._span_amax_packed  # the original, which the no_edges variant calls on the interior
+@triton.jit
+def _interior_only_amax(
+    x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = _span.NO_HINT,
+):  # fmt: skip
+    """Timing only: span_amax over the aligned interior alone (the edges not loaded)."""
+    inner_lo = (start + 15) // 16 * 16
+    inner_hi = tl.maximum(end // 16 * 16, inner_lo)
+    if PACK_K == 4 and BLOCK_K >= 4:
+        amax = _span._span_amax_packed(
+            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT
+        )
+    else:
+        amax = _span._interior_amax(
+            x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT
+        )
+    return amax
+
+
+_CAST_SPAN = _span.cast_span  # the original, which the candidate calls for the views it leaves alone
 
 
 @triton.jit
-def _interior_only_amax_packed(
-    x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_W: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = _span.NO_HINT,
+def _cast_span_edges_beside_first_tile(
+    x_rows, q_rows, row_mask, start, end, stride_xk, scale,
+    BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EVICT: tl.constexpr = _span.NO_HINT, STORE_EVICT: tl.constexpr = _span.NO_HINT,
 ):  # fmt: skip
-    """Timing only: pass 1 of a transposing view over the aligned interior alone (the edges not loaded). The other
-    views' pass 1 loads the edges in _edges_amax, which the variant replaces too."""
-    inner_lo = (start + 15) // 16 * 16
-    inner_hi = tl.maximum(end // 16 * 16, inner_lo)
-    return _SPAN_AMAX_PACKED(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_W, INT64_INDEX, EVICT)
+    """Candidate, exact: on transposing views pass 2 issues both partial edges' loads (exact masks, no branch) and
+    the interior's first tile load together, casts and stores the edges (each in its branch) while that tile is in
+    flight, then runs the interior loop: the edges' round trip overlaps the interior's first one, and no edge
+    register lives across the loop. Other views as before."""
+    if PACK_K == 4 and BLOCK_K >= 4:
+        BLOCK_W: tl.constexpr = BLOCK_K // 4
+        inner_lo, inner_hi, head_cols, head_hi, tail_cols, tail_lo = _span._span_edges(start, end)
+        x_head = _span._load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+        x_tail = _span._load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+        num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+        last = inner_lo + (num_tiles - 1) * BLOCK_K
+        n0, n1, n2, n3 = _span.load_quad(
+            x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
+        if start < head_hi:
+            q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _span._store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
+        if tail_lo < end:
+            q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _span._store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
+        for i in range(num_tiles):  # _span._interior_cast_packed's loop, its first tile loaded above
+            k0 = last - i * BLOCK_K
+            x0, x1, x2, x3 = n0, n1, n2, n3
+            n0, n1, n2, n3 = _span.load_quad(
+                x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+            )
+            _span.store_quad(
+                q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
+            )  # fmt: skip
+    else:
+        _CAST_SPAN(
+            x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE,
+            FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+        )  # fmt: skip
 
 
 def apply_variant(variant: str) -> None:
@@ -127,7 +180,9 @@ def apply_variant(variant: str) -> None:
         _span._edges_cast = _no_edges_reload_cast
     if variant == "no_edges":
         _span._edges_amax = _no_edges_amax
-        _span._span_amax_packed = _interior_only_amax_packed
+        _span.span_amax = _interior_only_amax
+    if variant == "edges_beside_first_tile":
+        _span.cast_span = _cast_span_edges_beside_first_tile
 
 
 def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:

@@ -485,12 +485,12 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
     for variant in probe_unaligned.VARIANTS:
         # what a variant run changes, restored after it: the span loop's functions (the interpreter reads them per
         # call) and the forced jagged kernel (probe_per_group_kernels.use_jagged_kernel)
-        for name in ("_edges_cast", "_edges_amax", "_span_amax_packed"):
+        for name in ("_edges_cast", "_edges_amax", "span_amax", "cast_span"):
             monkeypatch.setattr(_span, name, getattr(_span, name))
         monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict(configs.PER_GROUP_KERNEL))
         monkeypatch.setattr(configs.KernelConfigs, "fixed", configs.KernelConfigs.fixed)
         # "dominant": one group spans most of the jagged dim, past the interpreter's one-pass tile, so its two-pass
-        # loop runs with unaligned edges
+        # loop (where the candidate fix changes the edges' casts) runs with unaligned edges
         rows += probe_unaligned.run_variant(variant, "cpu", points, ("aligned16", "shifted8", "dominant"))
         monkeypatch.undo()
         fp8moe.replay.forget()
@@ -503,6 +503,7 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
         assert by["no_edges", op, "aligned16"]
         assert not by["no_edges", op, "shifted8"]
         assert not by["no_edge_stores", op, "shifted8"]
+        assert by["edges_beside_first_tile", op, "dominant"]  # the candidate is exact (check_rows: every layout)
         assert not by["no_edges", op, "dominant"]
     # a variant that did not take effect is reported
     assert probe_unaligned.check_rows([{**rows[-1], "variant": "no_edges", "unaligned_edges": True, "bitwise": True}])

@@ -304,9 +304,11 @@ def test_colwise_word_stores_match_reference_bitwise(layout, device):
 
 
 #: Over a jagged length of 200 (the interpreter's BLOCK_K is 128): groups whose interior outgrows one tile, so they
-#: take the two-pass loop, with starts off a multiple of 16. Pass 2 starts from pass 1's last tile, and on the
-#: transposing views pass 1's tiles start at floor16(start): the first tile holds the previous group's columns,
-#: which only store_quad's lower bound keeps this group from overwriting.
+#: take the two-pass loop, with starts off a multiple of 16 right after another group. On the transposing views
+#: pass 1's tiles start at floor16(start), inside the previous group: a pass 2 that reused those tiles without a
+#: lower store bound (session 20's carried-tile change, benchmarks/results/h200-s20-carried-tile.diff) overwrote the
+#: previous group's columns and failed 12 of these tests, which no earlier layout caught (at a jagged length of 150,
+#: every group with an unaligned start fits one tile).
 TWO_PASS_UNALIGNED_LAYOUTS: dict[str, list[int]] = {
     "start_8": [8, 200],  # the second group's first tile begins 8 columns inside the first group
     "start_13_end_190": [3, 13, 190, 200],  # two short groups share the first tile; an unaligned tail edge too

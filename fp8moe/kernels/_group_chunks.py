@@ -67,7 +67,7 @@ from fp8moe.kernels._coop import (
     view_outputs,
     wait_for_slice,
 )
-from fp8moe.kernels._span import cast_span, cast_span_from_last, pack_k, quantize_group_span, span_amax_keep_last
+from fp8moe.kernels._span import cast_span, pack_k, quantize_group_span, span_amax
 
 __all__ = [
     "ChunkWorkspace",
@@ -167,10 +167,7 @@ def _quantize_item(
         DROP: tl.constexpr = "evict_first" if L2_HINTS else ""
         amax_slots = amax_ptr + g_row + rows
         if PHASE != PHASE_CAST:
-            # the fused phase keeps pass 1's last tile in registers across the wait: its pass 2 starts there
-            amax, t0, t1, t2, t3, last, num_tiles = span_amax_keep_last(
-                x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, KEEP
-            )
+            amax = span_amax(x_rows, row_mask, lo, hi, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, KEEP)
             tl.atomic_max(amax_slots, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
         if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             count_ptr = counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb
@@ -182,16 +179,10 @@ def _quantize_item(
         if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             folded = tl.atomic_max(amax_slots, tl.zeros_like(rows).to(tl.int32), mask=row_mask, sem="acquire")
             scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
-            if PHASE == PHASE_CAST:
-                cast_span(
-                    x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
-                    FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, DROP, DROP,
-                )  # fmt: skip
-            else:
-                cast_span_from_last(
-                    x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, t0, t1, t2, t3, last, num_tiles,
-                    BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, DROP, DROP,
-                )  # fmt: skip
+            cast_span(
+                x_rows, q_rows, row_mask, lo, hi, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, DROP, DROP,
+            )  # fmt: skip
             if j == 0:
                 tl.store(scales_ptr + g_row + rows, scale, mask=row_mask)
 

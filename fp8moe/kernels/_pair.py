@@ -153,7 +153,7 @@ def _store_quads(
 ):  # fmt: skip
     """Both outputs of one tile of :func:`cast_quads`."""
     store_quad(
-        along_q_rows, p_mask, q0, q0, hi, x0, x1, x2, x3, scale_q, BLOCK_W, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS,
+        along_q_rows, p_mask, q0, hi, x0, x1, x2, x3, scale_q, BLOCK_W, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS,
         EMIN, FNUZ, CAST_MODE,
     )  # fmt: skip
     cast_quad_along_p(

@@ -15,10 +15,8 @@ ceil16(end)) with the exact mask (:func:`_span_amax_packed`).
 
 When the interior fits one tile (ONE_PASS) x stays in registers: one read. Otherwise pass 1 keeps an elementwise
 running max over the tiles, in the input dtype where Triton keeps it there (one packed bf16 max per two elements),
-with one cross-lane reduction at the end, and pass 2 walks the span backwards so that the most recently read tiles,
-the likeliest still in L2, come first. The first of them, pass 1's last tile, is still in registers
-(:func:`_quantize_two_pass`): a span of n tiles costs 2n - 1 tile reads, and pass 2's first cast waits on no load.
-Both passes load the next tile before working on the
+with one cross-lane reduction at the end, and pass 2 reads the span again, walking backwards so that the most
+recently read tiles, the likeliest still in L2, come first. Both passes load the next tile before working on the
 current one: Triton does not pipeline these loops (no cp.async in the PTX at num_stages=3, triton 3.9), and handing
 them to its software pipeliner (``tl.range(num_stages=2..4)``, cp.async in the SASS) ran 0.76-0.98x as fast at every
 bench point on the H200 (benchmarks/results/h200-s18-call1-tune-stages.md; the change, h200-s18-span-stages.diff,
@@ -56,13 +54,12 @@ from fp8moe.kernels._common import (
 
 __all__ = [
     "cast_span",
-    "cast_span_from_last",
     "fold_quad_magnitudes",
     "load_quad",
     "pack_k",
     "quantize_group_span",
     "quantize_span",
-    "span_amax_keep_last",
+    "span_amax",
     "store_quad",
 ]
 
@@ -129,53 +126,41 @@ def _interior_amax(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
-    """Pass 1 over the aligned interior [inner_lo, inner_hi) in (BLOCK_R, BLOCK_K) tiles: the (BLOCK_R,) f32 amax,
-    and the last tile read (the tile at column :func:`_last_tile` of the interior; zeros when it is empty), which
-    pass 2 casts first without reading it again (:func:`_cast_tiles_down`).
+    """Pass 1 over the aligned interior [inner_lo, inner_hi) in (BLOCK_R, BLOCK_K) tiles: the (BLOCK_R,) f32 amax.
 
     No span mask: every interior element is in the span, and masked lanes load 0. The running max is an integer max
     of |x|'s bit patterns (magnitude_bits: exact and NaN-keeping, one instruction per element, no conversion; a float
     max of bf16 cost a conversion and a max per element on triton 3.6).
     """
     block = tl.arange(0, BLOCK_K)
-    _, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_K), dtype=x_rows.dtype.element_ty))
-    x = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-    # every tile but the last, the next one loaded first; the last stays in x (no tile more held across the loop)
-    for k0 in range(inner_lo, last, BLOCK_K):
+    x_next = _load_cols(x_rows, row_mask, inner_lo + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
+    for k0 in range(inner_lo, inner_hi, BLOCK_K):
+        x = x_next
         x_next = _load_cols(x_rows, row_mask, k0 + BLOCK_K + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
         acc = tl.maximum(acc, magnitude_bits(x))
-        x = x_next
-    acc = tl.maximum(acc, magnitude_bits(x))
-    return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1), x
+    return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
 
 
 @triton.jit
-def _last_tile(lo, hi, BLOCK_K: tl.constexpr):
-    """(number of BLOCK_K tiles from ``lo`` that cover [lo, hi), the first column of the last one)."""
-    num_tiles = tl.cdiv(hi - lo, BLOCK_K)
-    return num_tiles, lo + (num_tiles - 1) * BLOCK_K
-
-
-@triton.jit
-def _cast_tiles_down(
-    x_rows, q_rows, row_mask, x_last, last, num_tiles, lo, hi, scale, stride_xk,
+def _interior_cast(
+    x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
-    """Pass 2: quantize ``num_tiles`` tiles at columns last, last - BLOCK_K, ... at the row scales ``scale``
-    (BLOCK_R,), walking backwards: the tiles pass 1 read last are the likeliest still in L2. ``x_last``, the tile at
-    ``last``, is already in registers (pass 1's last tile); the others are loaded one tile ahead. Loads and stores
-    stay inside [lo, hi), both multiples of 16."""
+    """Pass 2 over the aligned interior at the row scales ``scale`` (BLOCK_R,), walking backwards: the tiles pass 1
+    read last are the likeliest still in L2."""
     block = tl.arange(0, BLOCK_K)
-    x_next = x_last
+    num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+    last = inner_lo + (num_tiles - 1) * BLOCK_K
+    x_next = _load_cols(x_rows, row_mask, last + block, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
     for i in range(num_tiles):
         cols = last - i * BLOCK_K + block
         x = x_next
-        x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, lo, hi, stride_xk, INT64_INDEX, EVICT)
+        x_next = _load_cols(x_rows, row_mask, cols - BLOCK_K, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
         q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _store_cols(q_rows, row_mask, cols, lo, hi, q, INT64_INDEX, STORE_EVICT)
+        _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, STORE_EVICT)
 
 
 @triton.jit
@@ -194,14 +179,14 @@ def load_quad(
 
 @triton.jit
 def store_quad(
-    q_rows, row_mask, k0, lo, hi, x0, x1, x2, x3, scale,
+    q_rows, row_mask, k0, hi, x0, x1, x2, x3, scale,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """Quantize the four tiles of :func:`load_quad` (``scale`` is (BLOCK_R, 1)) into q[:, k0:k0 + 4 * BLOCK_W],
-    column k0 + 4w + j from tile j; only columns in [lo, hi) are stored. k0, lo and hi are multiples of 16, and
-    every row of q is 4-byte aligned.
+    column k0 + 4w + j from tile j; columns at or past ``hi`` are not stored. k0 and every row of q are 4-byte
+    aligned.
 
     The tiles are joined, not cast one by one: x4[r, w, i, j] is tile 2i + j, so after the reshape the four codes
     of columns k0 + 4w .. k0 + 4w + 3 sit side by side in one thread's registers, and the layout exchange on the
@@ -214,9 +199,9 @@ def store_quad(
     cols = k0 + tl.arange(0, 4 * BLOCK_W)
     if INT64_INDEX:
         cols = cols.to(tl.int64)
-    # k0, lo and hi are multiples of 16, so the mask is constant over each 16 columns: 16-byte stores (the SASS
-    # guard in tests/test_kernel_instructions.py checks that they stay 16 bytes wide).
-    mask = row_mask[:, None] & ((cols >= lo) & (cols < hi))[None, :]
+    # k0 and hi are multiples of 16, so the mask is constant over each 16 columns: 16-byte stores (the SASS guard in
+    # tests/test_kernel_instructions.py checks that they stay 16 bytes wide).
+    mask = row_mask[:, None] & (cols < hi)[None, :]
     tl.store(q_rows + cols[None, :], q, mask=mask, eviction_policy=EVICT)
 
 
@@ -227,9 +212,7 @@ def _span_amax_packed(
 ):  # fmt: skip
     """Pass 1 of a span on a transposing view (x contiguous along R): the (BLOCK_R,) f32 amax of the whole span,
     edges included, in tiles of 4 * BLOCK_W columns read as four interleaved (BLOCK_R, BLOCK_W) tiles, the loads
-    :func:`_cast_quads_down` makes (so both passes hit the same lines). Also returns the last tile read (its four
-    quarters, zeros outside the span), its first column and the number of tiles, for pass 2 to start from
-    without reading that tile again.
+    :func:`_interior_cast_packed` makes (so both passes hit the same lines in the same order).
 
     The loop runs over [floor16(start), ceil16(end)) with the span's exact mask: along K every load here is one
     column of BLOCK_R contiguous elements, so a mask that splits a 16-column chunk does not split a vector load,
@@ -241,16 +224,13 @@ def _span_amax_packed(
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
     lo = start // 16 * 16
     hi = (end + 15) // 16 * 16
-    num_tiles, last = _last_tile(lo, hi, BLOCK_K)
     acc = magnitude_bits(tl.zeros((BLOCK_R, BLOCK_W), dtype=x_rows.dtype.element_ty))
-    x0, x1, x2, x3 = load_quad(x_rows, row_mask, lo, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
-    # every tile but the last, the next one loaded first; the last stays in x0..x3 (no tile more held across the loop)
-    for k0 in range(lo, last, BLOCK_K):
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, lo, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
+    for k0 in range(lo, hi, BLOCK_K):
+        x0, x1, x2, x3 = n0, n1, n2, n3
         n0, n1, n2, n3 = load_quad(x_rows, row_mask, k0 + BLOCK_K, start, end, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
         acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
-        x0, x1, x2, x3 = n0, n1, n2, n3
-    acc = fold_quad_magnitudes(acc, x0, x1, x2, x3)
-    return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1), x0, x1, x2, x3, last, num_tiles
+    return amax_of_magnitude_bits(acc, x_rows.dtype.element_ty, 1)
 
 
 @triton.jit
@@ -266,30 +246,32 @@ def fold_quad_magnitudes(acc, x0, x1, x2, x3):
 
 
 @triton.jit
-def _cast_quads_down(
-    x_rows, q_rows, row_mask, x0, x1, x2, x3, last, num_tiles, lo, hi, scale, stride_xk,
+def _interior_cast_packed(
+    x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk,
     BLOCK_W: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
-    """:func:`_cast_tiles_down` for a transposing view (x contiguous along R, q along K): ``num_tiles`` tiles of
-    4 * BLOCK_W columns at last, last - 4 * BLOCK_W, ..., each read as four interleaved (BLOCK_R, BLOCK_W) tiles
-    (the one at ``last`` is x0..x3, already in registers) and stored via 4-byte units (:func:`store_quad`), only
-    inside [lo, hi) (multiples of 16, as ``last`` is). One-read spans store bytes (:func:`_quantize_one_tile`;
-    module docstring).
+    """:func:`_interior_cast` for a transposing view (x contiguous along R, q along K) in tiles of 4 * BLOCK_W
+    columns, each read as four interleaved (BLOCK_R, BLOCK_W) tiles and stored via 4-byte units
+    (:func:`store_quad`). One-read spans store bytes (:func:`_quantize_one_tile`; module docstring).
 
     x's fast dim is R and q's is K, so a tile changes layout on its way out; Triton does it through shared memory.
     Packing four columns into one word before that makes the exchange a quarter of the elements at four bytes each
     (a byte tile compiled to one STS.U8 per element, benchmarks/sass_counts.py).
     """
     BLOCK_K: tl.constexpr = 4 * BLOCK_W
-    n0, n1, n2, n3 = x0, x1, x2, x3
+    num_tiles = tl.cdiv(inner_hi - inner_lo, BLOCK_K)
+    last = inner_lo + (num_tiles - 1) * BLOCK_K
+    n0, n1, n2, n3 = load_quad(x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
     for i in range(num_tiles):
         k0 = last - i * BLOCK_K
-        c0, c1, c2, c3 = n0, n1, n2, n3
-        n0, n1, n2, n3 = load_quad(x_rows, row_mask, k0 - BLOCK_K, lo, hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT)
+        x0, x1, x2, x3 = n0, n1, n2, n3
+        n0, n1, n2, n3 = load_quad(
+            x_rows, row_mask, k0 - BLOCK_K, inner_lo, inner_hi, stride_xk, BLOCK_W, INT64_INDEX, EVICT
+        )
         store_quad(
-            q_rows, row_mask, k0, lo, hi, c0, c1, c2, c3, scale[:, None], BLOCK_W, INT64_INDEX,
+            q_rows, row_mask, k0, inner_hi, x0, x1, x2, x3, scale[:, None], BLOCK_W, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, STORE_EVICT,
         )  # fmt: skip
 
@@ -341,64 +323,21 @@ def _edges_cast(
 
 
 @triton.jit
-def span_amax_keep_last(
+def span_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
-    """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span), and what
-    :func:`cast_span_from_last` needs to start pass 2 from the last tile read, still in registers: that tile as
-    four quarters t0..t3 (on views that store bytes, t0 is the tile and t1..t3 the same tensor), its first column
-    and the number of tiles pass 2 walks. PACK_K as in :func:`quantize_span`. EVICT: the interior loads' L2
-    eviction priority ("" for none).
-
-    Returns:
-        (amax, t0, t1, t2, t3, last, num_tiles)
-    """
+    """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
+    :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat. EVICT: the interior loads' L2 eviction
+    priority ("" for none)."""
     if PACK_K == 4 and BLOCK_K >= 4:
-        amax, t0, t1, t2, t3, last, num_tiles = _span_amax_packed(
-            x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT
-        )
+        amax = _span_amax_packed(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT)
     else:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
         edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
-        amax, t0 = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
+        amax = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
         amax = max_of_amaxes(amax, edge_amax)
-        num_tiles, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
-        t1, t2, t3 = t0, t0, t0
-    return amax, t0, t1, t2, t3, last, num_tiles
-
-
-@triton.jit
-def cast_span_from_last(
-    x_rows, q_rows, row_mask, start, end, stride_xk, scale, t0, t1, t2, t3, last, num_tiles,
-    BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
-):  # fmt: skip
-    """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``,
-    starting from the tile t0..t3 at column ``last`` that :func:`span_amax_keep_last` returned with ``num_tiles``.
-    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none).
-
-    A span of n tiles is thus read 2n - 1 times, not 2n, and pass 2's first cast waits on no load: pass 2 walks
-    backwards, so pass 1's last tile is the first it needs. On transposing views pass 1's tiles start at
-    floor16(start), so the first may begin before the interior: store_quad's lower bound keeps the stores inside
-    [ceil16(start), floor16(end)), and the partial edges are reloaded and stored apart (:func:`_edges_cast`).
-    """
-    inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
-    if PACK_K == 4 and BLOCK_K >= 4:
-        _cast_quads_down(
-            x_rows, q_rows, row_mask, t0, t1, t2, t3, last, num_tiles, inner_lo, inner_hi, scale, stride_xk,
-            BLOCK_K // 4, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-        )  # fmt: skip
-    else:
-        _cast_tiles_down(
-            x_rows, q_rows, row_mask, t0, last, num_tiles, inner_lo, inner_hi, scale, stride_xk, BLOCK_K,
-            INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
-        )  # fmt: skip
-    _edges_cast(
-        x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-        FNUZ, CAST_MODE,
-    )  # fmt: skip
+    return amax
 
 
 @triton.jit
@@ -408,21 +347,22 @@ def cast_span(
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
-    """Pass 2 of a span in a program that did not run its pass 1 (the chunked kernel's cast phase): reads the
-    interior's last tile, then :func:`cast_span_from_last` over the interior's tiles."""
+    """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``.
+    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none)."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
-    num_tiles, last = _last_tile(inner_lo, inner_hi, BLOCK_K)
     if PACK_K == 4 and BLOCK_K >= 4:
-        t0, t1, t2, t3 = load_quad(
-            x_rows, row_mask, last, inner_lo, inner_hi, stride_xk, BLOCK_K // 4, INT64_INDEX, EVICT
-        )
+        _interior_cast_packed(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K // 4, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+        )  # fmt: skip
     else:
-        cols = last + tl.arange(0, BLOCK_K)
-        t0 = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
-        t1, t2, t3 = t0, t0, t0
-    cast_span_from_last(
-        x_rows, q_rows, row_mask, start, end, stride_xk, scale, t0, t1, t2, t3, last, num_tiles, BLOCK_K, PACK_K,
-        INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+        _interior_cast(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, scale, stride_xk, BLOCK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+        )  # fmt: skip
+    _edges_cast(
+        x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
+        FNUZ, CAST_MODE,
     )  # fmt: skip
 
 
@@ -457,7 +397,7 @@ def quantize_span(
             gives the EPS-derived scale and stores nothing).
         ONE_PASS: the caller guarantees that the aligned interior fits one tile,
             floor16(end) - ceil16(start) <= BLOCK_K.
-        PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_cast_quads_down`),
+        PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_interior_cast_packed`),
             for views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
             1, and every ONE_PASS span, stores bytes.
     """
@@ -473,29 +413,12 @@ def quantize_span(
             FNUZ, CAST_MODE,
         )  # fmt: skip
     else:
-        scale = _quantize_two_pass(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        amax = span_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX)
+        scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
+        cast_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
         )  # fmt: skip
-    return scale
-
-
-@triton.jit
-def _quantize_two_pass(
-    x_rows, q_rows, row_mask, start, end, stride_xk,
-    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
-):  # fmt: skip
-    """Both passes of a span, pass 2 from pass 1's last tile; returns the (BLOCK_R,) scales."""
-    amax, t0, t1, t2, t3, last, num_tiles = span_amax_keep_last(
-        x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX
-    )
-    scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
-    cast_span_from_last(
-        x_rows, q_rows, row_mask, start, end, stride_xk, scale, t0, t1, t2, t3, last, num_tiles, BLOCK_K, PACK_K,
-        INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
-    )  # fmt: skip
     return scale
 
 
