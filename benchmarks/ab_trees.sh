@@ -8,20 +8,11 @@
 #   TREES="base=ab/base new=" bash benchmarks/ab_trees.sh                    # new= : the checkout's own fp8moe
 #
 # Knobs: TREES (name=folder pairs, run in that order), AB_CANDIDATES (tune_configs --candidates arguments, one per
-# list, space-separated; AB_CANDIDATES_<name> instead for the tree of that name), AB_ARGS (more tune_configs arguments; default --only per_group), AB_TIMEOUT (seconds per
-# tree), AB_TESTS (test paths run on the checkout's own fp8moe after the timings; empty: none), AB_TEST_TIMEOUT.
+# list, space-separated; AB_CANDIDATES_<name> instead for the tree of that name), AB_ARGS (more tune_configs
+# arguments; default --only per_group), AB_TIMEOUT (seconds per tree), AB_TESTS (test paths run on the checkout's
+# own fp8moe after the timings; empty: none), AB_TEST_TIMEOUT.
 # Logs land in $OUT: <name>.md (the table), <name>.log, env.txt (which fp8moe each tree imported), pytest.log.
-set -uo pipefail
-: "${OUT:?set OUT to a directory for the logs}"
-export PYTHONUNBUFFERED=1
-cd "$(dirname "$0")/.."
-
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/install.log 2>&1 || { cat /tmp/install.log; exit 1; }
-{
-  date -u
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-} >"$OUT/env.txt" 2>&1
+source "$(dirname "$0")/device_setup.sh"
 
 default_candidates=${AB_CANDIDATES:-"per_group_scales=4x1024/w8,32x128/w8,64x64/w4,64x128/w4,128x32/w4 per_group_colwise_scales_dual=64x64/w4,128x32/w4"}
 for pair in ${TREES:?name=folder pairs}; do

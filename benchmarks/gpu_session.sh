@@ -22,18 +22,7 @@
 # TUNE_TIMEOUT (seconds),
 # BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
-set -uo pipefail
-: "${OUT:?set OUT to a directory for the logs}"
-export PYTHONUNBUFFERED=1
-cd "$(dirname "$0")/.."
-
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/tmp/install.log 2>&1 || { cat /tmp/install.log; exit 1; }
-{
-  date -u
-  nvidia-smi -L
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
-} >"$OUT/env.txt" 2>&1
+source "$(dirname "$0")/device_setup.sh"
 
 steps=" ${STEPS:-bringup tests} "
 devices=()
