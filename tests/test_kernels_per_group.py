@@ -320,8 +320,8 @@ TWO_PASS_LENGTH = 200
 @pytest.mark.parametrize("layout", TWO_PASS_UNALIGNED_LAYOUTS)
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
 def test_two_pass_groups_with_unaligned_starts_match_reference_bitwise(op, layout, device):
-    """Word stores on the colwise view (WORD_LENGTH-style aligned rows: 200 is a multiple of 4) and byte stores on
-    the rowwise one, each two-pass group starting off a multiple of 16 after a group it must not touch."""
+    """Word stores on the colwise view (q's rows 4-byte aligned: 200 is a multiple of 4) and byte stores on the
+    rowwise one, each two-pass group starting off a multiple of 16 after a group it must not touch."""
     x = _values(op.shape(ROWS, TWO_PASS_LENGTH), torch.bfloat16, seed=16)
     if op.jagged_dim == 0:
         assert pack_k((x.stride(0),), torch.empty((ROWS, TWO_PASS_LENGTH), dtype=E4)) == 4
@@ -330,21 +330,16 @@ def test_two_pass_groups_with_unaligned_starts_match_reference_bitwise(op, layou
 
 @pytest.mark.parametrize("layout", TWO_PASS_UNALIGNED_LAYOUTS)
 def test_dual_two_pass_groups_with_unaligned_starts_match_reference_bitwise(layout, device):
-    ends = TWO_PASS_UNALIGNED_LAYOUTS[layout]
-    x1 = _values((TWO_PASS_LENGTH, 12), torch.bfloat16, seed=17)
-    x2 = _values((TWO_PASS_LENGTH, 20), torch.bfloat16, seed=18)
-    out = per_group_colwise_scales_dual.launch(
-        x1.to(device), x2.to(device), _offs(ends, device), E4, True, backend_for(device)
-    )
-    _assert_dual_equal(out, _dual_reference(x1, x2, ends, E4, True), ends[-1])
+    _check_dual_word_stores(E4, (17, 18), device, TWO_PASS_UNALIGNED_LAYOUTS[layout], TWO_PASS_LENGTH)
 
 
-def _check_dual_word_stores(fp8_dtype, seeds: tuple[int, int], device: str) -> None:
-    """The dual op on bf16 (152, 12) and (152, 20) inputs (word stores, two block counts) in the many_groups layout,
-    pow2 scales, against the reference bitwise."""
-    x1 = _values((WORD_LENGTH, 12), torch.bfloat16, seed=seeds[0])
-    x2 = _values((WORD_LENGTH, 20), torch.bfloat16, seed=seeds[1])
-    ends = LAYOUTS["many_groups"]
+def _check_dual_word_stores(
+    fp8_dtype, seeds: tuple[int, int], device: str, ends: list[int] = LAYOUTS["many_groups"], length: int = WORD_LENGTH
+) -> None:
+    """The dual op on bf16 (length, 12) and (length, 20) inputs (word stores, two block counts) over ``ends``, pow2
+    scales, against the reference bitwise."""
+    x1 = _values((length, 12), torch.bfloat16, seed=seeds[0])
+    x2 = _values((length, 20), torch.bfloat16, seed=seeds[1])
     out = per_group_colwise_scales_dual.launch(
         x1.to(device), x2.to(device), _offs(ends, device), fp8_dtype, True, backend_for(device)
     )
