@@ -58,6 +58,7 @@ def compile_per_group(
     x_type: str = "bf16",
     pack_k: int | None = None,
     maxnreg: int | None = None,
+    one_read: bool = True,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
@@ -71,14 +72,16 @@ def compile_per_group(
         q_meta = torch.empty((block_r, 1024), dtype=torch.float8_e4m3fn, device="meta")
         pack_k = span_pack_k((16 if colwise else 1,), q_meta)
     # GROUPS_FASTEST at its launch default: a constexpr left out here would compile as a run-time argument.
-    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False, GROUPS_FASTEST=False)
+    constants.update(
+        BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False, GROUPS_FASTEST=False, ONE_READ=one_read
+    )
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
     return compile_sm90(kernel, constants, pointers, divisible, warps, maxnreg)
 
 
-def compile_dual(block_r: int, block_k: int, warps: int, maxnreg: int | None = None):
+def compile_dual(block_r: int, block_k: int, warps: int, maxnreg: int | None = None, one_read: bool = True):
     """The dual op's span kernel (fp8moe.kernels.per_group_colwise_scales_dual) compiled for sm_90: both inputs
     row-major (Ktot, N) bf16, so both views transpose and store words."""
     from fp8moe.kernels.per_group_colwise_scales_dual import _per_group_colwise_scales_dual_kernel
@@ -90,7 +93,8 @@ def compile_dual(block_r: int, block_k: int, warps: int, maxnreg: int | None = N
     }
     constants = {
         **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE), "BLOCK_R": block_r, "BLOCK_K": block_k,
-        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": False, "stride_x1n": 1, "stride_x2n": 1,
+        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": False, "ONE_READ": one_read, "stride_x1n": 1,
+        "stride_x2n": 1,
     }  # fmt: skip
     divisible = [*pointers, "K", "stride_x1k", "stride_x2k"]
     return compile_sm90(_per_group_colwise_scales_dual_kernel, constants, pointers, divisible, warps, maxnreg)
@@ -265,7 +269,7 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
             )  # fmt: skip
         constants = {
             **fp8, "BLOCK_R": block_r, "BLOCK_K": group, "PACK_K": 4, "INT64_INDEX": False, "stride_xr": 1,
-            "GROUPS_FASTEST": order == "/g",
+            "GROUPS_FASTEST": order == "/g", "ONE_READ": True,
         }  # fmt: skip
         compiled["op" + order] = compile_sm90(
             _per_group_rows_kernel, constants, _POINTERS, [*_POINTERS, "R", "K", "stride_qr", "stride_xk"], warps
@@ -349,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         "--gap", action="store_true", help="registers and residency of probe_one_read_gap.py's kernels (JSON) instead"
     )
     parser.add_argument(
+        "--two-pass-only", action="store_true", help="the span kernel without its one-read branch (ONE_READ=False)"
+    )
+    parser.add_argument(
         "--caps", action="store_true", help="each per-group tile with the register cap of one more program (JSON)"
     )
     args = parser.parse_args(argv)
@@ -362,7 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     result = {}
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
-        counts = loops(compile_per_group(block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack))
+        compiled = compile_per_group(
+            block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack, one_read=not args.two_pass_only
+        )
+        counts = loops(compiled)
         result[view] = {**counts, "elements_per_thread": per_thread}
         if not args.json:
             print(f"{view} view, tile {block_r}x{block_k}/w{warps} ({per_thread} elements per thread):")

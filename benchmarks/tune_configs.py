@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import math
 import platform
-import re
 import sys
 
 import torch
@@ -90,10 +89,8 @@ def _lists_by_name() -> dict[str, KernelConfigs]:
 
 def parse_candidates(specs: list[str]) -> dict[str, list]:
     """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
-    them: ``/rM`` after the warps for a cap of M registers per thread, then ``/g`` for GROUPS_FASTEST) -> extra
-    triton.Config candidates per list."""
-    import triton  # after fp8moe, which must be imported first
-
+    them, fp8moe.configs.parse_config: ``/rM`` after the warps for a cap of M registers per thread, ``/g`` for
+    GROUPS_FASTEST, ``/t`` for ONE_READ=False) -> extra triton.Config candidates per list."""
     by_name = _lists_by_name()
     extra: dict[str, list] = {}
     for spec in specs:
@@ -102,13 +99,10 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
             raise SystemExit(f"--candidates: no candidate list {name!r}; lists: {', '.join(sorted(by_name))}")
         block_names = [k for k in by_name[name].cuda[0].kwargs if k.startswith("BLOCK_")]
         for tile in tiles.split(","):
-            match = re.fullmatch(r"([0-9x]+)/w(\d+)(?:/r(\d+))?(/g)?", tile)
-            values = [int(v) for v in match.group(1).split("x") if v] if match else []
-            if len(values) != len(block_names) or len(values) != match.group(1).count("x") + 1:
-                raise SystemExit(f"--candidates: {tile!r} is not {'x'.join(block_names)}/w<warps>[/r<registers>][/g]")
-            kwargs = dict(zip(block_names, values)) | ({"GROUPS_FASTEST": True} if match.group(4) else {})
-            cap = int(match.group(3)) if match.group(3) else None
-            extra.setdefault(name, []).append(triton.Config(kwargs, num_warps=int(match.group(2)), maxnreg=cap))
+            try:
+                extra.setdefault(name, []).append(configs_module.parse_config(tile, block_names))
+            except ValueError as error:
+                raise SystemExit(f"--candidates: {error}") from None
     return extra
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -214,16 +215,41 @@ _CHOSEN: dict[tuple, triton.Config] = {}
 LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
+#: ``<blocks>/w<warps>[/r<registers>][/g][/t]``, the form :func:`describe` writes and :func:`parse_config` reads.
+_DESCRIPTION = re.compile(r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?(?P<two_pass>/t)?")
+
+
 def describe(config: triton.Config | None) -> str:
     """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``/r<n>`` for a
-    register cap of n per thread and ``/g`` for a jagged grid with groups fastest (GROUPS_FASTEST,
-    fp8moe.kernels._per_group.jagged_grid); ``-`` for None."""
+    register cap of n per thread, ``/g`` for a jagged grid with groups fastest (GROUPS_FASTEST,
+    fp8moe.kernels._per_group.jagged_grid) and ``/t`` for a jagged span kernel without its one-read branch
+    (ONE_READ=False, fp8moe.kernels._span.quantize_group_span); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
     cap = f"/r{config.maxnreg}" if getattr(config, "maxnreg", None) else ""
     order = "/g" if config.kwargs.get("GROUPS_FASTEST") else ""
-    return f"{tile}/w{config.num_warps}{cap}{order}"
+    two_pass = "/t" if config.kwargs.get("ONE_READ") is False else ""
+    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}"
+
+
+def parse_config(description: str, block_names: list[str]) -> triton.Config:
+    """The inverse of :func:`describe` for a list whose block kwargs are ``block_names`` (in order).
+
+    Raises:
+        ValueError: ``description`` is not in describe's form or names another number of blocks.
+    """
+    match = _DESCRIPTION.fullmatch(description)
+    blocks = [int(v) for v in match.group("blocks").split("x")] if match else []
+    if len(blocks) != len(block_names):
+        raise ValueError(f"{description!r} is not {'x'.join(block_names)}/w<warps>[/r<registers>][/g][/t]")
+    kwargs: dict[str, object] = dict(zip(block_names, blocks))
+    if match.group("order"):
+        kwargs["GROUPS_FASTEST"] = True
+    if match.group("two_pass"):
+        kwargs["ONE_READ"] = False
+    cap = int(match.group("cap")) if match.group("cap") else None
+    return triton.Config(kwargs, num_warps=int(match.group("warps")), maxnreg=cap)
 
 
 def launch(

@@ -214,13 +214,20 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
 
     per_group = tune_configs.kernel_configs_of("per_group_rowwise_scales", {})[0].name  # the list CUDA runs
     extra = tune_configs.parse_candidates(
-        ["rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4", f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g"]
+        [
+            "rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4",
+            f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t",
+        ]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
     assert extra["rowwise_scale_and_cast"][1].kwargs == {"BLOCK_S": 32, "BLOCK_L": 256}
     assert extra[per_group][0].kwargs == {"BLOCK_R": 8, "BLOCK_K": 1024}
     assert extra[per_group][1].kwargs == {"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True}
-    assert [configs.describe(c) for c in extra[per_group]] == ["8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g"]
+    assert extra[per_group][3].kwargs == {"BLOCK_R": 32, "BLOCK_K": 128, "ONE_READ": False}
+    assert extra[per_group][4].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False}
+    assert [configs.describe(c) for c in extra[per_group]] == [
+        "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t"
+    ]  # fmt: skip
     assert extra[per_group][2].maxnreg == 96
     assert extra[per_group][0].maxnreg is None
     listed, smallest = configs.ROWWISE.cuda, configs.ROWWISE.smallest_cuda
@@ -242,6 +249,8 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         "per_group_scales=64x64/g/w4",
         "per_group_scales=64x64/w4/g/r96",
         "per_group_scales=64x64/w4/r",
+        "per_group_scales=64x64/w4/t/g",
+        "per_group_scales=64x64/w4/t/t",
     )
     for bad in bad_tiles:
         with pytest.raises(SystemExit):

@@ -527,6 +527,22 @@ def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, dev
         assert torch.equal(_jagged_bytes(a, dim, end), _jagged_bytes(b, dim, end))
 
 
+def _force_span_kwargs(monkeypatch, **kwargs) -> None:
+    """Every launch of the span kernel's lists (the per-group and dual ones) takes the config the backend would
+    pick, with ``kwargs`` added."""
+    names = {configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name}
+    fixed = configs.KernelConfigs.fixed
+
+    def with_kwargs(self, backend, args):
+        config = fixed(self, backend, args)
+        if self.name not in names:
+            return config
+        return triton.Config({**config.kwargs, **kwargs}, num_warps=config.num_warps)
+
+    monkeypatch.setattr(configs.KernelConfigs, "fixed", with_kwargs)
+    monkeypatch.setattr(configs, "AUTOTUNE_MIN_ELEMENTS", float("inf"))  # every launch takes ``fixed``
+
+
 @pytest.fixture
 def groups_fastest_grid(per_group_kernel, monkeypatch):
     """The span kernel launched on its groups-fastest grid (GROUPS_FASTEST, fp8moe.kernels._per_group.jagged_grid)
@@ -535,28 +551,35 @@ def groups_fastest_grid(per_group_kernel, monkeypatch):
     assert per_group_kernel == "span", per_group_kernel
     from fp8moe.kernels import _per_group
 
-    names = {configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name}
-    fixed = configs.KernelConfigs.fixed
-
-    def groups_fastest(self, backend, args):
-        config = fixed(self, backend, args)
-        if self.name not in names:
-            return config
-        return triton.Config({**config.kwargs, "GROUPS_FASTEST": True}, num_warps=config.num_warps)
-
     built, jagged_grid = [], _per_group.jagged_grid
 
     def recording_grid(row_blocks, groups, fastest):
         built.append(fastest)
         return jagged_grid(row_blocks, groups, fastest)
 
-    monkeypatch.setattr(configs.KernelConfigs, "fixed", groups_fastest)
-    monkeypatch.setattr(configs, "AUTOTUNE_MIN_ELEMENTS", float("inf"))  # every launch takes ``fixed``
+    _force_span_kwargs(monkeypatch, GROUPS_FASTEST=True)
     monkeypatch.setattr(_per_group, "jagged_grid", recording_grid)
     monkeypatch.setattr(per_group_colwise_scales_dual, "jagged_grid", recording_grid)
     replay.forget()
     yield built
     replay.forget()
+
+
+@pytest.fixture
+def two_pass_only(per_group_kernel, monkeypatch):
+    """The span kernel compiled without its one-read branch (ONE_READ=False, fp8moe.kernels._span
+    .quantize_group_span) whatever config the backend picks; the tests read the config launched from
+    fp8moe.configs.LAST_CONFIG."""
+    assert per_group_kernel == "span", per_group_kernel
+    _force_span_kwargs(monkeypatch, ONE_READ=False)
+    replay.forget()
+    yield
+    replay.forget()
+
+
+def _one_read_of_last_launch(list_name: str) -> object:
+    config = configs.LAST_CONFIG.get(list_name)
+    return None if config is None else config.kwargs.get("ONE_READ", True)
 
 
 #: The autouse kernel fixture narrowed to the span kernel, for the tests of its own grid.
@@ -580,6 +603,27 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
     """N1 = 12 and N2 = 20: the program index splits into row blocks of both tensors and a group."""
     _check_dual_word_stores(E4, (17, 18), device)
     assert groups_fastest_grid == [True]
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_two_pass_only_matches_reference_bitwise(op, layout, two_pass_only, device):
+    """Without the one-read branch every group goes through the two-pass loop, the ones that fit one tile (empty,
+    shorter than 16, unaligned within one chunk) too: every layout, both views, and the kernel launched really was
+    the two-pass-only one."""
+    configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
+    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=19)
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
+    assert _one_read_of_last_launch(configs.PER_GROUP.name) is False
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("fp8_dtype", [E4, torch.float8_e5m2], ids=str)
+def test_two_pass_only_matches_reference_bitwise_on_the_dual_op(fp8_dtype, two_pass_only, device):
+    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
+    _check_dual_word_stores(fp8_dtype, (20, 21), device)
+    assert _one_read_of_last_launch(configs.PER_GROUP_DUAL.name) is False
 
 
 @ON_THE_SPAN_KERNEL

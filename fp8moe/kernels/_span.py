@@ -427,11 +427,24 @@ def quantize_group_span(
     x_rows, q_rows, row_mask, start, end, stride_xk,
     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, ONE_READ: tl.constexpr = True,
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's): one read when its aligned
-    interior fits one tile, two otherwise (both paths compiled, one branch taken)."""
-    if end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:
+    interior fits one tile, two otherwise (both paths compiled, one branch taken).
+
+    ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
+    then read twice (the second read mostly from L2), but the kernel no longer holds the registers of the branch it
+    does not take. Both are launch-config choices (fp8moe.configs.PER_GROUP); on the H200 the one-read branch beside
+    the two-pass loop cost 1.17x at uniform 128-token groups (benchmarks/results/h200-s21-call1-one-read-gap.md, the
+    ``one_read`` and ``op`` rows), and dropping it made the colwise op 0.94-1.01x as long
+    (h200-s21-call1-ab-single_t.md against h200-s21-call1-ab-main.md).
+    """
+    if not ONE_READ:
+        scale = quantize_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+    elif end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,

@@ -55,6 +55,7 @@ def _per_group_colwise_scales_dual_kernel(
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
     GROUPS_FASTEST: tl.constexpr = False,
+    ONE_READ: tl.constexpr = True,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
@@ -87,6 +88,7 @@ def _per_group_colwise_scales_dual_kernel(
             FNUZ,
             ROUND_POW2,
             CAST_MODE,
+            ONE_READ,
         )
     else:
         quantize_group_rows(
@@ -112,6 +114,7 @@ def _per_group_colwise_scales_dual_kernel(
             FNUZ,
             ROUND_POW2,
             CAST_MODE,
+            ONE_READ,
         )
 
 
