@@ -13,7 +13,8 @@ which the interpreter this process runs has replaced):
   global stores (fp8moe.kernels._span, PACK_K);
 - the amax folds by atomic max are relaxed: reductions with no memory barrier before them;
 - the chunked kernel's L2 hints reach its loads and stores as cache policies;
-- the groups-fastest grid order costs the per-group kernel no resident program.
+- the groups-fastest grid order costs the per-group kernel no resident program;
+- the two-pass-only candidates (ONE_READ=False) compile without the one-read branch.
 """
 
 from __future__ import annotations
@@ -163,3 +164,14 @@ def test_the_cap_for_one_more_program_is_the_largest_that_fits_it():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [[3, 128], [4, 96], [4, 96], [5, 80], [16, None]]
+
+
+def test_two_pass_only_compiles_without_the_one_read_branch():
+    """ONE_READ=False (the ``/t`` candidates, fp8moe.kernels._span.quantize_group_span) must drop the one-read
+    branch from the binary, not just skip it at run time: fewer instructions in both views, and the same two loops
+    (passes 1 and 2) left (sm_90, 32x128/w8; triton 3.9: colwise 1728 -> 824 instructions, 96 -> 56 registers)."""
+    both = _sass_counts("--json", "--tile", "32,128,8")
+    two_pass = _sass_counts("--json", "--tile", "32,128,8", "--two-pass-only")
+    for view in ("rowwise", "colwise"):
+        assert two_pass[view]["instructions"] < both[view]["instructions"], (view, two_pass[view], both[view])
+        assert len(two_pass[view]["loops"]) == len(both[view]["loops"]) == 2, (view, two_pass[view], both[view])
