@@ -85,8 +85,9 @@ POINTS = (
     ("per_group_rowwise_scales", (5120, 16640), 64),
 )
 #: On CUDA every variant runs the tile the autotuner chose at these points on main (h200-s17-call1-bench-main.md),
-#: forced: the same tile in every variant, and one compile per view instead of one per candidate.
-CUDA_TILES = {"per_group_colwise_scales": "64x128/w4", "per_group_rowwise_scales": "32x128/w8"}
+#: forced: the same tile in every variant, and one compile per view instead of one per candidate. The rowwise one
+#: runs groups fastest since the candidate list does (h200-s21-call1-ab-main.md); session 18's runs had it plain.
+CUDA_TILES = {"per_group_colwise_scales": "64x128/w4", "per_group_rowwise_scales": "32x128/w8/g"}
 #: ``--small``: shapes the interpreter runs in seconds (a smoke run of the script on the CPU).
 SMALL_POINTS = (("per_group_colwise_scales", (64, 32), 4), ("per_group_rowwise_scales", (8, 64), 4))
 E4 = torch.float8_e4m3fn

@@ -59,6 +59,7 @@ def compile_per_group(
     pack_k: int | None = None,
     maxnreg: int | None = None,
     one_read: bool = True,
+    groups_fastest: bool = False,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
@@ -73,7 +74,12 @@ def compile_per_group(
         pack_k = span_pack_k((16 if colwise else 1,), q_meta)
     # GROUPS_FASTEST at its launch default: a constexpr left out here would compile as a run-time argument.
     constants.update(
-        BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False, GROUPS_FASTEST=False, ONE_READ=one_read
+        BLOCK_R=block_r,
+        BLOCK_K=block_k,
+        PACK_K=pack_k,
+        INT64_INDEX=False,
+        GROUPS_FASTEST=groups_fastest,
+        ONE_READ=one_read,
     )
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
@@ -81,7 +87,14 @@ def compile_per_group(
     return compile_sm90(kernel, constants, pointers, divisible, warps, maxnreg)
 
 
-def compile_dual(block_r: int, block_k: int, warps: int, maxnreg: int | None = None, one_read: bool = True):
+def compile_dual(
+    block_r: int,
+    block_k: int,
+    warps: int,
+    maxnreg: int | None = None,
+    one_read: bool = True,
+    groups_fastest: bool = False,
+):
     """The dual op's span kernel (fp8moe.kernels.per_group_colwise_scales_dual) compiled for sm_90: both inputs
     row-major (Ktot, N) bf16, so both views transpose and store words."""
     from fp8moe.kernels.per_group_colwise_scales_dual import _per_group_colwise_scales_dual_kernel
@@ -93,7 +106,7 @@ def compile_dual(block_r: int, block_k: int, warps: int, maxnreg: int | None = N
     }
     constants = {
         **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE), "BLOCK_R": block_r, "BLOCK_K": block_k,
-        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": False, "ONE_READ": one_read, "stride_x1n": 1,
+        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": groups_fastest, "ONE_READ": one_read, "stride_x1n": 1,
         "stride_x2n": 1,
     }  # fmt: skip
     divisible = [*pointers, "K", "stride_x1k", "stride_x2k"]
@@ -294,6 +307,15 @@ def cap_for_one_more_program(registers: int, warps: int) -> int | None:
     return SM_REGISTERS // (more * warps * 32) // 8 * 8
 
 
+def _span_flags(config) -> dict:
+    """The span kernel's grid-order and one-read flags of a candidate, as compile_per_group / compile_dual take
+    them."""
+    return {
+        "groups_fastest": bool(config.kwargs.get("GROUPS_FASTEST", False)),
+        "one_read": bool(config.kwargs.get("ONE_READ", True)),
+    }
+
+
 def register_caps() -> dict:
     """Per candidate tile of the span kernel's lists (fp8moe.configs.PER_GROUP on both views, PER_GROUP_DUAL), as
     compiled for sm_90: registers and programs per SM, then the same with the cap that fits one more program per SM
@@ -304,17 +326,21 @@ def register_caps() -> dict:
     builds = {}  # name -> (warps, build(cap))
     for config in PER_GROUP.cuda:
         tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
+        flags = _span_flags(config)
         for colwise in (False, True):
             name = f"{PER_GROUP.name} {'colwise' if colwise else 'rowwise'} {describe(config)}"
             builds[name] = (
                 config.num_warps,
-                lambda cap, t=tile, c=colwise: compile_per_group(*t, c, CAST_SATURATING_NATIVE, maxnreg=cap),
+                lambda cap, t=tile, c=colwise, f=flags: compile_per_group(
+                    *t, c, CAST_SATURATING_NATIVE, maxnreg=cap, **f
+                ),
             )
     for config in PER_GROUP_DUAL.cuda:
         tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
+        flags = _span_flags(config)
         builds[f"{PER_GROUP_DUAL.name} {describe(config)}"] = (
             config.num_warps,
-            lambda cap, t=tile: compile_dual(*t, maxnreg=cap),
+            lambda cap, t=tile, f=flags: compile_dual(*t, maxnreg=cap, **f),
         )
     result = {}
     for name, (warps, build) in builds.items():

@@ -107,16 +107,24 @@ def parse_candidates(specs: list[str]) -> dict[str, list]:
 
 
 def groups_fastest_twins() -> dict[str, list]:
-    """A GROUPS_FASTEST twin (``/g``, fp8moe.kernels._per_group.jagged_grid) of every candidate of the span
-    kernel's lists, as extra candidates: each tile timed in both grid orders at every per-group point."""
+    """The twin in the other grid order (GROUPS_FASTEST flipped, ``/g``, fp8moe.kernels._per_group.jagged_grid) of
+    every candidate of the span kernel's lists that has none there, as extra candidates: each tile timed in both
+    grid orders at every per-group point."""
     import triton  # after fp8moe, which must be imported first
 
     from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL
 
-    return {
-        k.name: [triton.Config({**c.kwargs, "GROUPS_FASTEST": True}, num_warps=c.num_warps) for c in k.cuda]
-        for k in (PER_GROUP, PER_GROUP_DUAL)
-    }
+    twins = {}
+    for k in (PER_GROUP, PER_GROUP_DUAL):
+        listed = {configs_module.describe(c) for c in k.cuda}
+        flipped = [
+            triton.Config(
+                {**c.kwargs, "GROUPS_FASTEST": not c.kwargs.get("GROUPS_FASTEST", False)}, num_warps=c.num_warps
+            )
+            for c in k.cuda
+        ]
+        twins[k.name] = [c for c in flipped if configs_module.describe(c) not in listed]
+    return twins
 
 
 @contextlib.contextmanager

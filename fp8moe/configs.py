@@ -186,10 +186,12 @@ class KernelConfigs:
         return min(self.cuda, key=lambda c: _tile_elements(c.kwargs))
 
 
-def _tile_elements(block_sizes: Mapping[str, int]) -> int:
+def _tile_elements(kwargs: Mapping[str, object]) -> int:
+    """Elements of a config's tile: the product of its BLOCK_* kwargs (flags such as GROUPS_FASTEST are not sizes)."""
     n = 1
-    for size in block_sizes.values():
-        n *= size
+    for name, size in kwargs.items():
+        if name.startswith("BLOCK_"):
+            n *= size
     return n
 
 
@@ -463,16 +465,23 @@ JAGGED_PAIR_CAST = KernelConfigs(
 #: all 19 points timed, 1.03-1.30x, h200-s8-tune-persistent.md; why: h200-bench-2026-12-02-s8-summary.md).
 #: Tried on 2026-12-02 (session 10) and reverted: a resident launch of its own for the groups that fit one 256- or
 #: 512-token tile beside a lean two-pass launch, 1.8-4.5x slower at every point (h200-s10-resident-call1.md).
+#: Grid order (2026-12-05, h200-s21-call1-ab-main.md, each tile forced in both orders at the 14 per-group points):
+#: groups fastest (``/g``, GROUPS_FASTEST) took 0.87-0.96x the time of the best plain tile at 11 points (rowwise
+#: random 100.7 -> 87.5 us, rowwise G64 79.7 -> 71.8 us, colwise 16640x5120 G128 100.3 -> 93.1 us) and 1.00-1.03x at
+#: the other three (colwise G16 and random: plain 64x128/w4 best). So the five tiles timed there run groups fastest,
+#: 64x128/w4 in both orders; the three not timed in both orders keep the plain one. Two-pass-only twins (``/t``,
+#: ONE_READ=False) are candidates for tune_configs only: on the GPU they ran on the colwise view alone.
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
         triton.Config({"BLOCK_R": 4, "BLOCK_K": 512}, num_warps=4),
-        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024}, num_warps=8),
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "GROUPS_FASTEST": True}, num_warps=8),
         triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=8),
-        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=8),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
-        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
     ),
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
@@ -482,12 +491,13 @@ PER_GROUP = KernelConfigs(
 
 #: The dual op's tiles: its own autotuner, keyed on both tensors. At the 3 dual points of issue #11
 #: (h200-configs-2026-12-01.md) 64x64/w4 was best everywhere and 128x32/w4 within 5% at G=128; 128x32 also wins the
-#: single colwise op at G=16 (long groups), so both stay.
+#: single colwise op at G=16 (long groups), so both stay. Both run groups fastest since 2026-12-05: 0.89-0.96x the
+#: best plain tile's time at all three points (h200-s21-call1-ab-main.md; 16640x5120x5120 G128 202.1 -> 179.9 us).
 PER_GROUP_DUAL = KernelConfigs(
     name="per_group_colwise_scales_dual",
     cuda=(
-        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64}, num_warps=4),
-        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "GROUPS_FASTEST": True}, num_warps=4),
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),

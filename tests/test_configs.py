@@ -92,13 +92,18 @@ def _sample_args(kernel_configs) -> dict:
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_every_config_sets_exactly_the_kernels_block_constexprs(name):
+    """Every BLOCK_* constexpr, as powers of two; any other kwarg (a flag such as GROUPS_FASTEST) must be a
+    parameter the kernel declares with a default, so that a config without it launches too."""
     kernel, kernel_configs = KERNELS[name]
     params = inspect.signature(_python_fn(kernel)).parameters
     blocks = {p for p in params if p.startswith("BLOCK_")}
+    flags = {p for p, param in params.items() if param.default is not inspect.Parameter.empty}
     interpreter = kernel_configs.interpreter.config(_sample_args(kernel_configs))
     for config in (*kernel_configs.cuda, kernel_configs.rocm, interpreter):
-        assert set(config.kwargs) == blocks, f"{kernel_configs.name}: {config}"
-        assert all(v & (v - 1) == 0 for v in config.kwargs.values()), f"block sizes must be powers of two: {config}"
+        sizes = {k: v for k, v in config.kwargs.items() if k.startswith("BLOCK_")}
+        assert set(sizes) == blocks, f"{kernel_configs.name}: {config}"
+        assert set(config.kwargs) - blocks <= flags, f"{kernel_configs.name}: {config} sets a non-default parameter"
+        assert all(v & (v - 1) == 0 for v in sizes.values()), f"block sizes must be powers of two: {config}"
     assert kernel_configs.interpreter.reduced in blocks
     assert all(a in params for dims in kernel_configs.interpreter.extents.values() for a in dims)
 

@@ -52,8 +52,9 @@ def jagged_program(G, GROUPS_FASTEST: tl.constexpr):
     The order decides which cells run together. Row blocks fastest: the programs resident at once cover a few
     groups across every row block. Groups fastest: every group of a few row blocks, so on a transposing view their
     stores fill whole rows of q (one row block's rows, every group's columns) instead of a group's part of every row.
-    Which is faster on a GPU is not measured yet (benchmarks/results/per-group-ledger.md, "Prepared and not yet
-    measured"); the default is the first.
+    On the H200, with each tile forced in both orders, groups fastest took 0.87-0.96x the time at 11 of the 14
+    per-group bench points and 1.00-1.03x at the other three (benchmarks/results/h200-s21-call1-ab-main.md), so most
+    CUDA candidates (fp8moe.configs.PER_GROUP, PER_GROUP_DUAL) set it; the launch default stays the first.
     """
     if GROUPS_FASTEST:
         pid = tl.program_id(0)
