@@ -6,8 +6,10 @@ Why: one tile of 128 tokens x 64 columns per 128-token group, 4 warps, read once
 (82% of copy bandwidth) at 16640 x 2048 and 68.0 us (88%) at 16640 x 5120 in the stripped kernel of
 benchmarks/transpose_ceiling.py (benchmarks/results/h200-s10-ceiling-one-tile.md), and 38.8 us and 89.8 us in
 fp8moe's one-read path with the same tile and byte stores (h200-s10-resident-probe.md): 1.32-1.34x slower for the
-same bytes and the same tile. Nothing measured so far says which of their differences costs that. The variants
-below change one thing at a time, from the ceiling to the op:
+same bytes and the same tile. The variants below change one thing at a time, from the ceiling to the op; the first
+run (h200-s21-call1-one-read-gap.md, before ``op_half_loop`` existed) put the op at 1.48-1.50x the ceiling, about
+a third of it each from fp8ref's semantics in the span code, the bounds loaded from offs, and the two-pass loop
+compiled beside the one-read path:
 
 - ``ceiling``: transpose_ceiling's one-tile kernel (``ptr`` mode): f32 |x| max, 448 / amax, a plain cast; the
   slice bounds are arithmetic; consecutive programs take consecutive slices of one column block.
@@ -19,6 +21,9 @@ below change one thing at a time, from the ceiling to the op:
 - ``one_read`` / ``/g``: the same with each program's bounds loaded from offs, as the op does.
 - ``op`` / ``/g``: per_group_colwise_scales itself with its 64x128/w4 config forced: the one-read path beside the
   two-pass loop in one compiled kernel, the offs clamps, the int64 guard.
+- ``op_half_loop`` / ``/g``: the op with the one-read tile as above and the two-pass loop in tiles of half its
+  width (ONE_READ_K = the group, BLOCK_K = half of it; fp8moe.kernels._span.quantize_group_span), which holds fewer
+  registers than the 64x128/w4 loop beside it (sm_90, triton 3.6: 124 against 166 registers).
 
 Every variant is checked before it is timed: the ceiling ones against transpose_ceiling.expected, the others bitwise
 against fp8ref.ops.per_group_colwise_scales (codes and scales). Times are CUDA-graph medians; % of copy is ideal bytes
@@ -65,6 +70,8 @@ VARIANTS = (
     "one_read/g",
     "op",
     "op/g",
+    "op_half_loop",
+    "op_half_loop/g",
 )
 
 
@@ -151,10 +158,10 @@ def variant_call(
     groups_fastest = variant.endswith("/g")
     q_ref, s_ref = expected if expected is not None else ref.per_group_colwise_scales(x, offs, E4, False)
     if variant.startswith("op"):
-        config = triton.Config(
-            {"BLOCK_R": block_r, "BLOCK_K": slice_len, **({"GROUPS_FASTEST": True} if groups_fastest else {})},
-            num_warps=warps,
-        )
+        blocks = {"BLOCK_R": block_r, "BLOCK_K": slice_len}
+        if variant.startswith("op_half_loop"):
+            blocks = {"BLOCK_R": block_r, "BLOCK_K": slice_len // 2, "ONE_READ_K": slice_len}
+        config = triton.Config({**blocks, **({"GROUPS_FASTEST": True} if groups_fastest else {})}, num_warps=warps)
 
         def launch():
             with forced_span_config(config):

@@ -60,6 +60,7 @@ def compile_per_group(
     maxnreg: int | None = None,
     one_read: bool = True,
     groups_fastest: bool = False,
+    one_read_k: int = 0,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
@@ -80,6 +81,7 @@ def compile_per_group(
         INT64_INDEX=False,
         GROUPS_FASTEST=groups_fastest,
         ONE_READ=one_read,
+        ONE_READ_K=one_read_k,
     )
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
@@ -94,6 +96,7 @@ def compile_dual(
     maxnreg: int | None = None,
     one_read: bool = True,
     groups_fastest: bool = False,
+    one_read_k: int = 0,
 ):
     """The dual op's span kernel (fp8moe.kernels.per_group_colwise_scales_dual) compiled for sm_90: both inputs
     row-major (Ktot, N) bf16, so both views transpose and store words."""
@@ -106,8 +109,8 @@ def compile_dual(
     }
     constants = {
         **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE), "BLOCK_R": block_r, "BLOCK_K": block_k,
-        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": groups_fastest, "ONE_READ": one_read, "stride_x1n": 1,
-        "stride_x2n": 1,
+        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": groups_fastest, "ONE_READ": one_read,
+        "ONE_READ_K": one_read_k, "stride_x1n": 1, "stride_x2n": 1,
     }  # fmt: skip
     divisible = [*pointers, "K", "stride_x1k", "stride_x2k"]
     return compile_sm90(_per_group_colwise_scales_dual_kernel, constants, pointers, divisible, warps, maxnreg)
@@ -282,9 +285,13 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
             )  # fmt: skip
         constants = {
             **fp8, "BLOCK_R": block_r, "BLOCK_K": group, "PACK_K": 4, "INT64_INDEX": False, "stride_xr": 1,
-            "GROUPS_FASTEST": order == "/g", "ONE_READ": True,
+            "GROUPS_FASTEST": order == "/g", "ONE_READ": True, "ONE_READ_K": 0,
         }  # fmt: skip
         compiled["op" + order] = compile_sm90(
+            _per_group_rows_kernel, constants, _POINTERS, [*_POINTERS, "R", "K", "stride_qr", "stride_xk"], warps
+        )
+        constants = {**constants, "BLOCK_K": group // 2, "ONE_READ_K": group}
+        compiled["op_half_loop" + order] = compile_sm90(
             _per_group_rows_kernel, constants, _POINTERS, [*_POINTERS, "R", "K", "stride_qr", "stride_xk"], warps
         )
     result = {}
@@ -313,6 +320,7 @@ def _span_flags(config) -> dict:
     return {
         "groups_fastest": bool(config.kwargs.get("GROUPS_FASTEST", False)),
         "one_read": bool(config.kwargs.get("ONE_READ", True)),
+        "one_read_k": int(config.kwargs.get("ONE_READ_K", 0)),
     }
 
 
@@ -382,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         "--two-pass-only", action="store_true", help="the span kernel without its one-read branch (ONE_READ=False)"
     )
     parser.add_argument(
+        "--one-read-k", type=int, default=0, help="the one-read tile's width when it differs from BLOCK_K (ONE_READ_K)"
+    )
+    parser.add_argument(
         "--caps", action="store_true", help="each per-group tile with the register cap of one more program (JSON)"
     )
     args = parser.parse_args(argv)
@@ -396,8 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
         compiled = compile_per_group(
-            block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack, one_read=not args.two_pass_only
-        )
+            block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack,
+            one_read=not args.two_pass_only, one_read_k=args.one_read_k,
+        )  # fmt: skip
         counts = loops(compiled)
         result[view] = {**counts, "elements_per_thread": per_thread}
         if not args.json:

@@ -216,7 +216,7 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     extra = tune_configs.parse_candidates(
         [
             "rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4",
-            f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t",
+            f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t,64x64/w4/g/o128",
         ]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
@@ -225,8 +225,9 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     assert extra[per_group][1].kwargs == {"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True}
     assert extra[per_group][3].kwargs == {"BLOCK_R": 32, "BLOCK_K": 128, "ONE_READ": False}
     assert extra[per_group][4].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False}
+    assert extra[per_group][5].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ_K": 128}
     assert [configs.describe(c) for c in extra[per_group]] == [
-        "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t"
+        "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t", "64x64/w4/g/o128"
     ]  # fmt: skip
     assert extra[per_group][2].maxnreg == 96
     assert extra[per_group][0].maxnreg is None
@@ -251,6 +252,9 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         "per_group_scales=64x64/w4/r",
         "per_group_scales=64x64/w4/t/g",
         "per_group_scales=64x64/w4/t/t",
+        "per_group_scales=64x64/w4/t/o128",
+        "per_group_scales=64x64/w4/o96",
+        "per_group_scales=64x64/w4/o128/g",
     )
     for bad in bad_tiles:
         with pytest.raises(SystemExit):

@@ -14,7 +14,8 @@ which the interpreter this process runs has replaced):
 - the amax folds by atomic max are relaxed: reductions with no memory barrier before them;
 - the chunked kernel's L2 hints reach its loads and stores as cache policies;
 - the groups-fastest grid order costs the per-group kernel no resident program;
-- the two-pass-only candidates (ONE_READ=False) compile without the one-read branch.
+- the two-pass-only candidates (ONE_READ=False) compile without the one-read branch;
+- a loop tile half the one-read tile (ONE_READ_K) fits one more program per SM than the one-read tile's loop.
 """
 
 from __future__ import annotations
@@ -148,7 +149,7 @@ def test_the_groups_fastest_grid_costs_no_resident_program():
     per SM in both orders, so a timing difference between the orders is the order's (sm_90, 64x128/w4 colwise,
     probe_one_read_gap.py's kernels)."""
     gap = _sass_counts("--gap")
-    for variant in ("op", "one_read", "one_read_fixed_bounds"):
+    for variant in ("op", "op_half_loop", "one_read", "one_read_fixed_bounds"):
         assert gap[variant + "/g"]["blocks_per_sm"] == gap[variant]["blocks_per_sm"], (variant, gap)
     assert gap["ceiling_columns_fastest"]["blocks_per_sm"] == gap["ceiling"]["blocks_per_sm"], gap
 
@@ -175,3 +176,12 @@ def test_two_pass_only_compiles_without_the_one_read_branch():
     for view in ("rowwise", "colwise"):
         assert two_pass[view]["instructions"] < both[view]["instructions"], (view, two_pass[view], both[view])
         assert len(two_pass[view]["loops"]) == len(both[view]["loops"]) == 2, (view, two_pass[view], both[view])
+
+
+def test_a_loop_tile_half_the_one_read_tile_fits_one_more_program_per_sm():
+    """ONE_READ_K (the ``/o`` candidates): the same one-read tile as 64x128/w4 beside a loop of 64x64 tiles must hold
+    fewer registers than 64x128/w4, enough for one more program per SM, and no more than the one-read path
+    compiled alone (sm_90, probe_one_read_gap.py's kernels; triton 3.9: 120 against 166 and 124 registers)."""
+    gap = _sass_counts("--gap")
+    assert gap["op_half_loop"]["blocks_per_sm"] == gap["op"]["blocks_per_sm"] + 1, gap
+    assert gap["op_half_loop"]["blocks_per_sm"] >= gap["one_read"]["blocks_per_sm"], gap

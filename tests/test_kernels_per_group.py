@@ -18,6 +18,7 @@ NaN as a class (any NaN code equals any NaN code).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 from collections.abc import Callable
@@ -529,7 +530,7 @@ def test_writes_every_in_group_element_and_nothing_past_last_offset(op_name, dev
 
 def _force_span_kwargs(monkeypatch, **kwargs) -> None:
     """Every launch of the span kernel's lists (the per-group and dual ones) takes the config the backend would
-    pick, with ``kwargs`` added."""
+    pick, with ``kwargs`` added (a callable value is called with that config's kwargs)."""
     names = {configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name}
     fixed = configs.KernelConfigs.fixed
 
@@ -537,7 +538,8 @@ def _force_span_kwargs(monkeypatch, **kwargs) -> None:
         config = fixed(self, backend, args)
         if self.name not in names:
             return config
-        return triton.Config({**config.kwargs, **kwargs}, num_warps=config.num_warps)
+        added = {k: v(config.kwargs) if callable(v) else v for k, v in kwargs.items()}
+        return triton.Config({**config.kwargs, **added}, num_warps=config.num_warps)
 
     monkeypatch.setattr(configs.KernelConfigs, "fixed", with_kwargs)
     monkeypatch.setattr(configs, "AUTOTUNE_MIN_ELEMENTS", float("inf"))  # every launch takes ``fixed``
@@ -572,6 +574,17 @@ def two_pass_only(per_group_kernel, monkeypatch):
     fp8moe.configs.LAST_CONFIG."""
     assert per_group_kernel == "span", per_group_kernel
     _force_span_kwargs(monkeypatch, ONE_READ=False)
+    replay.forget()
+    yield
+    replay.forget()
+
+
+@pytest.fixture
+def wide_one_read_tile(per_group_kernel, monkeypatch):
+    """The span kernel with a one-read tile twice as wide as its loop's (ONE_READ_K = 2 * BLOCK_K,
+    fp8moe.kernels._span.quantize_group_span), whatever config the backend picks."""
+    assert per_group_kernel == "span", per_group_kernel
+    _force_span_kwargs(monkeypatch, ONE_READ_K=lambda kwargs: 2 * kwargs["BLOCK_K"])
     replay.forget()
     yield
     replay.forget()
@@ -624,6 +637,45 @@ def test_two_pass_only_matches_reference_bitwise_on_the_dual_op(fp8_dtype, two_p
     configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
     _check_dual_word_stores(fp8_dtype, (20, 21), device)
     assert _one_read_of_last_launch(configs.PER_GROUP_DUAL.name) is False
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_wide_one_read_tile_matches_reference_bitwise(op, layout, wide_one_read_tile, device):
+    """Groups whose interior fits 2 * BLOCK_K read once in the wide tile, longer ones loop in BLOCK_K tiles: every
+    layout, both views, and the launch really had the wide tile."""
+    configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
+    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=22)
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
+    launched = configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs
+    assert launched["ONE_READ_K"] == 2 * launched["BLOCK_K"], launched
+
+
+#: Group lengths whose aligned interiors sit on both sides of a 32-column one-read tile beside a 16-column loop:
+#: interiors of 32 (one read) and 48 (the loop) at aligned and unaligned starts, 16, 0 and 64.
+ONE_READ_BOUNDARY_LENGTHS = (32, 48, 32, 16, 48, 5, 43, 59, 37, 64)
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_wide_one_read_tile_at_its_width_and_one_chunk_past_it(op, per_group_kernel, monkeypatch, device):
+    """BLOCK_K = 16, ONE_READ_K = 32: a group whose interior is exactly 32 columns must be read once in the wide
+    tile, one of 48 must loop (a tile of the loop's width, or a threshold one chunk too wide, loses columns)."""
+    _force_span_kwargs(monkeypatch, BLOCK_K=16, ONE_READ_K=32)
+    replay.forget()
+    ends = list(itertools.accumulate(ONE_READ_BOUNDARY_LENGTHS))
+    x = _values(op.shape(ROWS, ends[-1]), torch.bfloat16, seed=25)
+    _check_against_reference(op, x, ends, E4, False, device)
+    replay.forget()
+
+
+@ON_THE_SPAN_KERNEL
+def test_wide_one_read_tile_matches_reference_bitwise_on_the_dual_op(wide_one_read_tile, device):
+    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
+    _check_dual_word_stores(E4, (23, 24), device)
+    launched = configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs
+    assert launched["ONE_READ_K"] == 2 * launched["BLOCK_K"], launched
 
 
 @ON_THE_SPAN_KERNEL

@@ -428,9 +428,17 @@ def quantize_group_span(
     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, ONE_READ: tl.constexpr = True,
+    ONE_READ_K: tl.constexpr = 0,
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's): one read when its aligned
     interior fits one tile, two otherwise (both paths compiled, one branch taken).
+
+    ONE_READ_K > 0 (a power of two) sizes the one-read tile apart from the loop's: spans whose interior fits
+    ONE_READ_K columns are read once in a (BLOCK_R, ONE_READ_K) tile, the others take the two-pass loop in
+    (BLOCK_R, BLOCK_K) tiles. The loop holds about three tiles at once (the running max, the current tile, the next)
+    and the one-read path one, so a loop tile half the one-read tile balances their registers: sm_90, triton 3.6,
+    colwise 64x64/w4 with ONE_READ_K=128: 124 registers (4 programs per SM), against 166 (3) for 64x128/w4, which
+    reads the same groups once (benchmarks/sass_counts.py --one-read-k). Not timed on a GPU yet.
 
     ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
     then read twice (the second read mostly from L2), but the kernel no longer holds the registers of the branch it
@@ -444,6 +452,17 @@ def quantize_group_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
+    elif ONE_READ_K > 0:
+        if end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_READ_K:
+            scale = quantize_span(
+                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_READ_K, True, PACK_K, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
+        else:
+            scale = quantize_span(
+                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
     elif end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,

@@ -56,6 +56,7 @@ def _per_group_colwise_scales_dual_kernel(
     CAST_MODE: tl.constexpr,
     GROUPS_FASTEST: tl.constexpr = False,
     ONE_READ: tl.constexpr = True,
+    ONE_READ_K: tl.constexpr = 0,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
@@ -89,6 +90,7 @@ def _per_group_colwise_scales_dual_kernel(
             ROUND_POW2,
             CAST_MODE,
             ONE_READ,
+            ONE_READ_K,
         )
     else:
         quantize_group_rows(
@@ -115,6 +117,7 @@ def _per_group_colwise_scales_dual_kernel(
             ROUND_POW2,
             CAST_MODE,
             ONE_READ,
+            ONE_READ_K,
         )
 
 
