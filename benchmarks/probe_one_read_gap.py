@@ -18,7 +18,10 @@ compiled beside the one-read path:
 - ``one_read_fixed_bounds`` / ``/g``: fp8moe's one-read span code (fp8moe.kernels._span.quantize_span with ONE_PASS:
   fp8ref's NaN-keeping amax, scale and cast, masks, the edge chunks' code) compiled alone, group bounds arithmetic;
   ``/g``: groups fastest in the grid, the ceiling's order.
-- ``one_read`` / ``/g``: the same with each program's bounds loaded from offs, as the op does.
+- ``one_read_no_edges``: bounds loaded from offs, as the op does, but without the code of the partial edge
+  chunks (timing only: right for 16-aligned groups alone, as here), so that this step splits into the dependent
+  load of the bounds and the edge code the compiler can no longer prove dead.
+- ``one_read`` / ``/g``: fp8moe's one-read span code with each program's bounds loaded from offs, as the op does.
 - ``op`` / ``/g``: per_group_colwise_scales itself with its 64x128/w4 config forced: the one-read path beside the
   two-pass loop in one compiled kernel, the offs clamps, the int64 guard.
 - ``op_half_loop`` / ``/g``: the op with the one-read tile as above and the two-pass loop in tiles of half its
@@ -52,7 +55,7 @@ from fp8moe.backend import backend_for
 from fp8moe.kernels import per_group_colwise_scales
 from fp8moe.kernels._common import fp8_constexprs
 from fp8moe.kernels._per_group import jagged_grid, jagged_program
-from fp8moe.kernels._span import quantize_span
+from fp8moe.kernels._span import _quantize_one_tile, _span_edges, quantize_span
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations
 
@@ -66,6 +69,7 @@ VARIANTS = (
     "ceiling_columns_fastest",
     "one_read_fixed_bounds",
     "one_read_fixed_bounds/g",
+    "one_read_no_edges",
     "one_read",
     "one_read/g",
     "op",
@@ -80,11 +84,12 @@ def _one_read_kernel(
     x_ptr, q_ptr, scales_ptr, offs_ptr, R, G, stride_xr, stride_xk, stride_qr,
     SLICE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, GROUPS_FASTEST: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, EDGES: tl.constexpr = True,
 ):  # fmt: skip
     """fp8moe's one-read span path alone on the (R, Ktot) view: group pid_g is [g * SLICE, (g + 1) * SLICE) when
     SLICE > 0, else [offs[g - 1], offs[g]) loaded; every group's interior must fit BLOCK_K (the caller's uniform
-    groups). Scales at s[g * R + r], as the op stores them."""
+    groups). Scales at s[g * R + r], as the op stores them. EDGES=False leaves out the code of the partial 16-column
+    edge chunks (right only for 16-aligned groups)."""
     pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
     if SLICE > 0:
         start = pid_g * SLICE
@@ -94,10 +99,19 @@ def _one_read_kernel(
         end = tl.load(offs_ptr + pid_g)
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     row_mask = rows < R
-    scale = quantize_span(
-        x_ptr + rows[:, None] * stride_xr, q_ptr + rows[:, None] * stride_qr, row_mask, start, end, stride_xk,
-        BLOCK_R, BLOCK_K, True, 1, False, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-    )  # fmt: skip
+    x_rows = x_ptr + rows[:, None] * stride_xr
+    q_rows = q_ptr + rows[:, None] * stride_qr
+    if EDGES:
+        scale = quantize_span(
+            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, 1, False, FP8_DTYPE, FP8_MAX,
+            MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
+    else:
+        inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
+        scale = _quantize_one_tile(
+            x_rows, q_rows, row_mask, inner_lo, inner_hi, tl.zeros((BLOCK_R,), dtype=tl.float32), stride_xk,
+            BLOCK_K, False, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
     tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
 
 
@@ -182,11 +196,13 @@ def variant_call(
     q_t = torch.empty((n, ktot), dtype=E4, device=x.device)
     s = torch.empty((groups * n,), dtype=torch.float32, device=x.device)
     fixed_bounds = variant.startswith("one_read_fixed_bounds")
+    edges = not variant.startswith("one_read_no_edges")
 
     def call():
         _one_read_kernel[jagged_grid(triton.cdiv(n, block_r), groups, groups_fastest)](
             x, q_t, s, offs, n, groups, x.stride(1), x.stride(0), q_t.stride(0),
             SLICE=slice_len if fixed_bounds else 0, BLOCK_R=block_r, BLOCK_K=slice_len, GROUPS_FASTEST=groups_fastest,
+            EDGES=edges,
             **fp8_constexprs(E4, False, backend.cast_mode), num_warps=warps,
         )  # fmt: skip
 

@@ -217,19 +217,22 @@ _CHOSEN: dict[tuple, triton.Config] = {}
 LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
-#: ``<blocks>/w<warps>[/r<registers>][/g][/t|/o<columns>]``, the form :func:`describe` writes and
+#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]]``, the form :func:`describe` writes and
 #: :func:`parse_config` reads.
 _DESCRIPTION = re.compile(
-    r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?(?:(?P<two_pass>/t)|/o(?P<one_read_k>\d+))?"
+    r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?"
+    r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?P<edges_in_tile>/e)?)"
 )
+_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]]"
 
 
 def describe(config: triton.Config | None) -> str:
     """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``/r<n>`` for a
     register cap of n per thread, ``/g`` for a jagged grid with groups fastest (GROUPS_FASTEST,
     fp8moe.kernels._per_group.jagged_grid), ``/t`` for a jagged span kernel without its one-read branch
-    (ONE_READ=False, fp8moe.kernels._span.quantize_group_span) and ``/o<n>`` for one whose one-read tile is n
-    columns wide (ONE_READ_K); ``-`` for None."""
+    (ONE_READ=False, fp8moe.kernels._span.quantize_group_span), ``/o<n>`` for one whose one-read tile is n
+    columns wide (ONE_READ_K) and ``/e`` for one whose one-read tile holds the edges (EDGES_IN_TILE); ``-`` for
+    None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
@@ -237,7 +240,8 @@ def describe(config: triton.Config | None) -> str:
     order = "/g" if config.kwargs.get("GROUPS_FASTEST") else ""
     two_pass = "/t" if config.kwargs.get("ONE_READ") is False else ""
     one_read_k = f"/o{config.kwargs['ONE_READ_K']}" if config.kwargs.get("ONE_READ_K") else ""
-    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}"
+    edges_in_tile = "/e" if config.kwargs.get("EDGES_IN_TILE") else ""
+    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}"
 
 
 def parse_config(description: str, block_names: list[str]) -> triton.Config:
@@ -249,7 +253,7 @@ def parse_config(description: str, block_names: list[str]) -> triton.Config:
     match = _DESCRIPTION.fullmatch(description)
     blocks = [int(v) for v in match.group("blocks").split("x")] if match else []
     if len(blocks) != len(block_names):
-        raise ValueError(f"{description!r} is not {'x'.join(block_names)}/w<warps>[/r<registers>][/g][/t|/o<columns>]")
+        raise ValueError(f"{description!r} is not {'x'.join(block_names)}{_DESCRIPTION_FORM}")
     kwargs: dict[str, object] = dict(zip(block_names, blocks))
     if match.group("order"):
         kwargs["GROUPS_FASTEST"] = True
@@ -260,6 +264,8 @@ def parse_config(description: str, block_names: list[str]) -> triton.Config:
         if one_read_k & (one_read_k - 1) or one_read_k < 16:
             raise ValueError(f"{description!r}: the one-read tile must be a power of two of at least 16 columns")
         kwargs["ONE_READ_K"] = one_read_k
+    if match.group("edges_in_tile"):
+        kwargs["EDGES_IN_TILE"] = True
     cap = int(match.group("cap")) if match.group("cap") else None
     return triton.Config(kwargs, num_warps=int(match.group("warps")), maxnreg=cap)
 
@@ -480,8 +486,9 @@ JAGGED_PAIR_CAST = KernelConfigs(
 #: random 100.7 -> 87.5 us, rowwise G64 79.7 -> 71.8 us, colwise 16640x5120 G128 100.3 -> 93.1 us) and 1.00-1.03x at
 #: the other three (colwise G16 and random: plain 64x128/w4 best). So the five tiles timed there run groups fastest,
 #: 64x128/w4 in both orders; the three not timed in both orders keep the plain one. Two-pass-only twins (``/t``,
-#: ONE_READ=False; on the GPU they ran on the colwise view alone) and one-read tiles wider than the loop's (``/o<n>``,
-#: ONE_READ_K; not run on a GPU yet) are candidates for tune_configs only (per-group-ledger.md, "Prepared").
+#: ONE_READ=False; on the GPU they ran on the colwise view alone), one-read tiles wider than the loop's (``/o<n>``,
+#: ONE_READ_K) and one-read tiles that hold the edges (``/e``, EDGES_IN_TILE; neither run on a GPU yet) are candidates
+#: for tune_configs only (per-group-ledger.md, "Prepared").
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(

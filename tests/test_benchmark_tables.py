@@ -216,7 +216,7 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     extra = tune_configs.parse_candidates(
         [
             "rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4",
-            f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t,64x64/w4/g/o128",
+            f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t,64x64/w4/g/o128,64x64/w4/o128/e",
         ]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
@@ -226,8 +226,10 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     assert extra[per_group][3].kwargs == {"BLOCK_R": 32, "BLOCK_K": 128, "ONE_READ": False}
     assert extra[per_group][4].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False}
     assert extra[per_group][5].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ_K": 128}
+    assert extra[per_group][6].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ_K": 128, "EDGES_IN_TILE": True}
     assert [configs.describe(c) for c in extra[per_group]] == [
-        "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t", "64x64/w4/g/o128"
+        "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t", "64x64/w4/g/o128",
+        "64x64/w4/o128/e",
     ]  # fmt: skip
     assert extra[per_group][2].maxnreg == 96
     assert extra[per_group][0].maxnreg is None
@@ -255,6 +257,8 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         "per_group_scales=64x64/w4/t/o128",
         "per_group_scales=64x64/w4/o96",
         "per_group_scales=64x64/w4/o128/g",
+        "per_group_scales=64x64/w4/e/o128",
+        "per_group_scales=64x64/w4/t/e",
     )
     for bad in bad_tiles:
         with pytest.raises(SystemExit):
@@ -546,6 +550,8 @@ def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail()
     x = torch.randn((ktot, n), generator=g).to(torch.bfloat16)
     _, check = probe.variant_call("one_read_fixed_bounds", x, uneven, group, 8, 4)
     assert not check()
+    _, check = probe.variant_call("one_read_no_edges", x, uneven, group, 8, 4)
+    assert not check()  # no edge code: unaligned edges stay unwritten
     _, check = probe.variant_call("one_read", x, uneven, group, 8, 4)
     assert check()  # bounds from offs: right for any groups whose interior fits the tile
     with pytest.raises(SystemExit):

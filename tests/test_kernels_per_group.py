@@ -670,6 +670,52 @@ def test_wide_one_read_tile_at_its_width_and_one_chunk_past_it(op, per_group_ker
     replay.forget()
 
 
+@pytest.fixture
+def edges_in_tile(per_group_kernel, monkeypatch):
+    """The span kernel whose one-read tile holds the edges on transposing views (EDGES_IN_TILE,
+    fp8moe.kernels._span.quantize_group_span), whatever config the backend picks."""
+    assert per_group_kernel == "span", per_group_kernel
+    _force_span_kwargs(monkeypatch, EDGES_IN_TILE=True)
+    replay.forget()
+    yield
+    replay.forget()
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_edges_in_tile_matches_reference_bitwise(op, layout, edges_in_tile, device):
+    configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
+    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=26)
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
+    assert configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs["EDGES_IN_TILE"] is True
+
+
+@ON_THE_SPAN_KERNEL
+def test_edges_in_tile_matches_reference_bitwise_on_the_dual_op(edges_in_tile, device):
+    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
+    _check_dual_word_stores(E4, (27, 28), device)
+    assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs["EDGES_IN_TILE"] is True
+
+
+#: Group ends whose 16-column covers sit on both sides of a 32-column tile: covers of 32 with a partial tail
+#: ([0, 27)), both edges partial and no interior ([118, 140)), a partial head ([140, 160)), aligned ([160, 192));
+#: covers of 48 ([27, 59), [59, 85), [90, 118)) and 64 ([200, 256)) that must loop; one within one chunk, one empty.
+COVER_BOUNDARY_ENDS = [27, 59, 85, 90, 118, 140, 160, 160, 192, 200, 256]
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_edges_in_tile_at_its_width_and_one_chunk_past_it(op, per_group_kernel, monkeypatch, device):
+    """BLOCK_K = 16 with a 32-column one-read tile that holds the edges: a span whose cover is 32 columns is read
+    once, edges stored from the tile; one whose cover is 48 loops."""
+    _force_span_kwargs(monkeypatch, BLOCK_K=16, ONE_READ_K=32, EDGES_IN_TILE=True)
+    replay.forget()
+    x = _values(op.shape(ROWS, COVER_BOUNDARY_ENDS[-1]), torch.bfloat16, seed=29)
+    _check_against_reference(op, x, COVER_BOUNDARY_ENDS, E4, False, device)
+    replay.forget()
+
+
 @ON_THE_SPAN_KERNEL
 def test_wide_one_read_tile_matches_reference_bitwise_on_the_dual_op(wide_one_read_tile, device):
     configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)

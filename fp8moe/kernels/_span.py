@@ -122,6 +122,35 @@ def _quantize_one_tile(
 
 
 @triton.jit
+def _quantize_cover_tile(
+    x_rows, q_rows, row_mask, start, end, stride_xk,
+    BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """A span on a transposing view whose 16-column cover [floor16(start), ceil16(end)) fits one BLOCK_K tile, read
+    once with the span's exact mask, edges included; returns the row scales.
+
+    The loads run along R, so the exact mask along K splits no vector load (as in :func:`_span_amax_packed`), and
+    the amax needs no edge loads or cross-warp folds of its own (:func:`_edges_amax`). The interior is stored under
+    its 16-aligned mask (vector stores), the partial edge chunks from the same registers under the exact mask.
+    """
+    cols = start // 16 * 16 + tl.arange(0, BLOCK_K)
+    x = _load_cols(x_rows, row_mask, cols, start, end, stride_xk, INT64_INDEX)
+    scale = scale_from_amax(abs_max_keep_nan(x, 1), FP8_MAX, ROUND_POW2)
+    q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+    inner_lo = (start + 15) // 16 * 16
+    inner_hi = tl.maximum(end // 16 * 16, inner_lo)
+    _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+    if (start < inner_lo) | (inner_hi < end):
+        if INT64_INDEX:
+            cols = cols.to(tl.int64)
+        edge = (cols >= start) & (cols < end) & ((cols < inner_lo) | (cols >= inner_hi))
+        tl.store(q_rows + cols[None, :], q, mask=row_mask[:, None] & edge[None, :])
+    return scale
+
+
+@triton.jit
 def _interior_amax(
     x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
     INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
@@ -428,46 +457,54 @@ def quantize_group_span(
     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, ONE_READ: tl.constexpr = True,
-    ONE_READ_K: tl.constexpr = 0,
+    ONE_READ_K: tl.constexpr = 0, EDGES_IN_TILE: tl.constexpr = False,
 ):  # fmt: skip
-    """:func:`quantize_span` of a span whose length is known only at run time (a group's): one read when its aligned
-    interior fits one tile, two otherwise (both paths compiled, one branch taken).
+    """:func:`quantize_span` of a span whose length is known only at run time (a group's).
 
-    ONE_READ_K > 0 (a power of two) sizes the one-read tile apart from the loop's: spans whose interior fits
-    ONE_READ_K columns are read once in a (BLOCK_R, ONE_READ_K) tile, the others take the two-pass loop in
-    (BLOCK_R, BLOCK_K) tiles. The loop holds about three tiles at once (the running max, the current tile, the next)
-    and the one-read path one, so a loop tile half the one-read tile balances their registers: sm_90, triton 3.6,
-    colwise 64x64/w4 with ONE_READ_K=128: 124 registers (4 programs per SM), against 166 (3) for 64x128/w4, which
-    reads the same groups once (benchmarks/sass_counts.py --one-read-k). Not timed on a GPU yet.
+    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Three launch-config
+    flags (fp8moe.configs) shape it:
 
-    ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
-    then read twice (the second read mostly from L2), but the kernel no longer holds the registers of the branch it
-    does not take. Both are launch-config choices (fp8moe.configs.PER_GROUP); on the H200 the one-read branch beside
-    the two-pass loop cost 1.17x at uniform 128-token groups (benchmarks/results/h200-s21-call1-one-read-gap.md, the
-    ``one_read`` and ``op`` rows), and dropping it made the colwise op 0.94-1.01x as long
-    (h200-s21-call1-ab-single_t.md against h200-s21-call1-ab-main.md).
+    - ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
+      then read twice (the second read mostly from L2), but the kernel no longer holds the registers of the branch
+      it does not take. On the H200 the one-read branch beside the two-pass loop cost 1.17x at uniform 128-token
+      groups (benchmarks/results/h200-s21-call1-one-read-gap.md, the ``one_read`` and ``op`` rows), and dropping it
+      on the colwise view made the op 0.94-1.01x as long (h200-s21-call1-ab-single_t.md against -ab-main.md).
+    - ONE_READ_K > 0 (a power of two) sizes the one-read tile apart from the loop's: spans that fit ONE_READ_K
+      columns are read once in a (BLOCK_R, ONE_READ_K) tile, the others loop in (BLOCK_R, BLOCK_K) tiles. The loop
+      holds about three tiles at once (the running max, the current tile, the next) and the one-read path one, so a
+      loop tile half the one-read tile balances their registers: sm_90, triton 3.6, colwise 64x64/w4 with
+      ONE_READ_K=128 takes 124 registers (4 programs per SM) against 166 (3) for 64x128/w4, which reads the same
+      groups once (benchmarks/sass_counts.py --one-read-k).
+    - EDGES_IN_TILE, on a transposing view (PACK_K = 4), reads a span once when its 16-column cover
+      [floor16(start), ceil16(end)) fits the tile, edges included (:func:`_quantize_cover_tile`), instead of when
+      its aligned interior does, with the edges loaded, folded across warps through shared memory and cast apart.
+      The unaligned layouts are the slowest per-group points, and their cost is latency at the edges
+      (per-group-ledger.md); pass 1 of the two-pass loop already folds the edges into its tiles this way. Compiled
+      for sm_90 (triton 3.6) it cuts the colwise kernel's instructions (64x64/w4 2664 -> 2328, 64x128/w4 3376 ->
+      3200) but not its registers (106 -> 110, 166 -> 168): the two-pass loop sets those.
+
+    ONE_READ_K and EDGES_IN_TILE have not been timed on a GPU yet (benchmarks/results/per-group-ledger.md,
+    "Prepared").
     """
+    ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
+    COVER: tl.constexpr = EDGES_IN_TILE and PACK_K == 4
     if not ONE_READ:
-        scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
-    elif ONE_READ_K > 0:
-        if end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_READ_K:
-            scale = quantize_span(
-                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_READ_K, True, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        fits = False
+    elif COVER:
+        fits = (end + 15) // 16 * 16 - start // 16 * 16 <= ONE_K
+    else:
+        fits = end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_K
+    if fits:
+        if COVER:
+            scale = _quantize_cover_tile(
+                x_rows, q_rows, row_mask, start, end, stride_xk, ONE_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS,
+                EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
         else:
             scale = quantize_span(
-                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
+                x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_K, True, PACK_K, INT64_INDEX,
                 FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
-    elif end // 16 * 16 - (start + 15) // 16 * 16 <= BLOCK_K:
-        scale = quantize_span(
-            x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-        )  # fmt: skip
     else:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,

@@ -57,6 +57,7 @@ def _per_group_colwise_scales_dual_kernel(
     GROUPS_FASTEST: tl.constexpr = False,
     ONE_READ: tl.constexpr = True,
     ONE_READ_K: tl.constexpr = 0,
+    EDGES_IN_TILE: tl.constexpr = False,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
@@ -91,6 +92,7 @@ def _per_group_colwise_scales_dual_kernel(
             CAST_MODE,
             ONE_READ,
             ONE_READ_K,
+            EDGES_IN_TILE,
         )
     else:
         quantize_group_rows(
@@ -118,6 +120,7 @@ def _per_group_colwise_scales_dual_kernel(
             CAST_MODE,
             ONE_READ,
             ONE_READ_K,
+            EDGES_IN_TILE,
         )
 
 
