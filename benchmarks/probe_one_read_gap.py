@@ -7,8 +7,8 @@ Why: one tile of 128 tokens x 64 columns per 128-token group, 4 warps, read once
 benchmarks/transpose_ceiling.py (benchmarks/results/h200-s10-ceiling-one-tile.md), and 38.8 us and 89.8 us in
 fp8moe's one-read path with the same tile and byte stores (h200-s10-resident-probe.md): 1.32-1.34x slower for the
 same bytes and the same tile. The variants below change one thing at a time, from the ceiling to the op; the first
-run (h200-s21-call1-one-read-gap.md, before ``op_half_loop`` existed) put the op at 1.48-1.50x the ceiling, about
-a third of it each from fp8ref's semantics in the span code, the bounds loaded from offs, and the two-pass loop
+run (h200-s21-call1-one-read-gap.md, before ``op_half_loop`` existed) put the op at 1.48-1.50x the ceiling, three
+factors of 1.09-1.18x each: fp8ref's semantics in the span code, the bounds loaded from offs, and the two-pass loop
 compiled beside the one-read path:
 
 - ``ceiling``: transpose_ceiling's one-tile kernel (``ptr`` mode): f32 |x| max, 448 / amax, a plain cast; the
