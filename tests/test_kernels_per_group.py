@@ -568,25 +568,14 @@ def groups_fastest_grid(per_group_kernel, monkeypatch):
 
 
 @pytest.fixture
-def two_pass_only(per_group_kernel, monkeypatch):
-    """The span kernel compiled without its one-read branch (ONE_READ=False, fp8moe.kernels._span
-    .quantize_group_span) whatever config the backend picks; the tests read the config launched from
-    fp8moe.configs.LAST_CONFIG."""
+def span_flags(per_group_kernel, monkeypatch):
+    """Call it with config kwargs (``ONE_READ=False``, ``ONE_READ_K=...``, ``EDGES_IN_TILE=True``; a callable value
+    gets the picked config's kwargs): every span-kernel launch of the test then takes the config the backend would
+    pick with them added (:func:`_force_span_kwargs`). Launch plans recorded under the forced configs are dropped
+    at both ends. Its tests run on the span kernel alone: ``ON_THE_SPAN_KERNEL``."""
     assert per_group_kernel == "span", per_group_kernel
-    _force_span_kwargs(monkeypatch, ONE_READ=False)
     replay.forget()
-    yield
-    replay.forget()
-
-
-@pytest.fixture
-def wide_one_read_tile(per_group_kernel, monkeypatch):
-    """The span kernel with a one-read tile twice as wide as its loop's (ONE_READ_K = 2 * BLOCK_K,
-    fp8moe.kernels._span.quantize_group_span), whatever config the backend picks."""
-    assert per_group_kernel == "span", per_group_kernel
-    _force_span_kwargs(monkeypatch, ONE_READ_K=lambda kwargs: 2 * kwargs["BLOCK_K"])
-    replay.forget()
-    yield
+    yield lambda **kwargs: _force_span_kwargs(monkeypatch, **kwargs)
     replay.forget()
 
 
@@ -621,10 +610,11 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
 @ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_two_pass_only_matches_reference_bitwise(op, layout, two_pass_only, device):
+def test_two_pass_only_matches_reference_bitwise(op, layout, span_flags, device):
     """Without the one-read branch every group goes through the two-pass loop, the ones that fit one tile (empty,
     shorter than 16, unaligned within one chunk) too: every layout, both views, and the kernel launched really was
     the two-pass-only one."""
+    span_flags(ONE_READ=False)
     configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
     x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=19)
     _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
@@ -633,7 +623,8 @@ def test_two_pass_only_matches_reference_bitwise(op, layout, two_pass_only, devi
 
 @ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("fp8_dtype", [E4, torch.float8_e5m2], ids=str)
-def test_two_pass_only_matches_reference_bitwise_on_the_dual_op(fp8_dtype, two_pass_only, device):
+def test_two_pass_only_matches_reference_bitwise_on_the_dual_op(fp8_dtype, span_flags, device):
+    span_flags(ONE_READ=False)
     configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
     _check_dual_word_stores(fp8_dtype, (20, 21), device)
     assert _one_read_of_last_launch(configs.PER_GROUP_DUAL.name) is False
@@ -642,9 +633,10 @@ def test_two_pass_only_matches_reference_bitwise_on_the_dual_op(fp8_dtype, two_p
 @ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_wide_one_read_tile_matches_reference_bitwise(op, layout, wide_one_read_tile, device):
+def test_wide_one_read_tile_matches_reference_bitwise(op, layout, span_flags, device):
     """Groups whose interior fits 2 * BLOCK_K read once in the wide tile, longer ones loop in BLOCK_K tiles: every
     layout, both views, and the launch really had the wide tile."""
+    span_flags(ONE_READ_K=lambda kwargs: 2 * kwargs["BLOCK_K"])
     configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
     x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=22)
     _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
@@ -659,32 +651,29 @@ ONE_READ_BOUNDARY_LENGTHS = (32, 48, 32, 16, 48, 5, 43, 59, 37, 64)
 
 @ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_wide_one_read_tile_at_its_width_and_one_chunk_past_it(op, per_group_kernel, monkeypatch, device):
+def test_wide_one_read_tile_at_its_width_and_one_chunk_past_it(op, span_flags, device):
     """BLOCK_K = 16, ONE_READ_K = 32: a group whose interior is exactly 32 columns must be read once in the wide
     tile, one of 48 must loop (a tile of the loop's width, or a threshold one chunk too wide, loses columns)."""
-    _force_span_kwargs(monkeypatch, BLOCK_K=16, ONE_READ_K=32)
-    replay.forget()
+    span_flags(BLOCK_K=16, ONE_READ_K=32)
     ends = list(itertools.accumulate(ONE_READ_BOUNDARY_LENGTHS))
     x = _values(op.shape(ROWS, ends[-1]), torch.bfloat16, seed=25)
     _check_against_reference(op, x, ends, E4, False, device)
-    replay.forget()
 
 
-@pytest.fixture
-def edges_in_tile(per_group_kernel, monkeypatch):
-    """The span kernel whose one-read tile holds the edges on transposing views (EDGES_IN_TILE,
-    fp8moe.kernels._span.quantize_group_span), whatever config the backend picks."""
-    assert per_group_kernel == "span", per_group_kernel
-    _force_span_kwargs(monkeypatch, EDGES_IN_TILE=True)
-    replay.forget()
-    yield
-    replay.forget()
+@ON_THE_SPAN_KERNEL
+def test_wide_one_read_tile_matches_reference_bitwise_on_the_dual_op(span_flags, device):
+    span_flags(ONE_READ_K=lambda kwargs: 2 * kwargs["BLOCK_K"])
+    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
+    _check_dual_word_stores(E4, (23, 24), device)
+    launched = configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs
+    assert launched["ONE_READ_K"] == 2 * launched["BLOCK_K"], launched
 
 
 @ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_edges_in_tile_matches_reference_bitwise(op, layout, edges_in_tile, device):
+def test_edges_in_tile_matches_reference_bitwise(op, layout, span_flags, device):
+    span_flags(EDGES_IN_TILE=True)
     configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
     x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=26)
     _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
@@ -692,7 +681,8 @@ def test_edges_in_tile_matches_reference_bitwise(op, layout, edges_in_tile, devi
 
 
 @ON_THE_SPAN_KERNEL
-def test_edges_in_tile_matches_reference_bitwise_on_the_dual_op(edges_in_tile, device):
+def test_edges_in_tile_matches_reference_bitwise_on_the_dual_op(span_flags, device):
+    span_flags(EDGES_IN_TILE=True)
     configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
     _check_dual_word_stores(E4, (27, 28), device)
     assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs["EDGES_IN_TILE"] is True
@@ -706,22 +696,12 @@ COVER_BOUNDARY_ENDS = [27, 59, 85, 90, 118, 140, 160, 160, 192, 200, 256]
 
 @ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_edges_in_tile_at_its_width_and_one_chunk_past_it(op, per_group_kernel, monkeypatch, device):
+def test_edges_in_tile_at_its_width_and_one_chunk_past_it(op, span_flags, device):
     """BLOCK_K = 16 with a 32-column one-read tile that holds the edges: a span whose cover is 32 columns is read
     once, edges stored from the tile; one whose cover is 48 loops."""
-    _force_span_kwargs(monkeypatch, BLOCK_K=16, ONE_READ_K=32, EDGES_IN_TILE=True)
-    replay.forget()
+    span_flags(BLOCK_K=16, ONE_READ_K=32, EDGES_IN_TILE=True)
     x = _values(op.shape(ROWS, COVER_BOUNDARY_ENDS[-1]), torch.bfloat16, seed=29)
     _check_against_reference(op, x, COVER_BOUNDARY_ENDS, E4, False, device)
-    replay.forget()
-
-
-@ON_THE_SPAN_KERNEL
-def test_wide_one_read_tile_matches_reference_bitwise_on_the_dual_op(wide_one_read_tile, device):
-    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
-    _check_dual_word_stores(E4, (23, 24), device)
-    launched = configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs
-    assert launched["ONE_READ_K"] == 2 * launched["BLOCK_K"], launched
 
 
 @ON_THE_SPAN_KERNEL
