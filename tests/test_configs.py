@@ -8,7 +8,9 @@ switch to int64 offsets exactly when some element offset exceeds int32.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
+import math
 
 import pytest
 import torch
@@ -261,11 +263,20 @@ def test_cuda_launch_of_a_small_problem_takes_the_smallest_tile_without_autotuni
     kernel = _RecordingKernel()
     x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS - 1, device="meta")
     configs.launch(kernel, kernel_configs, CUDA, lambda meta: (2,), x_ptr=x)
-    tile = lambda c: torch.tensor(list(c.kwargs.values())).prod().item()
+    tile = lambda c: math.prod(v for k, v in c.kwargs.items() if k.startswith("BLOCK_"))
     smallest = min(tile(c) for c in kernel_configs.cuda)
     [(_, kwargs)] = kernel.launches
     assert tile(triton.Config({k: kwargs[k] for k in kernel_configs.cuda[0].kwargs})) == smallest
     assert kwargs["x_ptr"] is x
+
+
+def test_the_smallest_tile_counts_block_sizes_only():
+    """Flags beside the block sizes (GROUPS_FASTEST=True, ONE_READ=False) are no factors of the tile: a
+    two-pass-only 64x64 candidate must not pass for a tile of 0 elements, smaller than 4x512."""
+    small = triton.Config({"BLOCK_R": 4, "BLOCK_K": 512, "GROUPS_FASTEST": True}, num_warps=4)
+    flagged = triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ": False}, num_warps=4)
+    kernel_configs = dataclasses.replace(configs.PER_GROUP, cuda=(flagged, small))
+    assert kernel_configs.smallest_cuda is small
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -579,11 +579,6 @@ def span_flags(per_group_kernel, monkeypatch):
     replay.forget()
 
 
-def _one_read_of_last_launch(list_name: str) -> object:
-    config = configs.LAST_CONFIG.get(list_name)
-    return None if config is None else config.kwargs.get("ONE_READ", True)
-
-
 #: The autouse kernel fixture narrowed to the span kernel, for the tests of its own grid.
 ON_THE_SPAN_KERNEL = pytest.mark.parametrize("per_group_kernel", ["span"], indirect=True)
 
@@ -618,7 +613,7 @@ def test_two_pass_only_matches_reference_bitwise(op, layout, span_flags, device)
     configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
     x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=19)
     _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
-    assert _one_read_of_last_launch(configs.PER_GROUP.name) is False
+    assert configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs["ONE_READ"] is False
 
 
 @ON_THE_SPAN_KERNEL
@@ -627,7 +622,7 @@ def test_two_pass_only_matches_reference_bitwise_on_the_dual_op(fp8_dtype, span_
     span_flags(ONE_READ=False)
     configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
     _check_dual_word_stores(fp8_dtype, (20, 21), device)
-    assert _one_read_of_last_launch(configs.PER_GROUP_DUAL.name) is False
+    assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs["ONE_READ"] is False
 
 
 @ON_THE_SPAN_KERNEL
