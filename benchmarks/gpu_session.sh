@@ -17,10 +17,10 @@
 #      (benchmarks/probe_unaligned.py).
 #  11. gap: the one-read per-group path against the stripped ceiling kernel, one difference at a time
 #      (benchmarks/probe_one_read_gap.py).
-# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned gap), DEVICES=all on a multi-GPU machine
-# (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT,
-# TUNE_TIMEOUT (seconds),
-# BENCH_ARGS (e.g. "--compile first"), TEST_PATHS (default: the whole suite).
+# Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned
+# gap), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT,
+# BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT (seconds), BENCH_ARGS (e.g. "--compile
+# first"), TEST_PATHS (default: the whole suite), GAP_GROUPS (group sizes of the gap ladders, default 128).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
 source "$(dirname "$0")/device_setup.sh"
 
@@ -95,9 +95,12 @@ if [[ $steps == *" unaligned "* ]]; then
   echo "unaligned exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ $steps == *" gap "* ]]; then
-  timeout "${GAP_TIMEOUT:-150}" python3 benchmarks/probe_one_read_gap.py --out "$OUT/one_read_gap.md" \
-    >"$OUT/one_read_gap.log" 2>&1
-  echo "gap exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+  # GAP_GROUPS: one ladder per group size (tokens per group = the one-read tile's token extent), e.g. "128 256".
+  for group in ${GAP_GROUPS:-128}; do
+    timeout "${GAP_TIMEOUT:-150}" python3 benchmarks/probe_one_read_gap.py --group "$group" \
+      --out "$OUT/one_read_gap_$group.md" >"$OUT/one_read_gap_$group.log" 2>&1
+    echo "gap (groups of $group) exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+  done
 fi
 if [[ $steps == *" host "* ]]; then
   timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py >"$OUT/host_overhead.txt" 2>&1
@@ -105,4 +108,4 @@ if [[ $steps == *" host "* ]]; then
 fi
 
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
-cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT/one_read_gap.md" 2>/dev/null
+cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT"/one_read_gap_*.md 2>/dev/null

@@ -5,6 +5,8 @@
     python benchmarks/sass_counts.py --folds                # the amax fold kernels' barriers and atomics
     python benchmarks/sass_counts.py --gap                  # registers of probe_one_read_gap.py's kernels
     python benchmarks/sass_counts.py --caps                 # each per-group tile at one more program per SM
+    python benchmarks/sass_counts.py --gap --gap-group 256  # the same ladder at 256-token groups
+    python benchmarks/sass_counts.py --candidates per_group_scales=64x128/w4/g/o256  # registers of any candidate
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -336,29 +338,12 @@ def register_caps() -> dict:
     compiled for sm_90: registers and programs per SM, then the same with the cap that fits one more program per SM
     (:func:`cap_for_one_more_program`), and the spill loads and stores (LDL, STL) that cap puts inside each loop.
     A cap with none there is a candidate that changes residency and little else."""
-    from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL, describe
+    from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL
 
-    builds = {}  # name -> (warps, build(cap))
-    for config in PER_GROUP.cuda:
-        tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
-        flags = _span_flags(config)
-        for colwise in (False, True):
-            name = f"{PER_GROUP.name} {'colwise' if colwise else 'rowwise'} {describe(config)}"
-            builds[name] = (
-                config.num_warps,
-                lambda cap, t=tile, c=colwise, f=flags: compile_per_group(
-                    *t, c, CAST_SATURATING_NATIVE, maxnreg=cap, **f
-                ),
-            )
-    for config in PER_GROUP_DUAL.cuda:
-        tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
-        flags = _span_flags(config)
-        builds[f"{PER_GROUP_DUAL.name} {describe(config)}"] = (
-            config.num_warps,
-            lambda cap, t=tile, f=flags: compile_dual(*t, maxnreg=cap, **f),
-        )
+    builds = {**span_builds(PER_GROUP.name, PER_GROUP.cuda), **span_builds(PER_GROUP_DUAL.name, PER_GROUP_DUAL.cuda)}
     result = {}
-    for name, (warps, build) in builds.items():
+    for name, (config, build) in builds.items():
+        warps = config.num_warps
         base = loops(build(None))
         row = {"registers": base["registers"], "blocks_per_sm": blocks_per_sm(base["registers"], warps)}
         cap = cap_for_one_more_program(base["registers"], warps)
@@ -371,6 +356,55 @@ def register_caps() -> dict:
                 loop_spills=[loop["opcodes"].get("LDL", 0) + loop["opcodes"].get("STL", 0) for loop in capped["loops"]],
             )
         result[name] = row
+    return result
+
+
+def span_builds(list_name: str, candidates) -> dict:
+    """label -> (config, build(cap)) for each candidate config of the span kernel's list ``list_name``: the
+    per-group list's on both views ("per_group_scales colwise 64x64/w4/g"), the dual op's on its one; build(cap)
+    compiles it for sm_90 with a register cap per thread (None for none)."""
+    from fp8moe.configs import PER_GROUP, PER_GROUP_DUAL, describe
+
+    if list_name not in (PER_GROUP.name, PER_GROUP_DUAL.name):
+        raise SystemExit(f"no span-kernel candidate list {list_name!r}: {PER_GROUP.name!r} or {PER_GROUP_DUAL.name!r}")
+    builds = {}
+    for config in candidates:
+        tile = (config.kwargs["BLOCK_R"], config.kwargs["BLOCK_K"], config.num_warps)
+        flags = _span_flags(config)
+        if list_name == PER_GROUP_DUAL.name:
+            builds[f"{list_name} {describe(config)}"] = (
+                config,
+                lambda cap, t=tile, f=flags: compile_dual(*t, maxnreg=cap, **f),
+            )
+            continue
+        for colwise in (False, True):
+            builds[f"{list_name} {'colwise' if colwise else 'rowwise'} {describe(config)}"] = (
+                config,
+                lambda cap, t=tile, c=colwise, f=flags: compile_per_group(
+                    *t, c, CAST_SATURATING_NATIVE, maxnreg=cap, **f
+                ),
+            )
+    return builds
+
+
+def candidate_registers(specs: list[str]) -> dict:
+    """Registers, instructions and programs per SM of candidate configs named as benchmarks/tune_configs.py
+    --candidates names them (``per_group_scales=64x128/w4/g/o256,...``, ``per_group_colwise_scales_dual=...``;
+    fp8moe.configs.parse_config; a ``/rM`` cap is compiled in), compiled for sm_90: what a candidate costs in
+    residency before a GPU times it."""
+    from fp8moe.configs import parse_config
+
+    result = {}
+    for spec in specs:
+        list_name, _, tiles = spec.partition("=")
+        candidates = [parse_config(tile, ["BLOCK_R", "BLOCK_K"]) for tile in tiles.split(",")]
+        for label, (config, build) in span_builds(list_name, candidates).items():
+            counts = loops(build(getattr(config, "maxnreg", None)))
+            result[label] = {
+                "registers": counts["registers"],
+                "instructions": counts["instructions"],
+                "blocks_per_sm": blocks_per_sm(counts["registers"], config.num_warps),
+            }
     return result
 
 
@@ -405,8 +439,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--caps", action="store_true", help="each per-group tile with the register cap of one more program (JSON)"
     )
+    parser.add_argument(
+        "--candidates",
+        action="append",
+        default=[],
+        metavar="LIST=RxK/wN,...",
+        help="registers and programs per SM of candidates named as tune_configs.py --candidates names them (JSON)",
+    )
+    parser.add_argument(
+        "--gap-group", type=int, default=128, help="with --gap: tokens per group, the one-read tile's token extent"
+    )
     args = parser.parse_args(argv)
-    for wanted, report in ((args.caps, register_caps), (args.gap, one_read_gap), (args.folds, fold_barriers),
+    if args.candidates:
+        print(json.dumps(candidate_registers(args.candidates)))
+        return 0
+    if args.gap:
+        print(json.dumps(one_read_gap(group=args.gap_group)))
+        return 0
+    for wanted, report in ((args.caps, register_caps), (args.folds, fold_barriers),
                            (args.l2_hints, l2_hints)):  # fmt: skip
         if wanted:
             print(json.dumps(report()))

@@ -16,7 +16,9 @@ which the interpreter this process runs has replaced):
 - the groups-fastest grid order costs the per-group kernel no resident program;
 - the two-pass-only candidates (ONE_READ=False) compile without the one-read branch;
 - a loop tile half the one-read tile (ONE_READ_K) fits one more program per SM than the one-read tile's loop;
-- the one-read tile that holds the edges (EDGES_IN_TILE) changes the transposing view only.
+- the one-read tile that holds the edges (EDGES_IN_TILE) changes the transposing view only;
+- a 256-token one-read tile beside the 64x128 loop costs the colwise view no program per SM
+  (``sass_counts.py --candidates``, which reports any candidate named as tune_configs.py names it).
 """
 
 from __future__ import annotations
@@ -198,3 +200,23 @@ def test_edges_in_tile_changes_the_transposing_view_only():
     assert edges["colwise"]["instructions"] < base["colwise"]["instructions"], (edges["colwise"], base["colwise"])
     assert len(edges["colwise"]["loops"]) == len(base["colwise"]["loops"]) == 2, (edges["colwise"], base["colwise"])
     assert edges["rowwise"]["instructions"] == base["rowwise"]["instructions"], (edges["rowwise"], base["rowwise"])
+
+
+def test_a_256_token_one_read_tile_beside_the_64x128_loop_costs_the_colwise_view_no_program_per_sm():
+    """``/o256`` on 64x128/w4/g reads every group whose interior fits 256 tokens once (the bench's 128-144-token
+    groups at G = 128, 256 of the 256-272 at G = 64) at the colwise residency of 64x128/w4/g, whose one-read tile
+    holds 128: the loop sets the registers (sm_90; triton 3.6: 168 and 168, triton 3.9: 166 and 168). The report
+    names both views of each candidate, and a register cap written into the name is compiled in."""
+    report = _sass_counts(
+        "--candidates", "per_group_scales=64x128/w4/g,64x128/w4/g/o256,64x64/w4/r96/g",
+        "--candidates", "per_group_colwise_scales_dual=64x64/w4/g",
+    )  # fmt: skip
+    views = ("rowwise", "colwise")
+    names = ("64x128/w4/g", "64x128/w4/g/o256", "64x64/w4/r96/g")
+    expected = [f"per_group_scales {view} {name}" for name in names for view in views]
+    assert sorted(report) == sorted([*expected, "per_group_colwise_scales_dual 64x64/w4/g"]), report
+    wide, plain = report["per_group_scales colwise 64x128/w4/g/o256"], report["per_group_scales colwise 64x128/w4/g"]
+    assert wide["blocks_per_sm"] == plain["blocks_per_sm"], report
+    assert wide["instructions"] > plain["instructions"], report  # the wider tile's code is in the binary
+    for view in views:
+        assert report[f"per_group_scales {view} 64x64/w4/r96/g"]["registers"] <= 96, report
