@@ -17,10 +17,13 @@
 #      (benchmarks/probe_unaligned.py).
 #  11. gap: the one-read per-group path against the stripped ceiling kernel, one difference at a time
 #      (benchmarks/probe_one_read_gap.py).
+#  12. long: long transposing slices with few programs and cp.async pipelines against the op
+#      (benchmarks/probe_long_slices.py).
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned
-# gap), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT,
-# BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT (seconds), BENCH_ARGS (e.g. "--compile
-# first"), TEST_PATHS (default: the whole suite), GAP_GROUPS (group sizes of the gap ladders, default 128).
+# gap long), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT,
+# BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT, LONG_TIMEOUT (seconds), BENCH_ARGS
+# (e.g. "--compile first"), TEST_PATHS (default: the whole suite), GAP_GROUPS (the gap ladders' group sizes, default
+# 128).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
 source "$(dirname "$0")/device_setup.sh"
 
@@ -102,10 +105,15 @@ if [[ $steps == *" gap "* ]]; then
     echo "gap (groups of $group) exit $? after ${SECONDS}s" >>"$OUT/env.txt"
   done
 fi
+if [[ $steps == *" long "* ]]; then
+  # The table goes to stdout row by row: one file (the log) holds it and any error.
+  timeout "${LONG_TIMEOUT:-240}" python3 benchmarks/probe_long_slices.py >"$OUT/long_slices.log" 2>&1
+  echo "long exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
 if [[ $steps == *" host "* ]]; then
   timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py >"$OUT/host_overhead.txt" 2>&1
   echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
-cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT"/one_read_gap_*.md 2>/dev/null
+cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT"/one_read_gap_*.md "$OUT/long_slices.log" 2>/dev/null

@@ -7,6 +7,7 @@
     python benchmarks/sass_counts.py --caps                 # each per-group tile at one more program per SM
     python benchmarks/sass_counts.py --gap --gap-group 256  # the same ladder at 256-token groups
     python benchmarks/sass_counts.py --candidates per_group_scales=64x128/w4/g/o256  # registers of any candidate
+    python benchmarks/sass_counts.py --long-slices          # probe_long_slices.py's kernels: cp.async, shared memory
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -313,6 +314,46 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
     return result
 
 
+#: An SM's shared memory a program may hold, in bytes (sm_90: 228 KB per SM, 1 KB of it reserved per program).
+SM_SHARED_BYTES = 228 * 1024
+SHARED_RESERVED_BYTES = 1024
+
+
+def long_slices() -> dict:
+    """The kernels of benchmarks/probe_long_slices.py, compiled for sm_90, per variant: registers, shared memory,
+    the cp.async copies (LDGSTS) in each loop, and the programs an SM holds at once by registers and by shared
+    memory. Pipelined loops (``/s<S>``, S > 1) must have their loads as cp.async into S shared-memory stages."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import probe_long_slices
+
+    fp8 = fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE)
+    pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
+    divisible = [*pointers, "K", "N", "stride_xe", "stride_xk", "stride_qe", "stride_qn"]
+    result = {}
+    for name in probe_long_slices.VARIANTS:
+        v = probe_long_slices.parse_variant(name)
+        constants = {
+            **fp8, "BLOCK_K": v["block_k"], "BLOCK_N": v["block_n"], "STAGES": v["stages"],
+            "PERSISTENT": v["per_sm"] > 0,
+        }  # fmt: skip
+        compiled = compile_sm90(probe_long_slices._long_slices_kernel, constants, pointers, divisible, v["warps"])
+        counts = loops(compiled)
+        shared = compiled.metadata.shared
+        by_shared = SM_SHARED_BYTES // (shared + SHARED_RESERVED_BYTES)
+        result[name] = {
+            "registers": counts["registers"],
+            "shared_bytes": shared,
+            "cp_async_per_loop": [
+                sum(n for op, n in loop["opcodes"].items() if op.startswith("LDGSTS")) for loop in counts["loops"]
+            ],
+            "global_loads_per_loop": [
+                sum(n for op, n in loop["opcodes"].items() if op.startswith("LDG.")) for loop in counts["loops"]
+            ],
+            "blocks_per_sm": min(blocks_per_sm(counts["registers"], v["warps"]), by_shared),
+        }
+    return result
+
+
 def cap_for_one_more_program(registers: int, warps: int) -> int | None:
     """The largest register cap (a multiple of 8) at which an SM holds one more program of ``warps`` warps than at
     ``registers``; None where threads, not registers, already limit it."""
@@ -447,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         help="registers and programs per SM of candidates named as tune_configs.py --candidates names them (JSON)",
     )
     parser.add_argument(
+        "--long-slices", action="store_true", help="registers, shared memory and cp.async of probe_long_slices.py"
+    )
+    parser.add_argument(
         "--gap-group", type=int, default=128, help="with --gap: tokens per group, the one-read tile's token extent"
     )
     args = parser.parse_args(argv)
@@ -455,6 +499,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.gap:
         print(json.dumps(one_read_gap(group=args.gap_group)))
+        return 0
+    if args.long_slices:
+        print(json.dumps(long_slices()))
         return 0
     for wanted, report in ((args.caps, register_caps), (args.folds, fold_barriers),
                            (args.l2_hints, l2_hints)):  # fmt: skip

@@ -577,3 +577,45 @@ def test_one_read_gap_op_check_sees_outputs_the_op_never_wrote(monkeypatch):
 
     monkeypatch.setattr(probe.per_group_colwise_scales, "launch", writes_nothing)
     assert not check()
+
+
+@needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
+@pytest.mark.parametrize("kind", ["colwise_3d", "per_group"])
+def test_long_slice_variants_write_what_fp8ref_does_and_the_check_can_fail(kind):
+    """Every variant of benchmarks/probe_long_slices.py at two tiles per slab and two strips per expert, so that a
+    persistent program walks several slabs (the interpreter's grid is 4 programs per "SM"), both passes loop, and
+    pass 2's backward walk and the strides of both output layouts are exercised; a NaN in one slab must give that
+    slab's columns fp8ref's NaN scale. A wrong expectation must fail the check."""
+    import torch
+
+    probe = pytest.importorskip("probe_long_slices")
+    for variant in probe.VARIANTS:
+        v = probe.parse_variant(variant)
+        shape = (3, 2 * v["block_k"], 2 * v["block_n"])
+        x = probe.make_input(kind, shape, "cpu", seed=v["block_k"])
+        x.view(-1)[shape[2] + 1] = float("nan")  # expert / group 0, token 1, column 1
+        expected = probe.reference(kind, x, shape)
+        call, outputs = probe.variant_call(variant, kind, x, shape)
+        assert probe.check(call, outputs, expected), variant
+    q_ref, s_ref = expected
+    wrong = q_ref.clone()
+    wrong.view(torch.uint8)[(-1,) * wrong.ndim] ^= 1  # one code of the last slab
+    assert not probe.check(call, outputs, (wrong, s_ref))
+    _, op_check = probe.op_call(kind, x, shape)
+    assert op_check(expected)
+    assert not op_check((wrong, s_ref))
+
+
+def test_long_slice_names_and_shapes_are_checked():
+    probe = pytest.importorskip("probe_long_slices")
+    assert probe.parse_variant("512x16/w8/s4/p1") == {
+        "block_k": 512, "block_n": 16, "warps": 8, "stages": 4, "per_sm": 1
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="BLOCK_KxBLOCK_N"):
+        probe.parse_variant("512x16/s4/w8/p1")
+    with pytest.raises(ValueError, match="colwise_3d or per_group"):
+        probe.parse_point("rowwise:1x2x3")
+    assert probe.parse_point("per_group:16x4096x4096") == ("per_group", (16, 4096, 4096))
+    x = probe.make_input("colwise_3d", (1, 48, 16), "cpu")
+    with pytest.raises(ValueError, match="multiples of the tile"):
+        probe.variant_call("32x16/w4/s1/p0", "colwise_3d", x, (1, 48, 16))

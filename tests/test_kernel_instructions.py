@@ -18,7 +18,9 @@ which the interpreter this process runs has replaced):
 - a loop tile half the one-read tile (ONE_READ_K) fits one more program per SM than the one-read tile's loop;
 - the one-read tile that holds the edges (EDGES_IN_TILE) changes the transposing view only;
 - a 256-token one-read tile beside the 64x128 loop costs the colwise view no program per SM
-  (``sass_counts.py --candidates``, which reports any candidate named as tune_configs.py names it).
+  (``sass_counts.py --candidates``, which reports any candidate named as tune_configs.py names it);
+- the long-slice probe's pipelined loops (benchmarks/probe_long_slices.py, ``/s<S>`` with S > 1) load through
+  cp.async into shared memory, and its unpipelined controls do not.
 """
 
 from __future__ import annotations
@@ -220,3 +222,21 @@ def test_a_256_token_one_read_tile_beside_the_64x128_loop_costs_the_colwise_view
     assert wide["instructions"] > plain["instructions"], report  # the wider tile's code is in the binary
     for view in views:
         assert report[f"per_group_scales {view} 64x64/w4/r96/g"]["registers"] <= 96, report
+
+
+def test_the_long_slice_probes_pipelined_loops_load_through_cp_async_and_its_controls_do_not():
+    """What probe_long_slices.py times is the pipeline: with S > 1 stages both passes' loads must be cp.async copies
+    (LDGSTS) with no plain global load left in either loop, and shared memory must grow with S; with S = 1 the loops
+    load with LDG and nothing else (sm_90; triton 3.6 and 3.9: 4 LDGSTS per 16-column loop)."""
+    report = _sass_counts("--long-slices")  # one entry per variant the probe times: BLOCK_KxBLOCK_N/wW/sS/pP
+    stages = {name: int(name.split("/")[2].removeprefix("s")) for name in report}
+    assert 1 in stages.values(), report  # the unpipelined controls
+    assert max(stages.values()) > 1, report  # and the pipelines
+    for name, counts in report.items():
+        passes = list(zip(counts["cp_async_per_loop"], counts["global_loads_per_loop"]))[:2]  # pass 1, pass 2
+        assert len(passes) == 2, (name, counts)
+        if stages[name] > 1:
+            assert all(cp_async > 0 and plain == 0 for cp_async, plain in passes), (name, counts)
+        else:
+            assert all(cp_async == 0 and plain > 0 for cp_async, plain in passes), (name, counts)
+    assert report["512x16/w8/s4/p1"]["shared_bytes"] > report["512x16/w8/s3/p1"]["shared_bytes"], report

@@ -1,0 +1,276 @@
+"""Long transposing slices: can few programs with a deep load pipeline read x once from DRAM and still keep it busy?
+
+    python benchmarks/probe_long_slices.py --out results.md      # on a CUDA GPU; a Markdown table
+
+Why: where a slice is thousands of tokens long, fp8moe's two-pass span loop reads x twice from DRAM: colwise 3D on
+row-major input (E, K, N) reads 1.66-1.92x its input at K = 2048-8192, per-group colwise at G = 16 1.85x
+(Nsight Compute, benchmarks/results/h200-bench-2026-12-02-s8-summary.md), and they run at 46-59% and 56% of copy
+bandwidth. Pass 2 misses L2 because the slices in flight (hundreds of MB) outgrow it. Every design that kept them
+inside L2 read the ideal bytes but kept DRAM 36-49% busy: one persistent 4-warp program per SM with 16-column
+slabs ran 1.25-1.5x slower than the plain tile (h200-s8-tune-persistent.md), and the chunked kernel's 2 programs
+per SM at 37.6% of DRAM peak (h200-s15-call4-ncu.md). Those programs loaded one tile ahead at most, held in
+registers. The ledger's open question (per-group-ledger.md) is whether few programs can have ideal bytes and enough
+loads in flight together. This probe holds everything else fixed and varies that:
+
+- a persistent grid of ``p`` programs per SM (``/p<p>``; ``/p0``: one program per slab, the plain grid), each taking
+  whole slabs (an expert's or group's ``BLOCK_N`` columns over all its K tokens) in order, so that the slabs in
+  flight are ``p * SMs * K * BLOCK_N * 2`` bytes (16 columns, p = 1, K = 8192: 34 MB, inside the H200's L2);
+- both passes as ``tl.range(..., num_stages=S)`` loops (``/s<S>``), which Triton 3.6 compiles to cp.async copies
+  into S shared-memory stages: S - 1 tiles in flight per program without holding them in registers;
+- pass 2 walks backwards (the tiles pass 1 read last come first, as in fp8moe's span loop).
+
+fp8ref's semantics, through fp8moe's own helpers (NaN-keeping amax of bit patterns, the f64 scale, the saturating
+cast): every variant is checked bitwise against fp8ref (codes, scales and q's strides; NaN as a class, as
+fp8ref.testing compares; outputs poisoned first) before it is timed, beside fp8moe's own op (autotuned) at the same
+shape. Variants are named ``BLOCK_KxBLOCK_N/w<warps>/s<S>/p<p>``. Times are CUDA-graph medians; % of copy is the
+op's ideal bytes (x read once, fp8 written once, the scales) over the copy bandwidth timed in the same run.
+
+Two kinds of point: ``colwise_3d`` (x (E, K, N) row-major, q (E, K, N) with strides (K*N, 1, K), scales (E, 1, N):
+colwise_3d_scale_and_cast on row-major input) and ``per_group`` (x (E*K, N) row-major in E groups of K tokens, q
+(E*K, N) with strides (1, E*K), scales (E*N,): per_group_colwise_scales at uniform groups). The kernel is the same;
+only q's strides differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+
+import torch
+
+import fp8moe  # before triton: without a GPU it turns the interpreter on first
+
+# isort: split
+import triton
+import triton.language as tl
+
+from fp8moe.backend import backend_for
+from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize, scale_from_amax
+from fp8ref import ops as ref
+from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations
+from fp8ref.testing import same_bits
+
+E4 = torch.float8_e4m3fn
+#: The shapes of issue #11 where slices are long: colwise 3D on row-major input, and per-group colwise at G = 16.
+POINTS = ("colwise_3d:16x8192x5120", "colwise_3d:1x8192x5120", "colwise_3d:64x2048x1408", "per_group:16x4096x4096")
+#: BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>; p0 = one program per slab.
+VARIANTS = (
+    "256x16/w4/s1/p0",
+    "512x16/w8/s1/p1",
+    "512x16/w8/s3/p1",
+    "512x16/w8/s4/p1",
+    "1024x16/w16/s3/p1",
+    "1024x16/w16/s4/p1",
+    "256x32/w8/s4/p1",
+    "512x32/w16/s4/p1",
+    "512x16/w8/s4/p2",
+    "128x64/w4/s3/p0",
+)
+
+
+@triton.jit
+def _long_slices_kernel(
+    x_ptr, q_ptr, s_ptr, E, K, N, stride_xe, stride_xk, stride_qe, stride_qn,
+    BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PERSISTENT: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Slab (e, strip): x[e, :, strip] (K tokens x BLOCK_N columns, N contiguous) -> q[e*stride_qe + n*stride_qn + k]
+    and s[e*N + n]. K must be a multiple of BLOCK_K and N of BLOCK_N (the caller's shapes). PERSISTENT: the grid's
+    programs take slabs pid, pid + grid, ... in order; else one slab per program."""
+    strips = N // BLOCK_N
+    slabs = E * strips
+    first = tl.program_id(0)
+    step = tl.num_programs(0) if PERSISTENT else slabs
+    num_tiles = K // BLOCK_K
+    tokens = tl.arange(0, BLOCK_K)
+    for slab in range(first, slabs, step):
+        e = slab // strips
+        cols = (slab % strips) * BLOCK_N + tl.arange(0, BLOCK_N)
+        x_slab = x_ptr + e.to(tl.int64) * stride_xe + cols[None, :]
+        acc = magnitude_bits(tl.zeros((BLOCK_K, BLOCK_N), dtype=x_ptr.dtype.element_ty))
+        for i in tl.range(0, num_tiles, num_stages=STAGES):
+            ks = i * BLOCK_K + tokens
+            acc = tl.maximum(acc, magnitude_bits(tl.load(x_slab + ks[:, None] * stride_xk)))
+        scale = scale_from_amax(amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 0), FP8_MAX, ROUND_POW2)
+        tl.store(s_ptr + e * N + cols, scale)
+        q_slab = q_ptr + e.to(tl.int64) * stride_qe + cols[None, :].to(tl.int64) * stride_qn
+        for i in tl.range(0, num_tiles, num_stages=STAGES):
+            ks = (num_tiles - 1 - i) * BLOCK_K + tokens  # backwards: the tiles pass 1 read last are likeliest in L2
+            x = tl.load(x_slab + ks[:, None] * stride_xk)
+            q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            tl.store(q_slab + ks[:, None], q)
+
+
+def parse_variant(name: str) -> dict:
+    """``256x16/w4/s3/p1`` -> the launch parameters (BLOCK_K, BLOCK_N, warps, stages, programs per SM)."""
+    tile, warps, stages, per_sm = name.split("/")
+    block_k, block_n = (int(v) for v in tile.split("x"))
+    if not (warps[0] == "w" and stages[0] == "s" and per_sm[0] == "p"):
+        raise ValueError(f"variant {name!r} is not BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>")
+    return {
+        "block_k": block_k, "block_n": block_n, "warps": int(warps[1:]), "stages": int(stages[1:]),
+        "per_sm": int(per_sm[1:]),
+    }  # fmt: skip
+
+
+def parse_point(point: str) -> tuple[str, tuple[int, int, int]]:
+    """``colwise_3d:16x8192x5120`` -> ("colwise_3d", (E, K, N)); ``per_group:16x4096x4096``: E groups of K tokens."""
+    kind, _, shape = point.partition(":")
+    if kind not in ("colwise_3d", "per_group"):
+        raise ValueError(f"point {point!r}: the kind is colwise_3d or per_group")
+    e, k, n = (int(v) for v in shape.split("x"))
+    return kind, (e, k, n)
+
+
+def make_input(kind: str, shape: tuple[int, int, int], device: str, seed: int = 0) -> torch.Tensor:
+    """x of the point, bf16 normal values: (E, K, N) for colwise_3d, (E*K, N) for per_group; row-major."""
+    e, k, n = shape
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn((e, k, n), device=device, generator=gen).to(torch.bfloat16)
+    return x if kind == "colwise_3d" else x.view(e * k, n)
+
+
+def uniform_offs(shape: tuple[int, int, int], device: str) -> torch.Tensor:
+    e, k, _ = shape
+    return torch.arange(k, e * k + 1, k, dtype=torch.int32, device=device)
+
+
+def reference(kind: str, x: torch.Tensor, shape: tuple[int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp8ref's (q, scales) of the point, e4m3fn, no pow2 rounding; scales flattened to (E*N,)."""
+    if kind == "colwise_3d":
+        q, s = ref.colwise_3d_scale_and_cast(x, E4, False)
+    else:
+        q, s = ref.per_group_colwise_scales(x, uniform_offs(shape, x.device.type), E4, False)
+    return q, s.reshape(-1)
+
+
+def sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter: a few programs, so that a persistent program walks several slabs
+
+
+def variant_call(variant: str, kind: str, x: torch.Tensor, shape: tuple[int, int, int]):
+    """(call, outputs) of one variant: call launches it into outputs (q, scales), allocated here."""
+    v = parse_variant(variant)
+    e, k, n = shape
+    if k % v["block_k"] or n % v["block_n"]:
+        raise ValueError(f"{variant}: K = {k} and N = {n} must be multiples of the tile {v['block_k']}x{v['block_n']}")
+    if kind == "colwise_3d":
+        q = torch.empty_strided((e, k, n), (k * n, 1, k), dtype=E4, device=x.device)
+        stride_qe, stride_qn, stride_xe, stride_xk = k * n, k, k * n, n
+    else:
+        q = torch.empty_strided((e * k, n), (1, e * k), dtype=E4, device=x.device)
+        stride_qe, stride_qn, stride_xe, stride_xk = k, e * k, k * n, n
+    s = torch.empty((e * n,), dtype=torch.float32, device=x.device)
+    slabs = e * (n // v["block_n"])
+    grid = (min(slabs, v["per_sm"] * sm_count(x.device)) if v["per_sm"] else slabs,)
+    constants = fp8_constexprs(E4, False, backend_for(x.device.type).cast_mode)
+
+    def call():
+        _long_slices_kernel[grid](
+            x, q, s, e, k, n, stride_xe, stride_xk, stride_qe, stride_qn,
+            BLOCK_K=v["block_k"], BLOCK_N=v["block_n"], STAGES=v["stages"], PERSISTENT=v["per_sm"] > 0,
+            **constants, num_warps=v["warps"],
+        )  # fmt: skip
+
+    return call, (q, s)
+
+
+def _same(q: torch.Tensor, s: torch.Tensor, expected) -> bool:
+    """Codes and scales bit for bit, NaN as a class (fp8ref.testing.same_bits), q's strides included. Equal bytes
+    are checked on the device first: same_bits compares on the CPU, seconds per call at the bench shapes."""
+    q_ref, s_ref = expected
+    if q.stride() != q_ref.stride():
+        return False
+    pairs = ((q.view(torch.uint8), q_ref.view(torch.uint8)), (s.view(torch.int32), s_ref.view(torch.int32)))
+    if all(torch.equal(a, b) for a, b in pairs):
+        return True
+    return bool(same_bits(q, q_ref).all()) and bool(same_bits(s, s_ref).all())
+
+
+def check(call, outputs, expected) -> bool:
+    """Run ``call`` on poisoned outputs; True when codes and scales are fp8ref's (:func:`_same`)."""
+    q, s = outputs
+    q.view(torch.uint8).fill_(POISON_BYTES[0])
+    s.view(torch.int32).fill_(-1)
+    call()
+    return _same(q, s, expected)
+
+
+def op_call(kind: str, x: torch.Tensor, shape: tuple[int, int, int]):
+    """fp8moe's own op at the point (autotuned as a user's call is), and its check against fp8ref."""
+    offs = uniform_offs(shape, x.device.type) if kind == "per_group" else None
+
+    def call():
+        if kind == "colwise_3d":
+            return fp8moe.colwise_3d_scale_and_cast(x, E4, False)
+        return fp8moe.per_group_colwise_scales(x, offs, E4, False)
+
+    def op_check(expected) -> bool:
+        with poisoned_allocations(POISON_BYTES[0]):
+            q, s = call()
+        return _same(q, s.reshape(-1), expected)
+
+    return call, op_check
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="also write the Markdown table here")
+    parser.add_argument("--points", default=",".join(POINTS), help="kind:ExKxN, comma-separated")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args(argv)
+    from triton.testing import do_bench_cudagraph
+
+    from fp8moe.bench import copy_bandwidth_gbps
+
+    bw = copy_bandwidth_gbps()
+    lines = [
+        f"# long slices: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
+        f"copy bandwidth {bw:.0f} GB/s, {sm_count(torch.device('cuda'))} SMs",
+        "",
+        "| point | variant | us | % of copy | x op | bitwise |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    print("\n".join(lines), flush=True)
+    status = 0
+    for point in args.points.split(","):
+        kind, shape = parse_point(point)
+        e, k, n = shape
+        x = make_input(kind, shape, "cuda")
+        expected = reference(kind, x, shape)
+        ideal_bytes = 3 * e * k * n + 4 * e * n
+        op_us = None
+        for variant in itertools.chain(("op",), args.variants.split(",")):
+            try:
+                if variant == "op":
+                    call, op_check = op_call(kind, x, shape)
+                    ok = op_check(expected)
+                else:
+                    call, outputs = variant_call(variant, kind, x, shape)
+                    ok = check(call, outputs, expected)
+                us = do_bench_cudagraph(call, rep=30, return_mode="median") * 1e3
+            except Exception as exc:  # one variant this Triton cannot build must not lose the others
+                print(f"{point} {variant}: {type(exc).__name__}: {exc}"[:400], file=sys.stderr, flush=True)
+                status = 1
+                continue
+            status |= 0 if ok else 1
+            op_us = us if variant == "op" else op_us
+            ratio = f"{us / op_us:.2f}" if op_us else "-"
+            pct = 100 * ideal_bytes / (us * 1e-6) / 1e9 / bw
+            row = f"| {point} | {variant} | {us:.1f} | {pct:.0f}% | {ratio} | {'yes' if ok else 'NO'} |"
+            print(row, flush=True)
+            lines.append(row)
+        del x, expected
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
