@@ -99,9 +99,10 @@ if [[ $steps == *" unaligned "* ]]; then
 fi
 if [[ $steps == *" gap "* ]]; then
   # GAP_GROUPS: one ladder per group size (tokens per group = the one-read tile's token extent), e.g. "128 256".
+  # The table goes to stdout row by row: one file per ladder (the log) holds it and any error.
   for group in ${GAP_GROUPS:-128}; do
     timeout "${GAP_TIMEOUT:-150}" python3 benchmarks/probe_one_read_gap.py --group "$group" \
-      --out "$OUT/one_read_gap_$group.md" >"$OUT/one_read_gap_$group.log" 2>&1
+      >"$OUT/one_read_gap_$group.log" 2>&1
     echo "gap (groups of $group) exit $? after ${SECONDS}s" >>"$OUT/env.txt"
   done
 fi
@@ -116,4 +117,4 @@ if [[ $steps == *" host "* ]]; then
 fi
 
 cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
-cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT"/one_read_gap_*.md "$OUT/long_slices.log" 2>/dev/null
+cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT"/one_read_gap_*.log "$OUT/long_slices.log" 2>/dev/null

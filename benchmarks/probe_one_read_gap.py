@@ -21,6 +21,9 @@ compiled beside the one-read path:
 - ``one_read_no_edges``: bounds loaded from offs, as the op does, but without the code of the partial edge
   chunks (timing only: right for 16-aligned groups alone, as here), so that this step splits into the dependent
   load of the bounds and the edge code the compiler can no longer prove dead.
+- ``one_read_edge_loop``: as ``one_read`` below, with the edge chunks taken one at a time in a run-time loop
+  (fp8moe's EDGE_LOOP): the edge code in the binary, at the registers of ``one_read_no_edges`` (sm_90, triton 3.6:
+  96 against 123 at 128-token groups, 159 against 206 at 256; benchmarks/results/cpu-sm90-registers-s22.md).
 - ``one_read`` / ``/g``: fp8moe's one-read span code with each program's bounds loaded from offs, as the op does.
 - ``op`` / ``/g``: per_group_colwise_scales itself with its 64x128/w4 config forced: the one-read path beside the
   two-pass loop in one compiled kernel, the offs clamps, the int64 guard.
@@ -70,6 +73,7 @@ VARIANTS = (
     "one_read_fixed_bounds",
     "one_read_fixed_bounds/g",
     "one_read_no_edges",
+    "one_read_edge_loop",
     "one_read",
     "one_read/g",
     "op",
@@ -84,12 +88,12 @@ def _one_read_kernel(
     x_ptr, q_ptr, scales_ptr, offs_ptr, R, G, stride_xr, stride_xk, stride_qr,
     SLICE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, GROUPS_FASTEST: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, EDGES: tl.constexpr = True,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, EDGES: tl.constexpr = True, EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """fp8moe's one-read span path alone on the (R, Ktot) view: group pid_g is [g * SLICE, (g + 1) * SLICE) when
     SLICE > 0, else [offs[g - 1], offs[g]) loaded; every group's interior must fit BLOCK_K (the caller's uniform
     groups). Scales at s[g * R + r], as the op stores them. EDGES=False leaves out the code of the partial 16-column
-    edge chunks (right only for 16-aligned groups)."""
+    edge chunks (right only for 16-aligned groups); EDGE_LOOP takes them one at a time (fp8moe's EDGE_LOOP)."""
     pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
     if SLICE > 0:
         start = pid_g * SLICE
@@ -104,7 +108,7 @@ def _one_read_kernel(
     if EDGES:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, True, 1, False, FP8_DTYPE, FP8_MAX,
-            MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP,
         )  # fmt: skip
     else:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
@@ -197,12 +201,13 @@ def variant_call(
     s = torch.empty((groups * n,), dtype=torch.float32, device=x.device)
     fixed_bounds = variant.startswith("one_read_fixed_bounds")
     edges = not variant.startswith("one_read_no_edges")
+    edge_loop = variant.startswith("one_read_edge_loop")
 
     def call():
         _one_read_kernel[jagged_grid(triton.cdiv(n, block_r), groups, groups_fastest)](
             x, q_t, s, offs, n, groups, x.stride(1), x.stride(0), q_t.stride(0),
             SLICE=slice_len if fixed_bounds else 0, BLOCK_R=block_r, BLOCK_K=slice_len, GROUPS_FASTEST=groups_fastest,
-            EDGES=edges,
+            EDGES=edges, EDGE_LOOP=edge_loop,
             **fp8_constexprs(E4, False, backend.cast_mode), num_warps=warps,
         )  # fmt: skip
 

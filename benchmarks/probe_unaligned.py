@@ -94,7 +94,10 @@ E4 = torch.float8_e4m3fn
 
 
 @triton.jit
-def _no_edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, INT64_INDEX: tl.constexpr):
+def _no_edges_amax(
+    x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, INT64_INDEX: tl.constexpr,
+    EDGE_LOOP: tl.constexpr = False,
+):  # fmt: skip
     """Timing only: the edges are not loaded (amax 0)."""
     return tl.zeros((BLOCK_R,), dtype=tl.float32)
 
@@ -103,6 +106,7 @@ def _no_edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexp
 def _no_edges_reload_cast(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """Timing only: the edges are neither reloaded nor stored."""
 
@@ -110,7 +114,7 @@ def _no_edges_reload_cast(
 @triton.jit
 def _interior_only_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = _span.NO_HINT,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = _span.NO_HINT, EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """Timing only: span_amax over the aligned interior alone (the edges not loaded)."""
     inner_lo = (start + 15) // 16 * 16
@@ -135,6 +139,7 @@ def _cast_span_edges_beside_first_tile(
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
     EVICT: tl.constexpr = _span.NO_HINT, STORE_EVICT: tl.constexpr = _span.NO_HINT,
+    EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """Candidate, exact: on transposing views pass 2 issues both partial edges' loads (exact masks, no branch) and
     the interior's first tile load together, casts and stores the edges (each in its branch) while that tile is in
@@ -169,7 +174,7 @@ def _cast_span_edges_beside_first_tile(
     else:
         _CAST_SPAN(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE,
-            FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT,
+            FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EVICT, STORE_EVICT, EDGE_LOOP,
         )  # fmt: skip
 
 

@@ -65,6 +65,7 @@ def compile_per_group(
     groups_fastest: bool = False,
     one_read_k: int = 0,
     edges_in_tile: bool = False,
+    edge_loop: bool = False,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
@@ -87,6 +88,7 @@ def compile_per_group(
         ONE_READ=one_read,
         ONE_READ_K=one_read_k,
         EDGES_IN_TILE=edges_in_tile,
+        EDGE_LOOP=edge_loop,
     )
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
@@ -103,6 +105,7 @@ def compile_dual(
     groups_fastest: bool = False,
     one_read_k: int = 0,
     edges_in_tile: bool = False,
+    edge_loop: bool = False,
 ):
     """The dual op's span kernel (fp8moe.kernels.per_group_colwise_scales_dual) compiled for sm_90: both inputs
     row-major (Ktot, N) bf16, so both views transpose and store words."""
@@ -116,7 +119,8 @@ def compile_dual(
     constants = {
         **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE), "BLOCK_R": block_r, "BLOCK_K": block_k,
         "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": groups_fastest, "ONE_READ": one_read,
-        "ONE_READ_K": one_read_k, "EDGES_IN_TILE": edges_in_tile, "stride_x1n": 1, "stride_x2n": 1,
+        "ONE_READ_K": one_read_k, "EDGES_IN_TILE": edges_in_tile, "EDGE_LOOP": edge_loop, "stride_x1n": 1,
+        "stride_x2n": 1,
     }  # fmt: skip
     divisible = [*pointers, "K", "stride_x1k", "stride_x2k"]
     return compile_sm90(_per_group_colwise_scales_dual_kernel, constants, pointers, divisible, warps, maxnreg)
@@ -280,13 +284,13 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
             transpose_ceiling._cast_t_kernel, constants, pointers, [*pointers, "KT", "N"], warps
         )
     for order in ("", "/g"):
-        rungs = (("one_read_fixed_bounds", group, True), ("one_read", 0, True))
+        rungs = (("one_read_fixed_bounds", group, True, False), ("one_read", 0, True, False))
         if not order:
-            rungs += (("one_read_no_edges", 0, False),)
-        for bounds, slice_len, edges in rungs:
+            rungs += (("one_read_no_edges", 0, False, False), ("one_read_edge_loop", 0, True, True))
+        for bounds, slice_len, edges, edge_loop in rungs:
             constants = {
                 **fp8, "SLICE": slice_len, "BLOCK_R": block_r, "BLOCK_K": group, "GROUPS_FASTEST": order == "/g",
-                "stride_xr": 1, "EDGES": edges,
+                "stride_xr": 1, "EDGES": edges, "EDGE_LOOP": edge_loop,
             }  # fmt: skip
             compiled[bounds + order] = compile_sm90(
                 probe_one_read_gap._one_read_kernel, constants, _POINTERS, [*_POINTERS, "R", "stride_qr", "stride_xk"],
@@ -295,6 +299,7 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
         constants = {
             **fp8, "BLOCK_R": block_r, "BLOCK_K": group, "PACK_K": 4, "INT64_INDEX": False, "stride_xr": 1,
             "GROUPS_FASTEST": order == "/g", "ONE_READ": True, "ONE_READ_K": 0, "EDGES_IN_TILE": False,
+            "EDGE_LOOP": False,
         }  # fmt: skip
         compiled["op" + order] = compile_sm90(
             _per_group_rows_kernel, constants, _POINTERS, [*_POINTERS, "R", "K", "stride_qr", "stride_xk"], warps
@@ -371,6 +376,7 @@ def _span_flags(config) -> dict:
         "one_read": bool(config.kwargs.get("ONE_READ", True)),
         "one_read_k": int(config.kwargs.get("ONE_READ_K", 0)),
         "edges_in_tile": bool(config.kwargs.get("EDGES_IN_TILE", False)),
+        "edge_loop": bool(config.kwargs.get("EDGE_LOOP", False)),
     }
 
 
@@ -478,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
         "--edges-in-tile", action="store_true", help="the one-read tile holds the edges (EDGES_IN_TILE)"
     )
     parser.add_argument(
+        "--edge-loop", action="store_true", help="the partial edge chunks one at a time in a loop (EDGE_LOOP)"
+    )
+    parser.add_argument(
         "--caps", action="store_true", help="each per-group tile with the register cap of one more program (JSON)"
     )
     parser.add_argument(
@@ -516,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
         compiled = compile_per_group(
             block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack,
             one_read=not args.two_pass_only, one_read_k=args.one_read_k, edges_in_tile=args.edges_in_tile,
+            edge_loop=args.edge_loop,
         )  # fmt: skip
         counts = loops(compiled)
         result[view] = {**counts, "elements_per_thread": per_thread}

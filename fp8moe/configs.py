@@ -217,13 +217,13 @@ _CHOSEN: dict[tuple, triton.Config] = {}
 LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
-#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]]``, the form :func:`describe` writes and
+#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]][/l]``, the form :func:`describe` writes and
 #: :func:`parse_config` reads.
 _DESCRIPTION = re.compile(
     r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?"
-    r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?P<edges_in_tile>/e)?)"
+    r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?P<edges_in_tile>/e)?)(?P<edge_loop>/l)?"
 )
-_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]]"
+_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]][/l]"
 
 
 def describe(config: triton.Config | None) -> str:
@@ -231,8 +231,8 @@ def describe(config: triton.Config | None) -> str:
     register cap of n per thread, ``/g`` for a jagged grid with groups fastest (GROUPS_FASTEST,
     fp8moe.kernels._per_group.jagged_grid), ``/t`` for a jagged span kernel without its one-read branch
     (ONE_READ=False, fp8moe.kernels._span.quantize_group_span), ``/o<n>`` for one whose one-read tile is n
-    columns wide (ONE_READ_K) and ``/e`` for one whose one-read tile holds the edges (EDGES_IN_TILE); ``-`` for
-    None."""
+    columns wide (ONE_READ_K), ``/e`` for one whose one-read tile holds the edges (EDGES_IN_TILE) and ``/l`` for
+    one that takes the partial edge chunks one at a time (EDGE_LOOP); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
@@ -241,7 +241,8 @@ def describe(config: triton.Config | None) -> str:
     two_pass = "/t" if config.kwargs.get("ONE_READ") is False else ""
     one_read_k = f"/o{config.kwargs['ONE_READ_K']}" if config.kwargs.get("ONE_READ_K") else ""
     edges_in_tile = "/e" if config.kwargs.get("EDGES_IN_TILE") else ""
-    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}"
+    edge_loop = "/l" if config.kwargs.get("EDGE_LOOP") else ""
+    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}{edge_loop}"
 
 
 def parse_config(description: str, block_names: list[str]) -> triton.Config:
@@ -266,6 +267,8 @@ def parse_config(description: str, block_names: list[str]) -> triton.Config:
         kwargs["ONE_READ_K"] = one_read_k
     if match.group("edges_in_tile"):
         kwargs["EDGES_IN_TILE"] = True
+    if match.group("edge_loop"):
+        kwargs["EDGE_LOOP"] = True
     cap = int(match.group("cap")) if match.group("cap") else None
     return triton.Config(kwargs, num_warps=int(match.group("warps")), maxnreg=cap)
 
@@ -487,8 +490,9 @@ JAGGED_PAIR_CAST = KernelConfigs(
 #: the other three (colwise G16 and random: plain 64x128/w4 best). So the five tiles timed there run groups fastest,
 #: 64x128/w4 in both orders; the three not timed in both orders keep the plain one. Two-pass-only twins (``/t``,
 #: ONE_READ=False; on the GPU they ran on the colwise view alone), one-read tiles wider than the loop's (``/o<n>``,
-#: ONE_READ_K) and one-read tiles that hold the edges (``/e``, EDGES_IN_TILE; neither run on a GPU yet) are candidates
-#: for tune_configs only (per-group-ledger.md, "Prepared").
+#: ONE_READ_K), one-read tiles that hold the edges (``/e``, EDGES_IN_TILE) and edge chunks taken one at a time
+#: (``/l``, EDGE_LOOP; none of the three run on a GPU yet) are candidates for tune_configs only (per-group-ledger.md,
+#: "Prepared").
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(

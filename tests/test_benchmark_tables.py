@@ -217,6 +217,7 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         [
             "rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4",
             f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t,64x64/w4/g/o128,64x64/w4/o128/e",
+            f"{per_group}=64x64/w4/g/l,32x128/w8/t/l,64x64/w4/o128/e/l",
         ]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
@@ -227,9 +228,11 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     assert extra[per_group][4].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False}
     assert extra[per_group][5].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ_K": 128}
     assert extra[per_group][6].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ_K": 128, "EDGES_IN_TILE": True}
+    assert extra[per_group][7].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "EDGE_LOOP": True}
+    assert extra[per_group][8].kwargs == {"BLOCK_R": 32, "BLOCK_K": 128, "ONE_READ": False, "EDGE_LOOP": True}
     assert [configs.describe(c) for c in extra[per_group]] == [
         "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t", "64x64/w4/g/o128",
-        "64x64/w4/o128/e",
+        "64x64/w4/o128/e", "64x64/w4/g/l", "32x128/w8/t/l", "64x64/w4/o128/e/l",
     ]  # fmt: skip
     assert extra[per_group][2].maxnreg == 96
     assert extra[per_group][0].maxnreg is None
@@ -259,6 +262,9 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         "per_group_scales=64x64/w4/o128/g",
         "per_group_scales=64x64/w4/e/o128",
         "per_group_scales=64x64/w4/t/e",
+        "per_group_scales=64x64/w4/l/g",
+        "per_group_scales=64x64/w4/l/e",
+        "per_group_scales=64x64/w4/l/l",
     )
     for bad in bad_tiles:
         with pytest.raises(SystemExit):
@@ -554,6 +560,8 @@ def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail()
     assert not check()  # no edge code: unaligned edges stay unwritten
     _, check = probe.variant_call("one_read", x, uneven, group, 8, 4)
     assert check()  # bounds from offs: right for any groups whose interior fits the tile
+    _, check = probe.variant_call("one_read_edge_loop", x, uneven, group, 8, 4)
+    assert check()  # the edge chunks one at a time: the same bytes
     with pytest.raises(SystemExit):
         probe.uniform_offs(100, group, "cpu")
 

@@ -20,7 +20,8 @@ which the interpreter this process runs has replaced):
 - a 256-token one-read tile beside the 64x128 loop costs the colwise view no program per SM
   (``sass_counts.py --candidates``, which reports any candidate named as tune_configs.py names it);
 - the long-slice probe's pipelined loops (benchmarks/probe_long_slices.py, ``/s<S>`` with S > 1) load through
-  cp.async into shared memory, and its unpipelined controls do not.
+  cp.async into shared memory, and its unpipelined controls do not;
+- EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own.
 """
 
 from __future__ import annotations
@@ -240,3 +241,15 @@ def test_the_long_slice_probes_pipelined_loops_load_through_cp_async_and_its_con
         else:
             assert all(cp_async == 0 and plain > 0 for cp_async, plain in passes), (name, counts)
     assert report["512x16/w8/s4/p1"]["shared_bytes"] > report["512x16/w8/s3/p1"]["shared_bytes"], report
+
+
+def test_edge_loop_takes_the_edge_chunks_in_loops_of_their_own():
+    """EDGE_LOOP (fp8moe.kernels._span._edges_amax) must compile to a run-time loop over the two edge chunks, not be
+    unrolled back into the default code: more loops (backward branches) than the default binary on both views,
+    the two passes' loops still there (sm_90, 64x64/w4; triton 3.9: 2 -> 4 loops on both views; triton 3.6, dual
+    64x64/w4/g: 158 -> 128 registers, benchmarks/results/cpu-sm90-registers-s22.md)."""
+    base = _sass_counts("--json", "--tile", "64,64,4")
+    looped = _sass_counts("--json", "--tile", "64,64,4", "--edge-loop")
+    for view in ("rowwise", "colwise"):
+        assert len(base[view]["loops"]) == 2, (view, base[view]["loops"])
+        assert len(looped[view]["loops"]) > len(base[view]["loops"]), (view, looped[view]["loops"])

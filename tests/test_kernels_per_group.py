@@ -700,6 +700,40 @@ def test_edges_in_tile_at_its_width_and_one_chunk_past_it(op, span_flags, device
 
 
 @ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_edge_loop_matches_reference_bitwise(op, layout, span_flags, device):
+    """The partial edge chunks taken one at a time in a run-time loop (EDGE_LOOP): every layout, both views, and
+    the launch really had the flag."""
+    span_flags(EDGE_LOOP=True)
+    configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
+    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=30)
+    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
+    assert configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs["EDGE_LOOP"] is True
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("paths", [{}, {"ONE_READ": False}], ids=["one_read_and_loop", "loop_only"])
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_edge_loop_at_every_kind_of_edge(op, paths, span_flags, device):
+    """BLOCK_K = 16 over COVER_BOUNDARY_ENDS: a partial tail alone, both edges with no interior, a partial head
+    alone, aligned groups, groups within one chunk and an empty one, in the one-read path (interiors of at most 16)
+    and the two-pass loop (every group with ``ONE_READ=False``): each chunk must be folded into the amax and
+    stored, head and tail."""
+    span_flags(BLOCK_K=16, EDGE_LOOP=True, **paths)
+    x = _values(op.shape(ROWS, COVER_BOUNDARY_ENDS[-1]), torch.bfloat16, seed=31)
+    _check_against_reference(op, x, COVER_BOUNDARY_ENDS, E4, False, device)
+
+
+@ON_THE_SPAN_KERNEL
+def test_edge_loop_matches_reference_bitwise_on_the_dual_op(span_flags, device):
+    span_flags(EDGE_LOOP=True)
+    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
+    _check_dual_word_stores(E4, (32, 33), device)
+    assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs["EDGE_LOOP"] is True
+
+
+@ON_THE_SPAN_KERNEL
 def test_jagged_grid_has_one_program_per_cell_in_either_order():
     from fp8moe.kernels._per_group import jagged_grid
 

@@ -319,17 +319,46 @@ def _span_edges(start, end):
 
 
 @triton.jit
-def _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, INT64_INDEX: tl.constexpr):
+def _edge_chunk(start, end, which):
+    """(columns, lo, hi) of the span's partial edge chunk ``which`` (0: head, 1: tail; a run-time value): 16
+    columns from a multiple of 16, of which those in [lo, hi) are the span's (none when that group edge is
+    16-aligned)."""
+    _, _, _, head_hi, _, tail_lo = _span_edges(start, end)
+    head = which == 0
+    first = tl.where(head, start // 16 * 16, tail_lo)  # a scalar select: a select of the column vectors cost
+    # the one-read path 16 more registers (sm_90, triton 3.6, 128-token groups: 112 against 96)
+    return first + tl.arange(0, 16), tl.where(head, start, tail_lo), tl.where(head, head_hi, end)
+
+
+@triton.jit
+def _edges_amax(
+    x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, INT64_INDEX: tl.constexpr,
+    EDGE_LOOP: tl.constexpr = False,
+):  # fmt: skip
     """The (BLOCK_R,) f32 amax of the span's partial head and tail chunks (exact masks, scalar accesses; 0 when
-    both are empty)."""
-    _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
+    both are empty).
+
+    EDGE_LOOP takes the two chunks in a run-time loop (one chunk's registers live at a time) instead of unrolled.
+    Compiled for sm_90 (triton 3.6) the one-read path with its edges then holds 96 registers instead of 123 at
+    128-token groups, the count without any edge code (benchmarks/results/cpu-sm90-registers-s22.md). The unrolled
+    form stays the default: the kernels timed on the H200 were built from it, and in the whole kernel the loop
+    costs some tiles a program per SM (rowwise 128x32/w4/g 68 -> 80 registers).
+    """
     edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
-    if start < head_hi:
-        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
-    if tail_lo < end:
-        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-        edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
+    if EDGE_LOOP:
+        for which in range(2):
+            cols, lo, hi = _edge_chunk(start, end, which)
+            if lo < hi:
+                x_edge = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
+                edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_edge, 1))
+    else:
+        _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
+        if start < head_hi:
+            x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+            edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
+        if tail_lo < end:
+            x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+            edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
     return edge_amax
 
 
@@ -337,33 +366,42 @@ def _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, 
 def _edges_cast(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+    EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """Reload, quantize and store the span's partial head and tail chunks (stores stay inside the span: the
-    neighbouring columns belong to another program)."""
-    _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
-    if start < head_hi:
-        x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-        q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
-    if tail_lo < end:
-        x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-        q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        _store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
+    neighbouring columns belong to another program). EDGE_LOOP as in :func:`_edges_amax`."""
+    if EDGE_LOOP:
+        for which in range(2):
+            cols, lo, hi = _edge_chunk(start, end, which)
+            if lo < hi:
+                x_edge = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
+                q_edge = quantize(x_edge, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+                _store_cols(q_rows, row_mask, cols, lo, hi, q_edge, INT64_INDEX)
+    else:
+        _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
+        if start < head_hi:
+            x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
+            q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
+        if tail_lo < end:
+            x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
+            q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            _store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
 
 
 @triton.jit
 def span_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr,
-    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
+    INT64_INDEX: tl.constexpr, EVICT: tl.constexpr = NO_HINT, EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """Pass 1 of a span: the (BLOCK_R,) f32 NaN-keeping amax of x[r, start:end) (0 for an empty span). PACK_K as in
     :func:`quantize_span`: it picks the loads :func:`cast_span` will repeat. EVICT: the interior loads' L2 eviction
-    priority ("" for none)."""
+    priority ("" for none). EDGE_LOOP: :func:`_edges_amax`'s."""
     if PACK_K == 4 and BLOCK_K >= 4:
         amax = _span_amax_packed(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K // 4, INT64_INDEX, EVICT)
     else:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
-        edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
+        edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX, EDGE_LOOP)
         amax = _interior_amax(x_rows, row_mask, inner_lo, inner_hi, stride_xk, BLOCK_R, BLOCK_K, INT64_INDEX, EVICT)
         amax = max_of_amaxes(amax, edge_amax)
     return amax
@@ -374,10 +412,11 @@ def cast_span(
     x_rows, q_rows, row_mask, start, end, stride_xk, scale,
     BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
     FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
-    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT,
+    EVICT: tl.constexpr = NO_HINT, STORE_EVICT: tl.constexpr = NO_HINT, EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """Pass 2 of a span: q[r, start:end) = quantize(x[r, start:end), scale[r]) for the (BLOCK_R,) f32 ``scale``.
-    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none)."""
+    EVICT, STORE_EVICT: the interior loads' and stores' L2 eviction priorities ("" for none). EDGE_LOOP:
+    :func:`_edges_cast`'s."""
     inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
     if PACK_K == 4 and BLOCK_K >= 4:
         _interior_cast_packed(
@@ -391,7 +430,7 @@ def cast_span(
         )  # fmt: skip
     _edges_cast(
         x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-        FNUZ, CAST_MODE,
+        FNUZ, CAST_MODE, EDGE_LOOP,
     )  # fmt: skip
 
 
@@ -415,6 +454,7 @@ def quantize_span(
     FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
+    EDGE_LOOP: tl.constexpr = False,
 ):
     """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
 
@@ -429,24 +469,27 @@ def quantize_span(
         PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_interior_cast_packed`),
             for views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
             1, and every ONE_PASS span, stores bytes.
+        EDGE_LOOP: the partial edge chunks in a run-time loop, one at a time (:func:`_edges_amax`).
     """
     if ONE_PASS:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
-        edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX)
+        edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX, EDGE_LOOP)
         scale = _quantize_one_tile(
             x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
         _edges_cast(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-            FNUZ, CAST_MODE,
+            FNUZ, CAST_MODE, EDGE_LOOP,
         )  # fmt: skip
     else:
-        amax = span_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX)
+        amax = span_amax(
+            x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, EDGE_LOOP=EDGE_LOOP
+        )
         scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
         cast_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EDGE_LOOP=EDGE_LOOP,
         )  # fmt: skip
     return scale
 
@@ -457,11 +500,11 @@ def quantize_group_span(
     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, ONE_READ: tl.constexpr = True,
-    ONE_READ_K: tl.constexpr = 0, EDGES_IN_TILE: tl.constexpr = False,
+    ONE_READ_K: tl.constexpr = 0, EDGES_IN_TILE: tl.constexpr = False, EDGE_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's).
 
-    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Three launch-config
+    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Four launch-config
     flags (fp8moe.configs) shape it:
 
     - ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
@@ -482,8 +525,12 @@ def quantize_group_span(
       (per-group-ledger.md); pass 1 of the two-pass loop already folds the edges into its tiles this way. Compiled
       for sm_90 (triton 3.6) it cuts the colwise kernel's instructions (64x64/w4 2664 -> 2328, 64x128/w4 3376 ->
       3200) but not its registers (106 -> 110, 166 -> 168): the two-pass loop sets those.
+    - EDGE_LOOP takes the partial edge chunks one at a time in a run-time loop, in both paths
+      (:func:`_edges_amax`, :func:`_edges_cast`), so that one chunk's registers are live at once. Compiled for sm_90
+      (triton 3.6) it changes the programs an SM holds for some tiles and not others (dual 64x64/w4/g 158 -> 128
+      registers, 3 -> 4 programs; rowwise 128x32/w4/g 68 -> 80, 7 -> 6): a tuning candidate, not a default.
 
-    ONE_READ_K and EDGES_IN_TILE have not been timed on a GPU yet (benchmarks/results/per-group-ledger.md,
+    ONE_READ_K, EDGES_IN_TILE and EDGE_LOOP have not been timed on a GPU yet (benchmarks/results/per-group-ledger.md,
     "Prepared").
     """
     ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
@@ -503,11 +550,11 @@ def quantize_group_span(
         else:
             scale = quantize_span(
                 x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_K, True, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP,
             )  # fmt: skip
     else:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP,
         )  # fmt: skip
     return scale

@@ -58,6 +58,7 @@ def _per_group_colwise_scales_dual_kernel(
     ONE_READ: tl.constexpr = True,
     ONE_READ_K: tl.constexpr = 0,
     EDGES_IN_TILE: tl.constexpr = False,
+    EDGE_LOOP: tl.constexpr = False,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
@@ -93,6 +94,7 @@ def _per_group_colwise_scales_dual_kernel(
             ONE_READ,
             ONE_READ_K,
             EDGES_IN_TILE,
+            EDGE_LOOP,
         )
     else:
         quantize_group_rows(
@@ -121,6 +123,7 @@ def _per_group_colwise_scales_dual_kernel(
             ONE_READ,
             ONE_READ_K,
             EDGES_IN_TILE,
+            EDGE_LOOP,
         )
 
 
