@@ -13,7 +13,10 @@ imbalance:
 - ``shifted8``: the same groups with every inner boundary moved 8 positions later (first group 8 longer, last 8
   shorter): the same balance, every edge unaligned;
 - ``empty_middle``: 63 groups of 264-265 positions and an empty one (unaligned, balanced);
-- ``random``: uniform random cuts (unaligned and unbalanced).
+- ``random``: uniform random cuts (unaligned and unbalanced);
+- ``random16``: the same cuts moved down to multiples of 16 (unbalanced, aligned): ``random`` against ``random16``
+  is what the edges cost at random sizes, ``random16`` against ``aligned16`` what the imbalance costs (the ledger's
+  untested question, per-group-ledger.md).
 
 The variants replace functions of fp8moe.kernels._span before anything compiles (Triton resolves a kernel's callees
 from the module's globals when it first compiles it, so each variant runs in a fresh process):
@@ -78,7 +81,7 @@ if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_
 VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_beside_first_tile")
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
 EXACT_VARIANTS = ("main", "edges_beside_first_tile")
-LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random")
+LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random", "random16")
 #: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
 POINTS = (
     ("per_group_colwise_scales", (16640, 2048), 64),
@@ -192,13 +195,16 @@ def apply_variant(variant: str) -> None:
 
 
 def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:
-    """End offsets of ``layout`` (LAYOUTS): fp8ref.layouts' named layouts, plus ``shifted8``."""
+    """End offsets of ``layout`` (LAYOUTS): fp8ref.layouts' named layouts, plus ``shifted8`` and ``random16``."""
     from fp8ref.layouts import make_offs
 
-    if layout != "shifted8":
-        return make_offs(layout, length, groups, torch.Generator().manual_seed(0))
-    aligned = make_offs("aligned16", length, groups, torch.Generator().manual_seed(0))
-    return (*(min(end + 8, length) for end in aligned[:-1]), aligned[-1])
+    if layout == "shifted8":
+        aligned = make_offs("aligned16", length, groups, torch.Generator().manual_seed(0))
+        return (*(min(end + 8, length) for end in aligned[:-1]), aligned[-1])
+    if layout == "random16":
+        cuts = make_offs("random", length, groups, torch.Generator().manual_seed(0))
+        return (*(end // 16 * 16 for end in cuts[:-1]), cuts[-1])
+    return make_offs(layout, length, groups, torch.Generator().manual_seed(0))
 
 
 def run_variant(variant: str, device: str, points=POINTS, layouts=LAYOUTS, rep: int = 30) -> list[dict]:

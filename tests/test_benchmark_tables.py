@@ -506,6 +506,11 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
 
     points = probe_unaligned.SMALL_POINTS
     assert probe_unaligned.layout_offs("shifted8", 64, 4) == (24, 40, 56, 64)
+    # random16: the random layout's cuts moved down to multiples of 16, the end kept
+    random, random16 = (probe_unaligned.layout_offs(name, 16640, 64) for name in ("random", "random16"))
+    assert random16 == (*(end // 16 * 16 for end in random[:-1]), 16640)
+    assert any(end % 16 for end in random)
+    assert all(end % 16 == 0 for end in random16)
     rows = []
     for variant in probe_unaligned.VARIANTS:
         # what a variant run changes, restored after it: the span loop's functions (the interpreter reads them per
@@ -516,7 +521,7 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
         monkeypatch.setattr(configs.KernelConfigs, "fixed", configs.KernelConfigs.fixed)
         # "dominant": one group spans most of the jagged dim, past the interpreter's one-pass tile, so its two-pass
         # loop (where the candidate fix changes the edges' casts) runs with unaligned edges
-        rows += probe_unaligned.run_variant(variant, "cpu", points, ("aligned16", "shifted8", "dominant"))
+        rows += probe_unaligned.run_variant(variant, "cpu", points, ("aligned16", "shifted8", "dominant", "random16"))
         monkeypatch.undo()
         fp8moe.replay.forget()
     assert probe_unaligned.check_rows(rows) == []
@@ -530,6 +535,8 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
         assert not by["no_edge_stores", op, "shifted8"]
         assert by["edges_beside_first_tile", op, "dominant"]  # the candidate is exact (check_rows: every layout)
         assert not by["no_edges", op, "dominant"]
+        assert by["main", op, "random16"]
+        assert by["no_edges", op, "random16"]  # aligned: no edge code runs
     # a variant that did not take effect is reported
     assert probe_unaligned.check_rows([{**rows[-1], "variant": "no_edges", "unaligned_edges": True, "bitwise": True}])
 
