@@ -634,3 +634,26 @@ def test_long_slice_names_and_shapes_are_checked():
     x = probe.make_input("colwise_3d", (1, 48, 16), "cpu")
     with pytest.raises(ValueError, match="multiples of the tile"):
         probe.variant_call("32x16/w4/s1/p0", "colwise_3d", x, (1, 48, 16))
+
+
+def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists must parse as
+    tune_configs reads them (a typo would cost a device call), each candidate once, and an unknown call number must
+    run nothing."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "benchmarks" / "prepared_calls.sh"
+    env = {**os.environ, "PREPARED_PRINT": "1"}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
+    specs = done.stdout.split()
+    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"]
+    extra = tune_configs.parse_candidates(specs)
+    for spec in specs:
+        tiles = spec.partition("=")[2].split(",")
+        assert len(tiles) == len(set(tiles)), spec
+    assert sum(len(configs) for configs in extra.values()) == sum(len(s.split(",")) for s in specs)
+    refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused
+    assert "no prepared call 9" in refused.stderr

@@ -325,8 +325,9 @@ def _edge_chunk(start, end, which):
     16-aligned)."""
     _, _, _, head_hi, _, tail_lo = _span_edges(start, end)
     head = which == 0
-    first = tl.where(head, start // 16 * 16, tail_lo)  # a scalar select: a select of the column vectors cost
-    # the one-read path 16 more registers (sm_90, triton 3.6, 128-token groups: 112 against 96)
+    # The first column is selected as a scalar: selecting between the two column vectors cost the one-read path 16
+    # more registers (sm_90, triton 3.6, 128-token groups: 112 against 96).
+    first = tl.where(head, start // 16 * 16, tail_lo)
     return first + tl.arange(0, 16), tl.where(head, start, tail_lo), tl.where(head, head_hi, end)
 
 
