@@ -17,12 +17,17 @@ loads in flight together. This probe holds everything else fixed and varies that
   flight are ``p * SMs * K * BLOCK_N * 2`` bytes (16 columns, p = 1, K = 8192: 34 MB, inside the H200's L2);
 - both passes as ``tl.range(..., num_stages=S)`` loops (``/s<S>``), which Triton 3.6 compiles to cp.async copies
   into S shared-memory stages: S - 1 tiles in flight per program without holding them in registers;
-- pass 2 walks backwards (the tiles pass 1 read last come first, as in fp8moe's span loop).
+- pass 2 walks backwards (the tiles pass 1 read last come first, as in fp8moe's span loop);
+- ``/h``: L2 eviction priorities, pass 1's loads evict-last, pass 2's loads and the stores evict-first, so that the
+  slabs waiting for their second read are the last lines L2 drops (they took the chunked kernel's DRAM reads from
+  1.49x to 1.27x the ideal, h200-s15-call4-ncu.md). Triton 3.6 keeps only the stores' hint once it turns the loads
+  into cp.async copies (PTX of 512x16/w8/s4/p1/h: 2 stores with an L2 cache hint, none of the 32 cp.async), so
+  here ``/h`` keeps the fp8 stores from pushing x out of L2, nothing more.
 
 fp8ref's semantics, through fp8moe's own helpers (NaN-keeping amax of bit patterns, the f64 scale, the saturating
 cast): every variant is checked bitwise against fp8ref (codes, scales and q's strides; NaN as a class, as
 fp8ref.testing compares; outputs poisoned first) before it is timed, beside fp8moe's own op (autotuned) at the same
-shape. Variants are named ``BLOCK_KxBLOCK_N/w<warps>/s<S>/p<p>``. Times are CUDA-graph medians; % of copy is the
+shape. Variants are named ``BLOCK_KxBLOCK_N/w<warps>/s<S>/p<p>[/h]``. Times are CUDA-graph medians; % of copy is the
 op's ideal bytes (x read once, fp8 written once, the scales) over the copy bandwidth timed in the same run.
 
 Two kinds of point: ``colwise_3d`` (x (E, K, N) row-major, q (E, K, N) with strides (K*N, 1, K), scales (E, 1, N):
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import sys
 
 import torch
@@ -54,14 +60,16 @@ from fp8ref.testing import same_bits
 E4 = torch.float8_e4m3fn
 #: The shapes of issue #11 where slices are long: colwise 3D on row-major input, and per-group colwise at G = 16.
 POINTS = ("colwise_3d:16x8192x5120", "colwise_3d:1x8192x5120", "colwise_3d:64x2048x1408", "per_group:16x4096x4096")
-#: BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>; p0 = one program per slab.
+#: BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>[/h]; p0 = one program per slab, /h = L2 hints.
 VARIANTS = (
     "256x16/w4/s1/p0",
     "512x16/w8/s1/p1",
     "512x16/w8/s3/p1",
     "512x16/w8/s4/p1",
+    "512x16/w8/s4/p1/h",
     "1024x16/w16/s3/p1",
     "1024x16/w16/s4/p1",
+    "1024x16/w16/s3/p1/h",
     "256x32/w8/s4/p1",
     "512x32/w16/s4/p1",
     "512x16/w8/s4/p2",
@@ -73,12 +81,15 @@ VARIANTS = (
 def _long_slices_kernel(
     x_ptr, q_ptr, s_ptr, E, K, N, stride_xe, stride_xk, stride_qe, stride_qn,
     BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PERSISTENT: tl.constexpr,
-    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
-    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    L2_HINTS: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Slab (e, strip): x[e, :, strip] (K tokens x BLOCK_N columns, N contiguous) -> q[e*stride_qe + n*stride_qn + k]
     and s[e*N + n]. K must be a multiple of BLOCK_K and N of BLOCK_N (the caller's shapes). PERSISTENT: the grid's
-    programs take slabs pid, pid + grid, ... in order; else one slab per program."""
+    programs take slabs pid, pid + grid, ... in order; else one slab per program. L2_HINTS: pass 1 loads
+    evict-last, pass 2 loads and stores evict-first."""
+    KEEP: tl.constexpr = "evict_last" if L2_HINTS else ""
+    DROP: tl.constexpr = "evict_first" if L2_HINTS else ""
     strips = N // BLOCK_N
     slabs = E * strips
     first = tl.program_id(0)
@@ -92,27 +103,30 @@ def _long_slices_kernel(
         acc = magnitude_bits(tl.zeros((BLOCK_K, BLOCK_N), dtype=x_ptr.dtype.element_ty))
         for i in tl.range(0, num_tiles, num_stages=STAGES):
             ks = i * BLOCK_K + tokens
-            acc = tl.maximum(acc, magnitude_bits(tl.load(x_slab + ks[:, None] * stride_xk)))
+            acc = tl.maximum(acc, magnitude_bits(tl.load(x_slab + ks[:, None] * stride_xk, eviction_policy=KEEP)))
         scale = scale_from_amax(amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 0), FP8_MAX, ROUND_POW2)
         tl.store(s_ptr + e * N + cols, scale)
         q_slab = q_ptr + e.to(tl.int64) * stride_qe + cols[None, :].to(tl.int64) * stride_qn
         for i in tl.range(0, num_tiles, num_stages=STAGES):
             ks = (num_tiles - 1 - i) * BLOCK_K + tokens  # backwards: the tiles pass 1 read last are likeliest in L2
-            x = tl.load(x_slab + ks[:, None] * stride_xk)
+            x = tl.load(x_slab + ks[:, None] * stride_xk, eviction_policy=DROP)
             q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-            tl.store(q_slab + ks[:, None], q)
+            tl.store(q_slab + ks[:, None], q, eviction_policy=DROP)
+
+
+_VARIANT = re.compile(
+    r"(?P<block_k>\d+)x(?P<block_n>\d+)/w(?P<warps>\d+)/s(?P<stages>\d+)/p(?P<per_sm>\d+)(?P<hints>/h)?"
+)
 
 
 def parse_variant(name: str) -> dict:
-    """``256x16/w4/s3/p1`` -> the launch parameters (BLOCK_K, BLOCK_N, warps, stages, programs per SM)."""
-    tile, warps, stages, per_sm = name.split("/")
-    block_k, block_n = (int(v) for v in tile.split("x"))
-    if not (warps[0] == "w" and stages[0] == "s" and per_sm[0] == "p"):
-        raise ValueError(f"variant {name!r} is not BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>")
-    return {
-        "block_k": block_k, "block_n": block_n, "warps": int(warps[1:]), "stages": int(stages[1:]),
-        "per_sm": int(per_sm[1:]),
-    }  # fmt: skip
+    """``256x16/w4/s3/p1[/h]`` -> the launch parameters (BLOCK_K, BLOCK_N, warps, stages, programs per SM, L2
+    hints)."""
+    match = _VARIANT.fullmatch(name)
+    if not match:
+        raise ValueError(f"variant {name!r} is not BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>[/h]")
+    fields = {k: int(v) for k, v in match.groupdict().items() if k != "hints"}
+    return {**fields, "hints": match.group("hints") is not None}
 
 
 def parse_point(point: str) -> tuple[str, tuple[int, int, int]]:
@@ -173,7 +187,7 @@ def variant_call(variant: str, kind: str, x: torch.Tensor, shape: tuple[int, int
         _long_slices_kernel[grid](
             x, q, s, e, k, n, stride_xe, stride_xk, stride_qe, stride_qn,
             BLOCK_K=v["block_k"], BLOCK_N=v["block_n"], STAGES=v["stages"], PERSISTENT=v["per_sm"] > 0,
-            **constants, num_warps=v["warps"],
+            L2_HINTS=v["hints"], **constants, num_warps=v["warps"],
         )  # fmt: skip
 
     return call, (q, s)

@@ -339,7 +339,7 @@ def long_slices() -> dict:
         v = probe_long_slices.parse_variant(name)
         constants = {
             **fp8, "BLOCK_K": v["block_k"], "BLOCK_N": v["block_n"], "STAGES": v["stages"],
-            "PERSISTENT": v["per_sm"] > 0,
+            "PERSISTENT": v["per_sm"] > 0, "L2_HINTS": v["hints"],
         }  # fmt: skip
         compiled = compile_sm90(probe_long_slices._long_slices_kernel, constants, pointers, divisible, v["warps"])
         counts = loops(compiled)

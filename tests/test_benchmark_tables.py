@@ -624,8 +624,9 @@ def test_long_slice_variants_write_what_fp8ref_does_and_the_check_can_fail(kind)
 def test_long_slice_names_and_shapes_are_checked():
     probe = pytest.importorskip("probe_long_slices")
     assert probe.parse_variant("512x16/w8/s4/p1") == {
-        "block_k": 512, "block_n": 16, "warps": 8, "stages": 4, "per_sm": 1
+        "block_k": 512, "block_n": 16, "warps": 8, "stages": 4, "per_sm": 1, "hints": False
     }  # fmt: skip
+    assert probe.parse_variant("512x16/w8/s4/p1/h")["hints"] is True
     with pytest.raises(ValueError, match="BLOCK_KxBLOCK_N"):
         probe.parse_variant("512x16/s4/w8/p1")
     with pytest.raises(ValueError, match="colwise_3d or per_group"):
