@@ -234,6 +234,7 @@ def test_the_long_slice_probes_pipelined_loops_load_through_cp_async_and_its_con
     assert 1 in stages.values(), report  # the unpipelined controls
     assert max(stages.values()) > 1, report  # and the pipelines
     for name, counts in report.items():
+        assert counts["blocks_per_sm"] >= 1, (name, counts)  # its shared memory and registers fit an SM: it launches
         passes = list(zip(counts["cp_async_per_loop"], counts["global_loads_per_loop"]))[:2]  # pass 1, pass 2
         assert len(passes) == 2, (name, counts)
         if stages[name] > 1:
