@@ -184,13 +184,28 @@ def variant_call(variant: str, kind: str, x: torch.Tensor, shape: tuple[int, int
     constants = fp8_constexprs(E4, False, backend_for(x.device.type).cast_mode)
 
     def call():
-        _long_slices_kernel[grid](
+        return _long_slices_kernel[grid](
             x, q, s, e, k, n, stride_xe, stride_xk, stride_qe, stride_qn,
             BLOCK_K=v["block_k"], BLOCK_N=v["block_n"], STAGES=v["stages"], PERSISTENT=v["per_sm"] > 0,
             L2_HINTS=v["hints"], **constants, num_warps=v["warps"],
         )  # fmt: skip
 
     return call, (q, s)
+
+
+def slabs_in_flight(compiled, variant: str, shape: tuple[int, int, int], sms: int) -> tuple[int, float]:
+    """(programs per SM, MB of slabs in flight) of a launched variant: its compiled kernel's registers and shared
+    memory give the programs an SM holds (benchmarks/residency.py), each resident program works on one slab of
+    K x BLOCK_N bf16. Set beside the L2 size, this is what decides whether pass 2 re-reads DRAM."""
+    from residency import blocks_per_sm
+
+    v = parse_variant(variant)
+    e, k, n = shape
+    per_sm = blocks_per_sm(compiled.n_regs, v["warps"], compiled.metadata.shared)
+    slabs = e * (n // v["block_n"])
+    grid = min(slabs, v["per_sm"] * sms) if v["per_sm"] else slabs
+    resident = min(grid, per_sm * sms)
+    return per_sm, resident * k * v["block_n"] * 2 / 1e6
 
 
 def _same(q: torch.Tensor, s: torch.Tensor, expected) -> bool:
@@ -246,11 +261,12 @@ def main(argv: list[str] | None = None) -> int:
         f"# long slices: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
         f"copy bandwidth {bw:.0f} GB/s, {sm_count(torch.device('cuda'))} SMs",
         "",
-        "| point | variant | us | % of copy | x op | bitwise |",
-        "|---|---|---:|---:|---:|---|",
+        "| point | variant | us | % of copy | x op | programs per SM | slabs in flight (MB) | bitwise |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     print("\n".join(lines), flush=True)
     status = 0
+    sms = sm_count(torch.device("cuda"))
     for point in args.points.split(","):
         kind, shape = parse_point(point)
         e, k, n = shape
@@ -259,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         ideal_bytes = 3 * e * k * n + 4 * e * n
         op_us = None
         for variant in itertools.chain(("op",), args.variants.split(",")):
+            residency = "| - | - |"
             try:
                 if variant == "op":
                     call, op_check = op_call(kind, x, shape)
@@ -266,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     call, outputs = variant_call(variant, kind, x, shape)
                     ok = check(call, outputs, expected)
+                    per_sm, megabytes = slabs_in_flight(call(), variant, shape, sms)
+                    residency = f"| {per_sm} | {megabytes:.0f} |"
                 us = do_bench_cudagraph(call, rep=30, return_mode="median") * 1e3
             except Exception as exc:  # one variant this Triton cannot build must not lose the others
                 print(f"{point} {variant}: {type(exc).__name__}: {exc}"[:400], file=sys.stderr, flush=True)
@@ -275,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             op_us = us if variant == "op" else op_us
             ratio = f"{us / op_us:.2f}" if op_us else "-"
             pct = 100 * ideal_bytes / (us * 1e-6) / 1e9 / bw
-            row = f"| {point} | {variant} | {us:.1f} | {pct:.0f}% | {ratio} | {'yes' if ok else 'NO'} |"
+            row = f"| {point} | {variant} | {us:.1f} | {pct:.0f}% | {ratio} {residency} {'yes' if ok else 'NO'} |"
             print(row, flush=True)
             lines.append(row)
         del x, expected

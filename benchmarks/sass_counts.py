@@ -41,6 +41,7 @@ sys.modules.setdefault("fp8moe", _package)
 
 import torch  # noqa: E402
 import triton  # noqa: E402
+from residency import SM_REGISTERS, SM_THREADS, blocks_per_sm  # noqa: E402  (benchmarks/, this script's folder)
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
@@ -249,20 +250,6 @@ def l2_hints() -> dict:
     return result
 
 
-#: An SM's 32-bit registers, and the unit a warp's registers are allocated in (sm_90).
-SM_REGISTERS = 65536
-WARP_REGISTER_UNIT = 256
-#: An SM's most resident threads (sm_90).
-SM_THREADS = 2048
-
-
-def blocks_per_sm(registers: int, warps: int) -> int:
-    """Programs of ``warps`` warps an SM holds at once as registers and threads allow (shared memory aside: 8 KB
-    per program for the kernels below)."""
-    per_warp = -(-registers * 32 // WARP_REGISTER_UNIT) * WARP_REGISTER_UNIT
-    return min(SM_REGISTERS // (per_warp * warps), SM_THREADS // (32 * warps))
-
-
 def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
     """The kernels of benchmarks/probe_one_read_gap.py's ladder, colwise view, compiled for sm_90: per variant its
     registers per thread, instructions and the programs an SM holds at once (:func:`blocks_per_sm`). The ``op``
@@ -319,11 +306,6 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
     return result
 
 
-#: An SM's shared memory a program may hold, in bytes (sm_90: 228 KB per SM, 1 KB of it reserved per program).
-SM_SHARED_BYTES = 228 * 1024
-SHARED_RESERVED_BYTES = 1024
-
-
 def long_slices() -> dict:
     """The kernels of benchmarks/probe_long_slices.py, compiled for sm_90, per variant: registers, shared memory,
     the cp.async copies (LDGSTS) in each loop, and the programs an SM holds at once by registers and by shared
@@ -344,7 +326,6 @@ def long_slices() -> dict:
         compiled = compile_sm90(probe_long_slices._long_slices_kernel, constants, pointers, divisible, v["warps"])
         counts = loops(compiled)
         shared = compiled.metadata.shared
-        by_shared = SM_SHARED_BYTES // (shared + SHARED_RESERVED_BYTES)
         result[name] = {
             "registers": counts["registers"],
             "shared_bytes": shared,
@@ -354,7 +335,7 @@ def long_slices() -> dict:
             "global_loads_per_loop": [
                 sum(n for op, n in loop["opcodes"].items() if op.startswith("LDG.")) for loop in counts["loops"]
             ],
-            "blocks_per_sm": min(blocks_per_sm(counts["registers"], v["warps"]), by_shared),
+            "blocks_per_sm": blocks_per_sm(counts["registers"], v["warps"], shared),
         }
     return result
 

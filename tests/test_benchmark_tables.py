@@ -637,6 +637,28 @@ def test_long_slice_names_and_shapes_are_checked():
         probe.variant_call("32x16/w4/s1/p0", "colwise_3d", x, (1, 48, 16))
 
 
+def test_long_slice_footprint_is_the_resident_programs_slabs():
+    """probe_long_slices.slabs_in_flight: 512x16/w8/s4/p1 at 128 registers and 48 KB of shared memory holds 2
+    programs per SM, but its persistent grid launches 132 (one per SM of an H200), each on a 8192 x 16 bf16 slab:
+    34.6 MB in flight, inside L2. The plain grid of 256x16/w4 (110 registers, 4 KB) keeps 4 per SM resident: 138 MB."""
+    from types import SimpleNamespace
+
+    probe = pytest.importorskip("probe_long_slices")
+
+    def compiled(registers, shared):
+        return SimpleNamespace(n_regs=registers, metadata=SimpleNamespace(shared=shared))
+
+    shape = (16, 8192, 5120)
+    per_sm, megabytes = probe.slabs_in_flight(compiled(128, 49152), "512x16/w8/s4/p1", shape, 132)
+    assert (per_sm, round(megabytes, 1)) == (2, 34.6)
+    per_sm, megabytes = probe.slabs_in_flight(compiled(110, 4096), "256x16/w4/s1/p0", shape, 132)
+    assert (per_sm, round(megabytes)) == (4, 138)
+    # 16 warps at 128 registers take half the register file, so 1 program per SM; with few registers, 98 KB of
+    # shared memory per program leaves room for 2
+    assert probe.slabs_in_flight(compiled(128, 98304), "1024x16/w16/s4/p1", shape, 132)[0] == 1
+    assert probe.slabs_in_flight(compiled(32, 98304), "512x16/w4/s4/p0", shape, 132)[0] == 2
+
+
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
     """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists must parse as
     tune_configs reads them (a typo would cost a device call), each candidate once, and an unknown call number must
