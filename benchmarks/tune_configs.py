@@ -2,6 +2,7 @@
 
     python benchmarks/tune_configs.py --out benchmarks/results/h200-configs-<run>.md      # issue #11 shapes
     python benchmarks/tune_configs.py --points moe --only per_group --out ...             # SPEC §7 MoE shapes
+    python benchmarks/tune_configs.py --standing TABLE    # no GPU: best listed tile against best timed, per point
 
 fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
 problems take without tuning (the smallest tile). This script is the measurement behind those lists: for each
@@ -196,6 +197,59 @@ def tune_point(point: Point, do_bench, device: str = "cuda", with_byte_stores: b
     return rows
 
 
+def _table_rows(path: str):
+    """(copy bandwidth GB/s or None, rows) of a table this script wrote: each row (op, shape cell, variant cell,
+    config, us, bitwise)."""
+    bandwidth, rows = None, []
+    with open(path) as f:
+        for line in f:
+            if "same run:" in line and "GB/s" in line:
+                bandwidth = float(line.rsplit("same run:", 1)[1].split("GB/s")[0])
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 8 and cells[5].replace(".", "").isdigit():
+                op, shape, variant, config, us, _, _, bitwise = cells
+                rows.append((op, shape, variant, config, float(us), bitwise == "yes"))
+    return bandwidth, rows
+
+
+def _point_bytes(op: str, shape_cell: str) -> int:
+    """Ideal bytes (fp8moe.bench.ideal_bytes) of a table's point, from its shape cell ("16640x2048 G=64")."""
+    from fp8moe.bench import ideal_bytes
+
+    dims, _, groups = shape_cell.partition(" G=")
+    return ideal_bytes(contract(op), tuple(int(d) for d in dims.split("x")), int(groups or 0))
+
+
+def standing(path: str) -> list[str]:
+    """Per point of a table of forced candidates: the best bitwise tile among those fp8moe.configs lists now (what
+    the autotuner can pick) and the best of every tile the table timed, each with its time and % of copy bandwidth
+    (ideal bytes over the table's own copy bandwidth), and their ratio: what adopting the best timed tile would
+    gain. Rows whose outputs were not bitwise never count."""
+    bandwidth, rows = _table_rows(path)
+    lines = [
+        "| op | shape | variant | listed: best tile | us | % of copy | timed: best tile | us | % of copy "
+        "| timed / listed |",
+        "|---|---|---|---|---:|---:|---|---:|---:|---:|",
+    ]
+    points = dict.fromkeys((op, shape, variant) for op, shape, variant, *_ in rows)
+    for op, shape, variant in points:
+        kwargs = {"method": "atomic"} if "method=atomic" in variant else {}
+        listed = {configs_module.describe(c) for k in kernel_configs_of(op, kwargs) for c in k.cuda}
+        here = [(us, config) for o, sh, v, config, us, ok in rows if (o, sh, v) == (op, shape, variant) and ok]
+        if not here:
+            continue
+        timed = min(here)
+        best_listed = min((r for r in here if r[1] in listed), default=None)
+        point_bytes = _point_bytes(op, shape)
+        cells = []
+        for best in (best_listed, timed):
+            pct = f"{100 * point_bytes / (best[0] * 1e-6) / 1e9 / bandwidth:.0f}%" if best and bandwidth else "-"
+            cells.append(f"{best[1]} | {best[0]:.1f} | {pct}" if best else "- | - | -")
+        ratio = f"{timed[0] / best_listed[0]:.2f}" if best_listed else "-"
+        lines.append(f"| {op} | {shape} | {variant} | {cells[0]} | {cells[1]} | {ratio} |")
+    return lines
+
+
 def summarize(paths: list[str]) -> list[str]:
     """Per candidate list and candidate, over every measured point in the given tables: how often it was best, how
     often within NEAR_BEST of best, and its best and median ratio to the best. The first measurement of a point
@@ -253,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TABLE",
         help="no GPU: summarize tables this script wrote, per candidate list and candidate",
     )
+    parser.add_argument(
+        "--standing",
+        metavar="TABLE",
+        help="no GPU: per point of a table this script wrote, the best listed tile against the best timed one",
+    )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
@@ -285,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
             extra.setdefault(name, []).extend(twins)
     if args.summarize:
         print("\n".join(summarize(args.summarize)))
+        return 0
+    if args.standing:
+        print("\n".join(standing(args.standing)))
         return 0
     from triton.testing import do_bench_cudagraph
 

@@ -680,3 +680,28 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
     assert "no prepared call 9" in refused.stderr
+
+
+def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_ignores_wrong_bytes(tmp_path):
+    """tune_configs --standing: per point, the best bitwise tile fp8moe.configs lists against the best bitwise tile
+    the table timed, with % of copy from the table's own bandwidth (ideal bytes: 16640 x 2048 bf16 read, fp8
+    written, 64 x 2048 f32 scales = 102,760,448 bytes)."""
+    from fp8moe import configs
+
+    listed = configs.describe(configs.PER_GROUP.cuda[-3])  # a tile the lists hold
+    table = tmp_path / "t.md"
+    table.write_text(
+        "Device copy bandwidth (read + write, CUDA graph), same run: 4000 GB/s.\n\n"
+        "| op | shape | variant | config | us | x best | | bitwise |\n|---|---|---|---|---:|---:|---|---|\n"
+        f"| per_group_colwise_scales | 16640x2048 G=64 | - | {listed} | 40.0 | 1.25 | - | yes |\n"
+        "| per_group_colwise_scales | 16640x2048 G=64 | - | 64x128/w4/g/o256 | 32.0 | 1.00 | best | yes |\n"
+        "| per_group_colwise_scales | 16640x2048 G=64 | - | 64x64/w4/g/l | 10.0 | 0.31 | - | NO |\n"
+        "| per_group_colwise_scales | 16640x2048 G=64 | offs=random | 64x128/w4/g/o256 | 50.0 | 1.00 | best | yes |\n"
+    )
+    head, rule, aligned, random = tune_configs.standing(str(table))
+    assert head.startswith("| op | shape | variant | listed: best tile")
+    assert aligned == (
+        f"| per_group_colwise_scales | 16640x2048 G=64 | - | {listed} | 40.0 | 64% | 64x128/w4/g/o256 | 32.0 | 80% "
+        "| 0.80 |"
+    )  # the wrong-bytes row is never the best, however fast
+    assert random.endswith("| - | - | - | 64x128/w4/g/o256 | 50.0 | 51% | - |")  # no listed tile timed there
