@@ -698,7 +698,7 @@ def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_igno
         "| per_group_colwise_scales | 16640x2048 G=64 | - | 64x64/w4/g/l | 10.0 | 0.31 | - | NO |\n"
         "| per_group_colwise_scales | 16640x2048 G=64 | offs=random | 64x128/w4/g/o256 | 50.0 | 1.00 | best | yes |\n"
     )
-    head, rule, aligned, random = tune_configs.standing(str(table))
+    head, _, aligned, random = tune_configs.standing(str(table))
     assert head.startswith("| op | shape | variant | listed: best tile")
     assert aligned == (
         f"| per_group_colwise_scales | 16640x2048 G=64 | - | {listed} | 40.0 | 64% | 64x128/w4/g/o256 | 32.0 | 80% "
