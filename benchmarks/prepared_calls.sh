@@ -31,10 +31,11 @@ fi
 case "${1:?which call: 1, 2 or 3}" in
   1)  # about 9 minutes; files: env.txt, main.md, main.log
     TREES="main=" AB_CANDIDATES="$candidates" AB_TIMEOUT=500 bash "$here/ab_trees.sh" ;;
-  2)  # about 8 minutes (time limits 2 x 90 + 200 + 190 = 570 s); files: env.txt, one_read_gap_{128,256}.log,
-      # long_slices.log, bench.{log,json,md,png}
+  2)  # about 7 minutes (time limits 2 x 90 + 200 + 190 = 570 s); files: env.txt, one_read_gap_{128,256}.log,
+      # long_slices.log, bench.{log,json,md,png}. The bench at the 14 per-group points only, without torch.compile
+      # (session 18's such run took 105 s, benchmarks/results/h200-s18-call4-env.txt).
     STEPS="gap long bench" GAP_GROUPS="128 256" GAP_TIMEOUT=90 LONG_TIMEOUT=200 BENCH_TIMEOUT=190 \
-      bash "$here/gpu_session.sh" ;;
+      BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
   3)  # about 10 minutes (360 + 200 s); files: env.txt, pytest.log, artifacts.tgz on failures, unaligned.{md,log}
     STEPS="tests unaligned" TEST_TIMEOUT=360 UNALIGNED_TIMEOUT=200 bash "$here/gpu_session.sh" ;;
   *) echo "no prepared call $1: 1, 2 or 3" >&2; exit 2 ;;
