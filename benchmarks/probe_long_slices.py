@@ -42,6 +42,7 @@ import argparse
 import itertools
 import re
 import sys
+from functools import partial
 
 import torch
 
@@ -229,6 +230,18 @@ def check(call, outputs, expected) -> bool:
     return _same(q, s, expected)
 
 
+def checked_call(variant: str, kind: str, x: torch.Tensor, shape: tuple[int, int, int], expected, sms: int):
+    """(call, bitwise, programs per SM, MB of slabs in flight) of a variant or of ``op``, its outputs checked against
+    ``expected`` (probe_timing.check_and_time's ``prepare``); the op's residency is not this probe's: ``-``."""
+    if variant == "op":
+        call, op_check = op_call(kind, x, shape)
+        return call, op_check(expected), "-", "-"
+    call, outputs = variant_call(variant, kind, x, shape)
+    ok = check(call, outputs, expected)
+    per_sm, megabytes = slabs_in_flight(call(), variant, shape, sms)
+    return call, ok, per_sm, f"{megabytes:.0f}"
+
+
 def op_call(kind: str, x: torch.Tensor, shape: tuple[int, int, int]):
     """fp8moe's own op at the point (autotuned as a user's call is), and its check against fp8ref."""
     offs = uniform_offs(shape, x.device.type) if kind == "per_group" else None
@@ -252,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", default=",".join(POINTS), help="kind:ExKxN, comma-separated")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args(argv)
-    from triton.testing import do_bench_cudagraph
+    from probe_timing import check_and_time, timing_cells
 
     from fp8moe.bench import copy_bandwidth_gbps
 
@@ -275,26 +288,15 @@ def main(argv: list[str] | None = None) -> int:
         ideal_bytes = 3 * e * k * n + 4 * e * n
         op_us = None
         for variant in itertools.chain(("op",), args.variants.split(",")):
-            residency = "| - | - |"
-            try:
-                if variant == "op":
-                    call, op_check = op_call(kind, x, shape)
-                    ok = op_check(expected)
-                else:
-                    call, outputs = variant_call(variant, kind, x, shape)
-                    ok = check(call, outputs, expected)
-                    per_sm, megabytes = slabs_in_flight(call(), variant, shape, sms)
-                    residency = f"| {per_sm} | {megabytes:.0f} |"
-                us = do_bench_cudagraph(call, rep=30, return_mode="median") * 1e3
-            except Exception as exc:  # one variant this Triton cannot build must not lose the others
-                print(f"{point} {variant}: {type(exc).__name__}: {exc}"[:400], file=sys.stderr, flush=True)
+            timed = check_and_time(f"{point} {variant}", partial(checked_call, variant, kind, x, shape, expected, sms))
+            if timed is None:
                 status = 1
                 continue
+            us, ok, (per_sm, megabytes) = timed
             status |= 0 if ok else 1
             op_us = us if variant == "op" else op_us
-            ratio = f"{us / op_us:.2f}" if op_us else "-"
-            pct = 100 * ideal_bytes / (us * 1e-6) / 1e9 / bw
-            row = f"| {point} | {variant} | {us:.1f} | {pct:.0f}% | {ratio} {residency} {'yes' if ok else 'NO'} |"
+            cells = timing_cells(us, ideal_bytes, bw, op_us)
+            row = f"| {point} | {variant} | {cells} | {per_sm} | {megabytes} | {'yes' if ok else 'NO'} |"
             print(row, flush=True)
             lines.append(row)
         del x, expected

@@ -44,6 +44,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
@@ -220,6 +221,12 @@ def variant_call(
     return call, check
 
 
+def checked_call(variant: str, *args) -> tuple[Callable[[], object], bool]:
+    """(call, bitwise) of :func:`variant_call`'s variant, checked (probe_timing.check_and_time's ``prepare``)."""
+    call, check = variant_call(variant, *args)
+    return call, check()
+
+
 def _same(q: torch.Tensor, s: torch.Tensor, q_ref: torch.Tensor, s_ref: torch.Tensor) -> bool:
     """Codes and scales bit for bit (the groups cover Ktot, so every code belongs to one)."""
     return torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(
@@ -242,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tile", default="64/w4", help="columns per program and warps, e.g. 64/w4")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args(argv)
-    from triton.testing import do_bench_cudagraph
+    from probe_timing import check_and_time, timing_cells
 
     from fp8moe.bench import copy_bandwidth_gbps
 
@@ -267,19 +274,15 @@ def main(argv: list[str] | None = None) -> int:
         expected = ref.per_group_colwise_scales(x, offs, E4, False)  # once per shape, on the GPU
         ceiling_us = None
         for variant in args.variants.split(","):
-            try:
-                call, check = variant_call(variant, x, offs, args.group, block_r, warps, expected)
-                ok = check()
-                us = do_bench_cudagraph(call, rep=30, return_mode="median") * 1e3
-            except Exception as exc:  # one variant this Triton cannot build must not lose the others
-                print(f"{shape} {variant}: {type(exc).__name__}: {exc}"[:400], file=sys.stderr, flush=True)
+            prepare = partial(checked_call, variant, x, offs, args.group, block_r, warps, expected)
+            timed = check_and_time(f"{shape} {variant}", prepare)
+            if timed is None:
                 status = 1
                 continue
+            us, ok, _ = timed
             status |= 0 if ok else 1
             ceiling_us = us if variant == "ceiling" else ceiling_us
-            ratio = f"{us / ceiling_us:.2f}" if ceiling_us else "-"
-            pct = 100 * ideal_bytes / (us * 1e-6) / 1e9 / bw
-            row = f"| {shape} | {variant} | {us:.1f} | {pct:.0f}% | {ratio} | {'yes' if ok else 'NO'} |"
+            row = f"| {shape} | {variant} | {timing_cells(us, ideal_bytes, bw, ceiling_us)} | {'yes' if ok else 'NO'} |"
             print(row, flush=True)
             lines.append(row)
         torch.cuda.empty_cache()

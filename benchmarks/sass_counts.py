@@ -53,6 +53,11 @@ from fp8moe.kernels._span import pack_k as span_pack_k  # noqa: E402
 _POINTERS = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "offs_ptr": "*i32"}
 
 
+#: The span kernel's config flags (fp8moe.kernels._span.quantize_group_span, _per_group.jagged_program) at their
+#: launch defaults. Compiles pass every one: a constexpr left out would compile as a run-time argument.
+SPAN_FLAGS = {"GROUPS_FASTEST": False, "ONE_READ": True, "ONE_READ_K": 0, "EDGES_IN_TILE": False, "EDGE_LOOP": False}
+
+
 def compile_per_group(
     block_r: int,
     block_k: int,
@@ -62,35 +67,21 @@ def compile_per_group(
     x_type: str = "bf16",
     pack_k: int | None = None,
     maxnreg: int | None = None,
-    one_read: bool = True,
-    groups_fastest: bool = False,
-    one_read_k: int = 0,
-    edges_in_tile: bool = False,
-    edge_loop: bool = False,
+    flags: dict | None = None,
 ):
     """The per-group kernel compiled for sm_90 with this tile, view and input type ("bf16", "fp16", "fp32").
 
     ``pack_k``: the PACK_K constexpr; None takes the launchers' rule (fp8moe.kernels._span.pack_k) for the view and
     a row-major output whose rows are 16-byte aligned, as the strides declared below are. ``maxnreg``: a register
-    cap per thread (a config's ``maxnreg``), None for none.
+    cap per thread (a config's ``maxnreg``), None for none. ``flags``: span flags set apart from SPAN_FLAGS.
     """
     kernel = _per_group_rows_kernel
     constants = dict(fp8_constexprs(torch.float8_e4m3fn, False, cast_mode))
     if pack_k is None:
         q_meta = torch.empty((block_r, 1024), dtype=torch.float8_e4m3fn, device="meta")
         pack_k = span_pack_k((16 if colwise else 1,), q_meta)
-    # GROUPS_FASTEST at its launch default: a constexpr left out here would compile as a run-time argument.
-    constants.update(
-        BLOCK_R=block_r,
-        BLOCK_K=block_k,
-        PACK_K=pack_k,
-        INT64_INDEX=False,
-        GROUPS_FASTEST=groups_fastest,
-        ONE_READ=one_read,
-        ONE_READ_K=one_read_k,
-        EDGES_IN_TILE=edges_in_tile,
-        EDGE_LOOP=edge_loop,
-    )
+    constants.update(BLOCK_R=block_r, BLOCK_K=block_k, PACK_K=pack_k, INT64_INDEX=False)
+    constants.update({**SPAN_FLAGS, **(flags or {})})
     constants["stride_xr" if colwise else "stride_xk"] = 1
     pointers = {**_POINTERS, "x_ptr": f"*{x_type}"}
     divisible = [*_POINTERS, "R", "K", "stride_qr", "stride_xk" if colwise else "stride_xr"]
@@ -102,14 +93,11 @@ def compile_dual(
     block_k: int,
     warps: int,
     maxnreg: int | None = None,
-    one_read: bool = True,
-    groups_fastest: bool = False,
-    one_read_k: int = 0,
-    edges_in_tile: bool = False,
-    edge_loop: bool = False,
+    flags: dict | None = None,
 ):
     """The dual op's span kernel (fp8moe.kernels.per_group_colwise_scales_dual) compiled for sm_90: both inputs
-    row-major (Ktot, N) bf16, so both views transpose and store words."""
+    row-major (Ktot, N) bf16, so both views transpose and store words. ``maxnreg``, ``flags``: as
+    :func:`compile_per_group`'s."""
     from fp8moe.kernels.per_group_colwise_scales_dual import _per_group_colwise_scales_dual_kernel
 
     pointers = {
@@ -119,9 +107,7 @@ def compile_dual(
     }
     constants = {
         **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE), "BLOCK_R": block_r, "BLOCK_K": block_k,
-        "PACK_K": 4, "INT64_INDEX": False, "GROUPS_FASTEST": groups_fastest, "ONE_READ": one_read,
-        "ONE_READ_K": one_read_k, "EDGES_IN_TILE": edges_in_tile, "EDGE_LOOP": edge_loop, "stride_x1n": 1,
-        "stride_x2n": 1,
+        "PACK_K": 4, "INT64_INDEX": False, **SPAN_FLAGS, **(flags or {}), "stride_x1n": 1, "stride_x2n": 1,
     }  # fmt: skip
     divisible = [*pointers, "K", "stride_x1k", "stride_x2k"]
     return compile_sm90(_per_group_colwise_scales_dual_kernel, constants, pointers, divisible, warps, maxnreg)
@@ -285,8 +271,7 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
             )  # fmt: skip
         constants = {
             **fp8, "BLOCK_R": block_r, "BLOCK_K": group, "PACK_K": 4, "INT64_INDEX": False, "stride_xr": 1,
-            "GROUPS_FASTEST": order == "/g", "ONE_READ": True, "ONE_READ_K": 0, "EDGES_IN_TILE": False,
-            "EDGE_LOOP": False,
+            **SPAN_FLAGS, "GROUPS_FASTEST": order == "/g",
         }  # fmt: skip
         compiled["op" + order] = compile_sm90(
             _per_group_rows_kernel, constants, _POINTERS, [*_POINTERS, "R", "K", "stride_qr", "stride_xk"], warps
@@ -350,15 +335,8 @@ def cap_for_one_more_program(registers: int, warps: int) -> int | None:
 
 
 def _span_flags(config) -> dict:
-    """The span kernel's grid-order and one-read flags of a candidate, as compile_per_group / compile_dual take
-    them."""
-    return {
-        "groups_fastest": bool(config.kwargs.get("GROUPS_FASTEST", False)),
-        "one_read": bool(config.kwargs.get("ONE_READ", True)),
-        "one_read_k": int(config.kwargs.get("ONE_READ_K", 0)),
-        "edges_in_tile": bool(config.kwargs.get("EDGES_IN_TILE", False)),
-        "edge_loop": bool(config.kwargs.get("EDGE_LOOP", False)),
-    }
+    """The span flags (SPAN_FLAGS' names) a candidate config sets, as compile_per_group / compile_dual take them."""
+    return {name: config.kwargs[name] for name in SPAN_FLAGS if name in config.kwargs}
 
 
 def register_caps() -> dict:
@@ -402,14 +380,14 @@ def span_builds(list_name: str, candidates) -> dict:
         if list_name == PER_GROUP_DUAL.name:
             builds[f"{list_name} {describe(config)}"] = (
                 config,
-                lambda cap, t=tile, f=flags: compile_dual(*t, maxnreg=cap, **f),
+                lambda cap, t=tile, f=flags: compile_dual(*t, maxnreg=cap, flags=f),
             )
             continue
         for colwise in (False, True):
             builds[f"{list_name} {'colwise' if colwise else 'rowwise'} {describe(config)}"] = (
                 config,
                 lambda cap, t=tile, c=colwise, f=flags: compile_per_group(
-                    *t, c, CAST_SATURATING_NATIVE, maxnreg=cap, **f
+                    *t, c, CAST_SATURATING_NATIVE, maxnreg=cap, flags=f
                 ),
             )
     return builds
@@ -503,11 +481,13 @@ def main(argv: list[str] | None = None) -> int:
     result = {}
     for colwise in (False, True):
         view = "colwise" if colwise else "rowwise"
+        flags = {
+            "ONE_READ": not args.two_pass_only, "ONE_READ_K": args.one_read_k, "EDGES_IN_TILE": args.edges_in_tile,
+            "EDGE_LOOP": args.edge_loop,
+        }  # fmt: skip
         compiled = compile_per_group(
-            block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack,
-            one_read=not args.two_pass_only, one_read_k=args.one_read_k, edges_in_tile=args.edges_in_tile,
-            edge_loop=args.edge_loop,
-        )  # fmt: skip
+            block_r, block_k, warps, colwise, args.cast_mode, args.x_type, args.pack, flags=flags
+        )
         counts = loops(compiled)
         result[view] = {**counts, "elements_per_thread": per_thread}
         if not args.json:

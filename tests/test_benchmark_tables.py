@@ -569,6 +569,8 @@ def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail()
     assert check()  # bounds from offs: right for any groups whose interior fits the tile
     _, check = probe.variant_call("one_read_edge_loop", x, uneven, group, 8, 4)
     assert check()  # the edge chunks one at a time: the same bytes
+    _, ok = probe.checked_call("one_read_edge_loop", x, uneven, group, 8, 4)  # what main times: checked first
+    assert ok
     with pytest.raises(SystemExit):
         probe.uniform_offs(100, group, "cpu")
 
@@ -705,3 +707,47 @@ def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_igno
         "| 0.80 |"
     )  # the wrong-bytes row is never the best, however fast
     assert random.endswith("| - | - | - | 64x128/w4/g/o256 | 50.0 | 51% | - |")  # no listed tile timed there
+
+
+def test_probe_timing_times_a_checked_variant_and_reports_one_that_fails_without_losing_the_others(monkeypatch, capsys):
+    """benchmarks/probe_timing.py, which both probes time their variants through: a variant that cannot be built is
+    reported on stderr by its label and gives None; one that builds is checked, then timed (the CUDA-graph timer
+    stands in here), its extras passed on; the row cells are ideal bytes over the copy bandwidth and the time over
+    the baseline's."""
+    import triton.testing
+
+    probe_timing = pytest.importorskip("probe_timing")
+    timed_calls = []
+    monkeypatch.setattr(
+        triton.testing, "do_bench_cudagraph", lambda fn, rep, return_mode: timed_calls.append(fn) or 0.05
+    )
+
+    def broken():
+        raise RuntimeError("no such tile")
+
+    assert probe_timing.check_and_time("16640x2048 op", broken) is None
+    assert "16640x2048 op: RuntimeError: no such tile" in capsys.readouterr().err
+
+    def call():
+        return None
+
+    assert probe_timing.check_and_time("p v", lambda: (call, False, 3, "34")) == (50.0, False, (3, "34"))
+    assert timed_calls == [call]
+    # 2e8 bytes in 50 us at 4000 GB/s: 100%; 2.00x a 25 us baseline, "-" before there is one
+    assert probe_timing.timing_cells(50.0, 200_000_000, 4000.0, 25.0) == "50.0 | 100% | 2.00"
+    assert probe_timing.timing_cells(50.0, 200_000_000, 4000.0, None) == "50.0 | 100% | -"
+
+
+@needs_interpreter
+def test_long_slice_probe_checks_the_op_beside_its_variants():
+    """probe_long_slices.checked_call for ``op``: fp8moe's own op at the point, checked against fp8ref; its
+    residency cells are not the probe's to report."""
+    probe = pytest.importorskip("probe_long_slices")
+    shape = (2, 64, 32)
+    x = probe.make_input("colwise_3d", shape, "cpu")
+    call, ok, per_sm, megabytes = probe.checked_call(
+        "op", "colwise_3d", x, shape, probe.reference("colwise_3d", x, shape), 4
+    )
+    assert ok
+    assert (per_sm, megabytes) == ("-", "-")
+    assert callable(call)

@@ -602,27 +602,42 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
     assert groups_fastest_grid == [True]
 
 
+#: The span kernel's boolean config flags, each with the value a candidate sets (fp8moe.kernels._span.
+#: quantize_group_span) and the seeds of its tests' values:
+#: - ONE_READ=False: every group goes through the two-pass loop, the ones that fit one tile (empty, shorter than 16,
+#:   unaligned within one chunk) too;
+#: - EDGES_IN_TILE: on transposing views the one-read tile covers the partial edge chunks;
+#: - EDGE_LOOP: the partial edge chunks one at a time in a run-time loop.
+SPAN_FLAGS = {
+    "ONE_READ": (False, 19, (20, 21)),
+    "EDGES_IN_TILE": (True, 26, (27, 28)),
+    "EDGE_LOOP": (True, 30, (32, 33)),
+}
+
+
 @ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("flag", SPAN_FLAGS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_two_pass_only_matches_reference_bitwise(op, layout, span_flags, device):
-    """Without the one-read branch every group goes through the two-pass loop, the ones that fit one tile (empty,
-    shorter than 16, unaligned within one chunk) too: every layout, both views, and the kernel launched really was
-    the two-pass-only one."""
-    span_flags(ONE_READ=False)
+def test_span_flag_matches_reference_bitwise(op, layout, flag, span_flags, device):
+    """Each flag changes code, never a byte: every layout, both views, and the launch really had the flag."""
+    value, seed, _ = SPAN_FLAGS[flag]
+    span_flags(**{flag: value})
     configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
-    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=19)
+    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=seed)
     _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
-    assert configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs["ONE_READ"] is False
+    assert configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs[flag] is value
 
 
 @ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("flag", SPAN_FLAGS)
 @pytest.mark.parametrize("fp8_dtype", [E4, torch.float8_e5m2], ids=str)
-def test_two_pass_only_matches_reference_bitwise_on_the_dual_op(fp8_dtype, span_flags, device):
-    span_flags(ONE_READ=False)
+def test_span_flag_matches_reference_bitwise_on_the_dual_op(flag, fp8_dtype, span_flags, device):
+    value, _, seeds = SPAN_FLAGS[flag]
+    span_flags(**{flag: value})
     configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
-    _check_dual_word_stores(fp8_dtype, (20, 21), device)
-    assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs["ONE_READ"] is False
+    _check_dual_word_stores(fp8_dtype, seeds, device)
+    assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs[flag] is value
 
 
 @ON_THE_SPAN_KERNEL
@@ -664,25 +679,6 @@ def test_wide_one_read_tile_matches_reference_bitwise_on_the_dual_op(span_flags,
     assert launched["ONE_READ_K"] == 2 * launched["BLOCK_K"], launched
 
 
-@ON_THE_SPAN_KERNEL
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_edges_in_tile_matches_reference_bitwise(op, layout, span_flags, device):
-    span_flags(EDGES_IN_TILE=True)
-    configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
-    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=26)
-    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
-    assert configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs["EDGES_IN_TILE"] is True
-
-
-@ON_THE_SPAN_KERNEL
-def test_edges_in_tile_matches_reference_bitwise_on_the_dual_op(span_flags, device):
-    span_flags(EDGES_IN_TILE=True)
-    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
-    _check_dual_word_stores(E4, (27, 28), device)
-    assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs["EDGES_IN_TILE"] is True
-
-
 #: Group ends whose 16-column covers sit on both sides of a 32-column tile: covers of 32 with a partial tail
 #: ([0, 27)), both edges partial and no interior ([118, 140)), a partial head ([140, 160)), aligned ([160, 192));
 #: covers of 48 ([27, 59), [59, 85), [90, 118)) and 64 ([200, 256)) that must loop; one within one chunk, one empty.
@@ -700,19 +696,6 @@ def test_edges_in_tile_at_its_width_and_one_chunk_past_it(op, span_flags, device
 
 
 @ON_THE_SPAN_KERNEL
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_edge_loop_matches_reference_bitwise(op, layout, span_flags, device):
-    """The partial edge chunks taken one at a time in a run-time loop (EDGE_LOOP): every layout, both views, and
-    the launch really had the flag."""
-    span_flags(EDGE_LOOP=True)
-    configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
-    x = _values(op.shape(ROWS, WORD_LENGTH), torch.bfloat16, seed=30)
-    _check_against_reference(op, x, LAYOUTS[layout], E4, False, device)
-    assert configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs["EDGE_LOOP"] is True
-
-
-@ON_THE_SPAN_KERNEL
 @pytest.mark.parametrize("paths", [{}, {"ONE_READ": False}], ids=["one_read_and_loop", "loop_only"])
 @pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
 def test_edge_loop_at_every_kind_of_edge(op, paths, span_flags, device):
@@ -723,14 +706,6 @@ def test_edge_loop_at_every_kind_of_edge(op, paths, span_flags, device):
     span_flags(BLOCK_K=16, EDGE_LOOP=True, **paths)
     x = _values(op.shape(ROWS, COVER_BOUNDARY_ENDS[-1]), torch.bfloat16, seed=31)
     _check_against_reference(op, x, COVER_BOUNDARY_ENDS, E4, False, device)
-
-
-@ON_THE_SPAN_KERNEL
-def test_edge_loop_matches_reference_bitwise_on_the_dual_op(span_flags, device):
-    span_flags(EDGE_LOOP=True)
-    configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
-    _check_dual_word_stores(E4, (32, 33), device)
-    assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs["EDGE_LOOP"] is True
 
 
 @ON_THE_SPAN_KERNEL
