@@ -488,11 +488,14 @@ JAGGED_PAIR_CAST = KernelConfigs(
 #: groups fastest (``/g``, GROUPS_FASTEST) took 0.87-0.96x the time of the best plain tile at 11 points (rowwise
 #: random 100.7 -> 87.5 us, rowwise G64 79.7 -> 71.8 us, colwise 16640x5120 G128 100.3 -> 93.1 us) and 1.00-1.03x at
 #: the other three (colwise G16 and random: plain 64x128/w4 best). So the five tiles timed there run groups fastest,
-#: 64x128/w4 in both orders; the three not timed in both orders keep the plain one. Two-pass-only twins (``/t``,
-#: ONE_READ=False; on the GPU they ran on the colwise view alone), one-read tiles wider than the loop's (``/o<n>``,
-#: ONE_READ_K), one-read tiles that hold the edges (``/e``, EDGES_IN_TILE) and edge chunks taken one at a time
-#: (``/l``, EDGE_LOOP; none of the three run on a GPU yet) are candidates for tune_configs only (per-group-ledger.md,
-#: "Prepared").
+#: 64x128/w4 in both orders; the three not timed in both orders keep the plain one. Span-kernel variants
+#: (2026-12-05, session 23, on an H100: no H200 was lent; h100-s23-call1-ab-main.md, 25 candidates forced at the 14
+#: points, each checked bitwise first) joined where they beat every listed tile: 64x64/w4/g/o128/e (a 128-token
+#: one-read tile holding the edges beside the 64-token loop) at colwise G128, 0.91-0.92x (16640x5120: 110.4 ->
+#: 100.4 us); 64x128/w4/g/o256/l (a 256-token one-read tile, edge chunks one at a time) at colwise G64, 0.96-0.99x
+#: (16640x5120: 104.1 -> 99.5 us); 32x128/w8/g/t (no one-read branch) at colwise random groups, 0.97x (62.8 ->
+#: 60.9 us). The other 20 were never more than 1% ahead of a listed tile and stay tune_configs candidates
+#: (per-group-ledger.md).
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
@@ -500,9 +503,16 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "GROUPS_FASTEST": True}, num_warps=8),
         triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=8),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=8),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config(
+            {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ_K": 128, "EDGES_IN_TILE": True}, num_warps=4
+        ),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config(
+            {"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ_K": 256, "EDGE_LOOP": True}, num_warps=4
+        ),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 64}, num_warps=8),
     ),
@@ -515,10 +525,13 @@ PER_GROUP = KernelConfigs(
 #: (h200-configs-2026-12-01.md) 64x64/w4 was best everywhere and 128x32/w4 within 5% at G=128; 128x32 also wins the
 #: single colwise op at G=16 (long groups), so both stay. Both run groups fastest since 2026-12-05: 0.89-0.96x the
 #: best plain tile's time at all three points (h200-s21-call1-ab-main.md; 16640x5120x5120 G128 202.1 -> 179.9 us).
+#: 64x64/w4/g/t (no one-read branch) joined in session 23: 0.95x at 16640x5120x5120 G128 on an H100 (215.5 -> 204.8
+#: us), 1.06-1.08x at the two G64 points (h100-s23-call1-ab-main.md).
 PER_GROUP_DUAL = KernelConfigs(
     name="per_group_colwise_scales_dual",
     cuda=(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "GROUPS_FASTEST": True}, num_warps=4),
     ),
     rocm=PER_GROUP.rocm,

@@ -89,8 +89,17 @@ def worker_device(requested: str | None, worker: str | None) -> torch.device:
     return torch.device("cuda", index % max(torch.cuda.device_count(), 1))
 
 
+_DEVICE = pytest.StashKey[torch.device]()
+
+
 def _device(config: pytest.Config) -> torch.device:
-    return worker_device(config.getoption("--device"), os.environ.get("PYTEST_XDIST_WORKER"))
+    """This worker's device, resolved once per session: a test that patches ``torch.cuda`` (``device_count``, say)
+    must not move the worker, or the teardown hook would query a device the machine lacks (on a one-GPU H100,
+    worker gw1 asked for cuda:1 after such a test and every later test on that worker errored,
+    benchmarks/results/h100-s23-call2-pytest.log)."""
+    if _DEVICE not in config.stash:
+        config.stash[_DEVICE] = worker_device(config.getoption("--device"), os.environ.get("PYTEST_XDIST_WORKER"))
+    return config.stash[_DEVICE]
 
 
 def grid_mode(requested: str | None, device: torch.device) -> str:

@@ -7,6 +7,7 @@ benchmarks/ is not a package; the scripts are imported from their directory. Imp
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -382,6 +383,8 @@ def test_micro_batch_bench_runs_on_the_cpu_and_finds_frozen_weights_bitwise_equa
 @needs_interpreter
 def test_tune_point_times_groups_fastest_twins_in_their_own_grid_order_and_checks_each_bitwise(monkeypatch):
     from fp8moe import configs
+    import triton  # after fp8moe, which must be imported first
+
     from fp8moe.kernels import _per_group
 
     orders, jagged_grid = [], _per_group.jagged_grid
@@ -394,16 +397,18 @@ def test_tune_point_times_groups_fastest_twins_in_their_own_grid_order_and_check
     monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
     twins = tune_configs.groups_fastest_twins()
     listed = configs.PER_GROUP.cuda
-    names = [configs.describe(c) for c in (*listed, *twins[configs.PER_GROUP.name])]
-    tiles = {name.removesuffix("/g") for name in names}
-    assert sorted(names) == sorted([*tiles, *(t + "/g" for t in tiles)])  # every tile once in each order
+    candidates = (*listed, *twins[configs.PER_GROUP.name])
+    names = [configs.describe(c) for c in candidates]
+    groups_fastest = [bool(c.kwargs.get("GROUPS_FASTEST")) for c in candidates]
+    tiles = [configs.describe(triton.Config({**c.kwargs, "GROUPS_FASTEST": False}, c.num_warps)) for c in candidates]
+    assert Counter(zip(tiles, groups_fastest)) == {(t, order): 1 for t in tiles for order in (False, True)}
     point = bench.Point("per_group_colwise_scales", (160, 24), 3, "random")
     with tune_configs.extra_candidates(twins):
         rows = tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")
     assert [r.split("|")[4].strip() for r in rows] == names
     assert all(r.endswith("| yes |") for r in rows)  # every forced run bitwise, in both orders
     # one checked launch per candidate, each in its config's order
-    assert orders == [name.endswith("/g") for name in names]
+    assert orders == groups_fastest
     assert configs.PER_GROUP.cuda == listed
 
 

@@ -26,6 +26,15 @@ def test_each_xdist_worker_gets_its_own_gpu(monkeypatch):
     assert worker_device("cpu", "gw5") == torch.device("cpu")
 
 
+def test_a_test_patching_torch_cuda_does_not_move_the_workers_device(pytestconfig, monkeypatch):
+    before = pytest_plugin._device(pytestconfig)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    assert worker_device(None, "gw1") == torch.device("cuda", 1)  # what an unresolved lookup would now give
+    assert pytest_plugin._device(pytestconfig) == before
+
+
 def test_param_ids_name_op_shape_groups_offs_dtypes_pow2_values_and_layout():
     ids = {p.id for s in reference_specs() for p in s.params()}
     assert "per_group_colwise_scales[reference]-130x16-G7-random-bf16-e4m3fn-pow2-special" in ids
