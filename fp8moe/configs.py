@@ -506,7 +506,8 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=8),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config(
-            {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ_K": 128, "EDGES_IN_TILE": True}, num_warps=4
+            {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ_K": 128, "EDGES_IN_TILE": True},
+            num_warps=4,
         ),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=4),
