@@ -341,9 +341,11 @@ def _edges_amax(
 
     EDGE_LOOP takes the two chunks in a run-time loop (one chunk's registers live at a time) instead of unrolled.
     Compiled for sm_90 (triton 3.6) the one-read path with its edges then holds 96 registers instead of 123 at
-    128-token groups, the count without any edge code (benchmarks/results/cpu-sm90-registers-s22.md). The unrolled
-    form stays the default: the kernels timed on the H200 were built from it, and in the whole kernel the loop
-    costs some tiles a program per SM (rowwise 128x32/w4/g 68 -> 80 registers).
+    128-token groups, the count without any edge code (benchmarks/results/cpu-sm90-registers-s22.md), and on an
+    H100 it ran at 0.99-1.05x the stripped one-tile kernel's time against 1.08-1.18x unrolled
+    (benchmarks/results/h100-s23-call1-one-read-gap-*.log). The unrolled form stays the default: in the whole
+    kernel the loop costs some tiles a program per SM (rowwise 128x32/w4/g 68 -> 80 registers), so the lists carry
+    it as a tile of its own (fp8moe.configs.PER_GROUP).
     """
     edge_amax = tl.zeros((BLOCK_R,), dtype=tl.float32)
     if EDGE_LOOP:
@@ -531,8 +533,9 @@ def quantize_group_span(
       (triton 3.6) it changes the programs an SM holds for some tiles and not others (dual 64x64/w4/g 158 -> 128
       registers, 3 -> 4 programs; rowwise 128x32/w4/g 68 -> 80, 7 -> 6): a tuning candidate, not a default.
 
-    ONE_READ_K, EDGES_IN_TILE and EDGE_LOOP have not been timed on a GPU yet (benchmarks/results/per-group-ledger.md,
-    "Prepared").
+    Timed on an H100 in session 23 (no H200 was lent; benchmarks/results/h100-s23-summary.md): ONE_READ_K with
+    EDGES_IN_TILE or EDGE_LOOP took 0.91-0.99x the time of the best tile without them at the aligned colwise points,
+    ONE_READ=False 0.95-0.97x at random groups and at the dual op's G = 128; fp8moe.configs lists those tiles.
     """
     ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
     COVER: tl.constexpr = EDGES_IN_TILE and PACK_K == 4
