@@ -4,11 +4,12 @@
 #
 #   bash benchmarks/prepared_calls.sh 1    # the whole GPU test suite (session 23's lists, the plugin fix)
 #   bash benchmarks/prepared_calls.sh 2    # every span candidate forced at the 14 per-group points, then the bench
-#   bash benchmarks/prepared_calls.sh 3    # the long-slice probe, the unaligned-edge probe, both one-read gap ladders
+#   bash benchmarks/prepared_calls.sh 3    # the long-slice probe, the unaligned-edge probe, aligned vs uniform groups
 #
 # Session 23 ran the old calls 1 and 2 on an H100 (no H200 was lent): h100-s23-call*.
-# PREPARED_PRINT=1 prints call 2's candidate lists (tune_configs --candidates arguments, one per line) instead of
-# running anything: tests/test_benchmark_tables.py parses them, so a typo fails on the CPU, not on the device.
+# PREPARED_PRINT=1 prints the candidate lists of calls 2 and 3 (tune_configs --candidates arguments, one per line,
+# call 2's two first) instead of running anything: tests/test_benchmark_tables.py parses them, so a typo fails on
+# the CPU, not on the device.
 set -uo pipefail
 here="$(dirname "$0")"
 
@@ -23,9 +24,12 @@ P="$P,64x64/w4/g/l,64x128/w4/g/l,64x128/w4/l,4x1024/w8/g/l,64x128/w4/g/o256/l"
 D="64x64/w4/g,128x32/w4/g,64x64/w4/g/t,128x32/w4/g/t,64x64/w4/g/o128,64x64/w4/g/e,32x128/w4/g/o256"
 D="$D,16x128/w4/g/o512,64x64/w4/g/l,128x32/w4/g/l"
 candidates="per_group_scales=$P per_group_colwise_scales_dual=$D"
+# Call 3's tiles: the best listed and the best timed at the aligned points on the H100 (h100-s23-summary.md).
+uniform_per_group="per_group_scales=32x128/w8/g,64x64/w4/g,64x64/w4/g/o128/e,64x128/w4/g,64x128/w4/g/o256/l"
+uniform_dual="per_group_colwise_scales_dual=64x64/w4/g,64x64/w4/g/t"
 
 if [ -n "${PREPARED_PRINT:-}" ]; then
-  printf '%s\n' $candidates
+  printf '%s\n' $candidates $uniform_per_group $uniform_dual
   exit 0
 fi
 
@@ -38,9 +42,12 @@ case "${1:?which call: 1, 2 or 3}" in
     TREES="main=" AB_CANDIDATES="$candidates" AB_TIMEOUT=${AB_TIMEOUT:-380} bash "$here/ab_trees.sh"
     mv "$OUT/env.txt" "$OUT/ab_env.txt"
     STEPS="bench" BENCH_TIMEOUT=185 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
-  3)  # about 8 minutes (200 + 200 + 2 x 45 s); files: env.txt, long_slices.log, unaligned.{md,log},
-      # one_read_gap_{128,256}.log
-    STEPS="long unaligned gap" LONG_TIMEOUT=200 UNALIGNED_TIMEOUT=200 GAP_GROUPS="128 256" GAP_TIMEOUT=45 \
-      bash "$here/gpu_session.sh" ;;
+  3)  # about 9 minutes (200 + 200 + 130 s); files: env.txt, long_slices.log, unaligned.{md,log}, uniform.{md,log}.
+      # uniform: the tiles that decide the aligned per-group points, at each such point and at a twin whose groups
+      # all fit the one-read tile (tune_configs.UNIFORM_POINTS): what the 16 groups one chunk too wide cost.
+    STEPS="long unaligned" LONG_TIMEOUT=200 UNALIGNED_TIMEOUT=200 bash "$here/gpu_session.sh"
+    timeout 130 python3 "$here/tune_configs.py" --points uniform --replace --candidates "$uniform_per_group" \
+      --candidates "$uniform_dual" --out "$OUT/uniform.md" >"$OUT/uniform.log" 2>&1
+    echo "uniform exit $? after ${SECONDS}s" >>"$OUT/env.txt"; tail -40 "$OUT/uniform.log" ;;
   *) echo "no prepared call $1: 1, 2 or 3" >&2; exit 2 ;;
 esac

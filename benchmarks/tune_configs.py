@@ -2,6 +2,7 @@
 
     python benchmarks/tune_configs.py --out benchmarks/results/h200-configs-<run>.md      # issue #11 shapes
     python benchmarks/tune_configs.py --points moe --only per_group --out ...             # SPEC §7 MoE shapes
+    python benchmarks/tune_configs.py --points uniform --out ...   # aligned per-group points beside uniform twins
     python benchmarks/tune_configs.py --standing TABLE    # no GPU: best listed tile against best timed, per point
 
 fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
@@ -35,6 +36,28 @@ from fp8ref.contracts import contract
 E4 = torch.float8_e4m3fn
 #: Within this fraction of the best time, a candidate counts as "as good as best" at a point.
 NEAR_BEST = 0.05
+
+#: ``--points uniform``: each aligned per-group point of issue #11 whose groups differ in size, beside a twin of
+#: 16384 tokens in groups of one size (256 at G = 64, 128 at G = 128). The aligned16 groups are 256 or 272 tokens at
+#: G = 64 and 128 or 144 at G = 128 (fp8ref.layouts.make_offs), so 16 groups per point are one 16-token chunk wider
+#: than a one-read tile of 256 or 128 and take the two-pass loop; the twins time the same tiles without them
+#: (benchmarks/results/per-group-ledger.md, "What the measurements say limits the per-group ops").
+UNIFORM_POINTS: tuple[Point, ...] = tuple(
+    twin
+    for op, aligned, uniform, groups in (
+        ("per_group_rowwise_scales", (5120, 16640), (5120, 16384), 64),
+        ("per_group_rowwise_scales", (2048, 16640), (2048, 16384), 128),
+        ("per_group_colwise_scales", (16640, 2048), (16384, 2048), 64),
+        ("per_group_colwise_scales", (16640, 5120), (16384, 5120), 64),
+        ("per_group_colwise_scales", (16640, 2048), (16384, 2048), 128),
+        ("per_group_colwise_scales", (16640, 5120), (16384, 5120), 128),
+        ("per_group_colwise_scales_dual", (16640, 2048, 2048), (16384, 2048, 2048), 64),
+        ("per_group_colwise_scales_dual", (16640, 2048, 1408), (16384, 2048, 1408), 64),
+        ("per_group_colwise_scales_dual", (16640, 5120, 5120), (16384, 5120, 5120), 128),
+    )
+    for twin in (Point(op, aligned, groups, "aligned16"), Point(op, uniform, groups, "uniform"))
+)
+POINT_SETS = {"issue11": lambda: ISSUE11_POINTS, "moe": moe_points, "uniform": lambda: UNIFORM_POINTS}
 
 
 def kernel_configs_of(op: str, kwargs: dict) -> tuple[KernelConfigs, ...]:
@@ -316,7 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
     parser.add_argument("--select", default=None, help="substring filter on '<op> <variant> <layout>' of a point")
-    parser.add_argument("--points", choices=("issue11", "moe"), default="issue11", help="issue #11 shapes or SPEC §7's")
+    parser.add_argument(
+        "--points",
+        choices=tuple(POINT_SETS),
+        default="issue11",
+        help="issue #11 shapes, SPEC §7's, or issue #11's aligned per-group points beside twins of uniform groups",
+    )
     parser.add_argument(
         "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"
     )
@@ -365,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print("\n".join(header), flush=True)
     lines, all_exact = list(header), True
-    points = ISSUE11_POINTS if args.points == "issue11" else moe_points()
+    points = POINT_SETS[args.points]()
     points = select_points(points, args.only, args.select, args.max_elements)
     for point in points:
         try:

@@ -667,7 +667,7 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
 
 
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists must parse as
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2 and 3) must parse as
     tune_configs reads them (a typo would cost a device call), each candidate once, and an unknown call number must
     run nothing."""
     import os
@@ -678,7 +678,7 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     env = {**os.environ, "PREPARED_PRINT": "1"}
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
     specs = done.stdout.split()
-    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"]
+    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"] * 2
     extra = tune_configs.parse_candidates(specs)
     for spec in specs:
         tiles = spec.partition("=")[2].split(",")
@@ -756,3 +756,32 @@ def test_long_slice_probe_checks_the_op_beside_its_variants():
     assert ok
     assert (per_sm, megabytes) == ("-", "-")
     assert callable(call)
+
+
+def test_uniform_points_pair_each_aligned_point_with_a_twin_whose_groups_are_one_16_multiple_size():
+    """tune_configs --points uniform: every aligned16 per-group point of issue #11 whose groups differ in size, next
+    to a twin with the same op, G and other dims whose groups all have one 16-multiple size (no group one chunk
+    wider than the others), so that one run times both."""
+    import torch
+
+    from fp8moe.bench import ISSUE11_POINTS
+    from fp8ref.layouts import make_offs
+
+    def sizes(layout, length, groups):
+        ends = make_offs(layout, length, groups, torch.Generator().manual_seed(0))
+        return [e - s for s, e in zip((0, *ends[:-1]), ends)]
+
+    aligned = {(p.op, p.shape, p.groups) for p in ISSUE11_POINTS if p.offs == "aligned16"}
+    points = tune_configs.UNIFORM_POINTS
+    assert len(points) == 18
+    for a, u in zip(points[::2], points[1::2]):
+        assert (a.op, a.shape, a.groups) in aligned
+        assert (a.offs, u.offs) == ("aligned16", "uniform")
+        assert (u.op, u.groups) == (a.op, a.groups)
+        jagged = 1 if a.op == "per_group_rowwise_scales" else 0
+        assert u.shape[:jagged] + u.shape[jagged + 1 :] == a.shape[:jagged] + a.shape[jagged + 1 :]
+        uniform = sizes("uniform", u.shape[jagged], u.groups)
+        assert len(set(uniform)) == 1
+        assert uniform[0] % 16 == 0
+        assert max(sizes("aligned16", a.shape[jagged], a.groups)) == uniform[0] + 16  # the wider groups it leaves out
+    assert tune_configs.POINT_SETS["uniform"]() == points
