@@ -21,11 +21,15 @@ for t in 32x128/w8/g 64x64/w4/g 64x128/w4/g 128x32/w4/g; do P="$P,$t,$t/t"; done
 P="$P,64x64/w4/g/o128,128x32/w4/g/o64,64x128/w4/e,64x64/w4/g/e,64x64/w4/g/o128/e"
 P="$P,64x128/w4/g/o256,32x128/w4/g/o256,64x64/w4/g/o256,32x128/w8/g/o256,16x128/w4/g/o512"
 P="$P,64x64/w4/g/l,64x128/w4/g/l,64x128/w4/l,4x1024/w8/g/l,64x128/w4/g/o256/l"
+# /x<n>: the one-read path also takes groups n 16-token chunks past its tile (the bench's 272- and 144-token groups)
+P="$P,64x128/w4/g/o256/x1/l,64x64/w4/g/o128/x1,64x64/w4/g/o128/x1/l"
 D="64x64/w4/g,128x32/w4/g,64x64/w4/g/t,128x32/w4/g/t,64x64/w4/g/o128,64x64/w4/g/e,32x128/w4/g/o256"
 D="$D,16x128/w4/g/o512,64x64/w4/g/l,128x32/w4/g/l"
 candidates="per_group_scales=$P per_group_colwise_scales_dual=$D"
-# Call 3's tiles: the best listed and the best timed at the aligned points on the H100 (h100-s23-summary.md).
+# Call 3's tiles: the best listed and the best timed at the aligned points on the H100 (h100-s23-summary.md), and
+# the /x1 twins of the two one-read tiles that decide them.
 uniform_per_group="per_group_scales=32x128/w8/g,64x64/w4/g,64x64/w4/g/o128/e,64x128/w4/g,64x128/w4/g/o256/l"
+uniform_per_group="$uniform_per_group,64x64/w4/g/o128/x1,64x128/w4/g/o256/x1/l"
 uniform_dual="per_group_colwise_scales_dual=64x64/w4/g,64x64/w4/g/t"
 
 if [ -n "${PREPARED_PRINT:-}" ]; then
@@ -42,11 +46,11 @@ case "${1:?which call: 1, 2 or 3}" in
     TREES="main=" AB_CANDIDATES="$candidates" AB_TIMEOUT=${AB_TIMEOUT:-380} bash "$here/ab_trees.sh"
     mv "$OUT/env.txt" "$OUT/ab_env.txt"
     STEPS="bench" BENCH_TIMEOUT=185 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
-  3)  # about 9 minutes (200 + 200 + 130 s); files: env.txt, long_slices.log, unaligned.{md,log}, uniform.{md,log}.
+  3)  # about 9 minutes (200 + 200 + 150 s); files: env.txt, long_slices.log, unaligned.{md,log}, uniform.{md,log}.
       # uniform: the tiles that decide the aligned per-group points, at each such point and at a twin whose groups
       # all fit the one-read tile (tune_configs.UNIFORM_POINTS): what the 16 groups one chunk too wide cost.
     STEPS="long unaligned" LONG_TIMEOUT=200 UNALIGNED_TIMEOUT=200 bash "$here/gpu_session.sh"
-    timeout 130 python3 "$here/tune_configs.py" --points uniform --replace --candidates "$uniform_per_group" \
+    timeout 150 python3 "$here/tune_configs.py" --points uniform --replace --candidates "$uniform_per_group" \
       --candidates "$uniform_dual" --out "$OUT/uniform.md" >"$OUT/uniform.log" 2>&1
     echo "uniform exit $? after ${SECONDS}s" >>"$OUT/env.txt"; tail -40 "$OUT/uniform.log" ;;
   *) echo "no prepared call $1: 1, 2 or 3" >&2; exit 2 ;;

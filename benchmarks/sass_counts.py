@@ -55,7 +55,14 @@ _POINTERS = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "offs
 
 #: The span kernel's config flags (fp8moe.kernels._span.quantize_group_span, _per_group.jagged_program) at their
 #: launch defaults. Compiles pass every one: a constexpr left out would compile as a run-time argument.
-SPAN_FLAGS = {"GROUPS_FASTEST": False, "ONE_READ": True, "ONE_READ_K": 0, "EDGES_IN_TILE": False, "EDGE_LOOP": False}
+SPAN_FLAGS = {
+    "GROUPS_FASTEST": False,
+    "ONE_READ": True,
+    "ONE_READ_K": 0,
+    "EDGES_IN_TILE": False,
+    "EDGE_LOOP": False,
+    "EXTRA_CHUNKS": 0,
+}
 
 
 def compile_per_group(

@@ -221,9 +221,10 @@ LAST_CONFIG: dict[str, triton.Config | None] = {}
 #: :func:`parse_config` reads.
 _DESCRIPTION = re.compile(
     r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?"
-    r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?P<edges_in_tile>/e)?)(?P<edge_loop>/l)?"
+    r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?:(?P<edges_in_tile>/e)|/x(?P<extra_chunks>\d+))?)"
+    r"(?P<edge_loop>/l)?"
 )
-_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]][/l]"
+_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l]"
 
 
 def describe(config: triton.Config | None) -> str:
@@ -232,7 +233,8 @@ def describe(config: triton.Config | None) -> str:
     fp8moe.kernels._per_group.jagged_grid), ``/t`` for a jagged span kernel without its one-read branch
     (ONE_READ=False, fp8moe.kernels._span.quantize_group_span), ``/o<n>`` for one whose one-read tile is n
     columns wide (ONE_READ_K), ``/e`` for one whose one-read tile holds the edges (EDGES_IN_TILE) and ``/l`` for
-    one that takes the partial edge chunks one at a time (EDGE_LOOP); ``-`` for None."""
+    one that takes the partial edge chunks one at a time (EDGE_LOOP), ``/x<n>`` for one whose one-read path also
+    takes spans n 16-column chunks longer (EXTRA_CHUNKS); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
@@ -241,8 +243,9 @@ def describe(config: triton.Config | None) -> str:
     two_pass = "/t" if config.kwargs.get("ONE_READ") is False else ""
     one_read_k = f"/o{config.kwargs['ONE_READ_K']}" if config.kwargs.get("ONE_READ_K") else ""
     edges_in_tile = "/e" if config.kwargs.get("EDGES_IN_TILE") else ""
+    extra = f"/x{config.kwargs['EXTRA_CHUNKS']}" if config.kwargs.get("EXTRA_CHUNKS") else ""
     edge_loop = "/l" if config.kwargs.get("EDGE_LOOP") else ""
-    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}{edge_loop}"
+    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}{extra}{edge_loop}"
 
 
 def parse_config(description: str, block_names: list[str]) -> triton.Config:
@@ -267,6 +270,8 @@ def parse_config(description: str, block_names: list[str]) -> triton.Config:
         kwargs["ONE_READ_K"] = one_read_k
     if match.group("edges_in_tile"):
         kwargs["EDGES_IN_TILE"] = True
+    if match.group("extra_chunks"):
+        kwargs["EXTRA_CHUNKS"] = int(match.group("extra_chunks"))
     if match.group("edge_loop"):
         kwargs["EDGE_LOOP"] = True
     cap = int(match.group("cap")) if match.group("cap") else None

@@ -225,6 +225,20 @@ def test_a_256_token_one_read_tile_beside_the_64x128_loop_costs_the_colwise_view
         assert report[f"per_group_scales {view} 64x64/w4/r96/g"]["registers"] <= 96, report
 
 
+def test_one_extra_chunk_past_the_one_read_tile_costs_the_colwise_view_no_program_per_sm():
+    """``/x1`` lets the one-read path take groups one chunk past its tile (the bench's 272- and 144-token groups),
+    reading that chunk twice in a loop of its own: the colwise view keeps the residency of the listed tile it
+    extends (sm_90, triton 3.6: 168 and 168 registers for 64x128/w4/g/o256/l and its /x1 twin,
+    benchmarks/results/cpu-sm90-registers-s23.md), and the chunk loop is in the binary."""
+    pairs = (("64x128/w4/g/o256/l", "64x128/w4/g/o256/x1/l"), ("64x64/w4/g/o128/e", "64x64/w4/g/o128/x1"))
+    report = _sass_counts("--candidates", "per_group_scales=" + ",".join(name for pair in pairs for name in pair))
+    for listed, extra in pairs:
+        base, wider = report[f"per_group_scales colwise {listed}"], report[f"per_group_scales colwise {extra}"]
+        assert wider["blocks_per_sm"] >= base["blocks_per_sm"], report
+    plain = report["per_group_scales colwise 64x128/w4/g/o256/l"]["instructions"]
+    assert report["per_group_scales colwise 64x128/w4/g/o256/x1/l"]["instructions"] > plain, report
+
+
 def test_the_long_slice_probes_pipelined_loops_load_through_cp_async_and_its_controls_do_not():
     """What probe_long_slices.py times is the pipeline: with S > 1 stages both passes' loads must be cp.async copies
     (LDGSTS) with no plain global load left in either loop, and shared memory must grow with S; with S = 1 the loops

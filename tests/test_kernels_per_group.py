@@ -607,11 +607,13 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
 #: - ONE_READ=False: every group goes through the two-pass loop, the ones that fit one tile (empty, shorter than 16,
 #:   unaligned within one chunk) too;
 #: - EDGES_IN_TILE: on transposing views the one-read tile covers the partial edge chunks;
-#: - EDGE_LOOP: the partial edge chunks one at a time in a run-time loop.
+#: - EDGE_LOOP: the partial edge chunks one at a time in a run-time loop;
+#: - EXTRA_CHUNKS: the one-read path also takes interiors one 16-column chunk past its tile.
 SPAN_FLAGS = {
     "ONE_READ": (False, 19, (20, 21)),
     "EDGES_IN_TILE": (True, 26, (27, 28)),
     "EDGE_LOOP": (True, 30, (32, 33)),
+    "EXTRA_CHUNKS": (1, 34, (35, 36)),
 }
 
 
@@ -677,6 +679,26 @@ def test_wide_one_read_tile_matches_reference_bitwise_on_the_dual_op(span_flags,
     _check_dual_word_stores(E4, (23, 24), device)
     launched = configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs
     assert launched["ONE_READ_K"] == 2 * launched["BLOCK_K"], launched
+
+
+#: Group lengths whose aligned interiors sit on both sides of a 32-column one-read tile that takes two chunks more,
+#: beside a 16-column loop: interiors of 32 (the tile alone), 48 and 64 (one and two chunks past it) and 80 (the
+#: loop), at aligned starts and after a 5-column group (unaligned starts, partial edges), and 16, 0.
+EXTRA_CHUNK_LENGTHS = (32, 48, 64, 80, 5, 43, 59, 75, 91, 37, 16, 0, 70)
+
+
+@ON_THE_SPAN_KERNEL
+@pytest.mark.parametrize("edge_loop", [False, True], ids=["edges_unrolled", "edge_loop"])
+@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
+def test_extra_chunks_at_the_tile_one_and_two_chunks_past_it_and_one_more(op, edge_loop, span_flags, device):
+    """BLOCK_K = 16, ONE_READ_K = 32, EXTRA_CHUNKS = 2: interiors of 32, 48 and 64 columns take the one-read path
+    (the tile plus none, one or two chunks read twice), one of 80 loops; each chunk must be folded into the amax
+    and stored (a chunk loop that stops one chunk early, or leaves a chunk out of the amax, fails it). The
+    threshold itself picks a path, not bytes: the chunk loop is exact at any length."""
+    span_flags(BLOCK_K=16, ONE_READ_K=32, EXTRA_CHUNKS=2, EDGE_LOOP=edge_loop)
+    ends = list(itertools.accumulate(EXTRA_CHUNK_LENGTHS))
+    x = _values(op.shape(ROWS, ends[-1]), torch.bfloat16, seed=37)
+    _check_against_reference(op, x, ends, E4, False, device)
 
 
 #: Group ends whose 16-column covers sit on both sides of a 32-column tile: covers of 32 with a partial tail

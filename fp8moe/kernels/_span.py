@@ -458,6 +458,7 @@ def quantize_span(
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
     EDGE_LOOP: tl.constexpr = False,
+    EXTRA_CHUNKS: tl.constexpr = 0,
 ):
     """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
 
@@ -467,20 +468,36 @@ def quantize_span(
         row_mask: (BLOCK_R,) rows that exist.
         start, end: the span, 0 <= start <= end <= the row length (loads and stores stay inside it; an empty span
             gives the EPS-derived scale and stores nothing).
-        ONE_PASS: the caller guarantees that the aligned interior fits one tile,
-            floor16(end) - ceil16(start) <= BLOCK_K.
+        ONE_PASS: the caller guarantees that the aligned interior fits one tile and EXTRA_CHUNKS chunks,
+            floor16(end) - ceil16(start) <= BLOCK_K + 16 * EXTRA_CHUNKS.
         PACK_K: 4 to store a two-pass interior as 4-byte words of four columns (:func:`_interior_cast_packed`),
             for views whose x is not contiguous along K; the launcher guarantees that q's rows are 4-byte aligned.
             1, and every ONE_PASS span, stores bytes.
         EDGE_LOOP: the partial edge chunks in a run-time loop, one at a time (:func:`_edges_amax`).
+        EXTRA_CHUNKS: in the ONE_PASS path, the interior's columns past the tile's BLOCK_K (at most EXTRA_CHUNKS
+            whole chunks of 16) are read twice, one chunk at a time, as the partial edges are.
     """
     if ONE_PASS:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
         edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX, EDGE_LOOP)
+        tile_hi = inner_hi
+        if EXTRA_CHUNKS > 0:
+            tile_hi = tl.minimum(inner_hi, inner_lo + BLOCK_K)
+            for chunk in range(tile_hi, inner_hi, 16):
+                x_chunk = _load_cols(
+                    x_rows, row_mask, chunk + tl.arange(0, 16), chunk, inner_hi, stride_xk, INT64_INDEX
+                )
+                edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_chunk, 1))
         scale = _quantize_one_tile(
-            x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk, BLOCK_K, INT64_INDEX,
+            x_rows, q_rows, row_mask, inner_lo, tile_hi, edge_amax, stride_xk, BLOCK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
+        if EXTRA_CHUNKS > 0:
+            for chunk in range(tile_hi, inner_hi, 16):
+                cols = chunk + tl.arange(0, 16)
+                x_chunk = _load_cols(x_rows, row_mask, cols, chunk, inner_hi, stride_xk, INT64_INDEX)
+                q_chunk = quantize(x_chunk, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+                _store_cols(q_rows, row_mask, cols, chunk, inner_hi, q_chunk, INT64_INDEX)
         _edges_cast(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
             FNUZ, CAST_MODE, EDGE_LOOP,
@@ -504,6 +521,7 @@ def quantize_group_span(
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, ONE_READ: tl.constexpr = True,
     ONE_READ_K: tl.constexpr = 0, EDGES_IN_TILE: tl.constexpr = False, EDGE_LOOP: tl.constexpr = False,
+    EXTRA_CHUNKS: tl.constexpr = 0,
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's).
 
@@ -533,10 +551,17 @@ def quantize_group_span(
       (triton 3.6) it changes the programs an SM holds for some tiles and not others (dual 64x64/w4/g 158 -> 128
       registers, 3 -> 4 programs; rowwise 128x32/w4/g 68 -> 80, 7 -> 6): a tuning candidate, not a default.
 
+    - EXTRA_CHUNKS > 0 (not with EDGES_IN_TILE) widens what the one-read path takes by that many 16-column chunks:
+      a span whose interior fits ONE_READ_K + 16 * EXTRA_CHUNKS columns keeps its first ONE_READ_K interior columns
+      in the tile and reads the rest twice, one chunk at a time (:func:`quantize_span`), instead of looping over the
+      whole span twice. In the bench's aligned layouts 16 of 64 groups are 272 tokens, one chunk past a 256 one-read
+      tile, and 16 of 128 are 144 (per-group-ledger.md). Not yet timed on a GPU.
+
     Timed on an H100 in session 23 (no H200 was lent; benchmarks/results/h100-s23-summary.md): ONE_READ_K with
     EDGES_IN_TILE or EDGE_LOOP took 0.91-0.99x the time of the best tile without them at the aligned colwise points,
     ONE_READ=False 0.95-0.97x at random groups and at the dual op's G = 128; fp8moe.configs lists those tiles.
     """
+    tl.static_assert(EXTRA_CHUNKS == 0 or not EDGES_IN_TILE, "EXTRA_CHUNKS is for the one-read tile without edges")
     ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
     COVER: tl.constexpr = EDGES_IN_TILE and PACK_K == 4
     if not ONE_READ:
@@ -544,7 +569,7 @@ def quantize_group_span(
     elif COVER:
         fits = (end + 15) // 16 * 16 - start // 16 * 16 <= ONE_K
     else:
-        fits = end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_K
+        fits = end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_K + 16 * EXTRA_CHUNKS
     if fits:
         if COVER:
             scale = _quantize_cover_tile(
@@ -554,7 +579,7 @@ def quantize_group_span(
         else:
             scale = quantize_span(
                 x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_K, True, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, EXTRA_CHUNKS,
             )  # fmt: skip
     else:
         scale = quantize_span(

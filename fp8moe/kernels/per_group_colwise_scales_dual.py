@@ -59,6 +59,7 @@ def _per_group_colwise_scales_dual_kernel(
     ONE_READ_K: tl.constexpr = 0,
     EDGES_IN_TILE: tl.constexpr = False,
     EDGE_LOOP: tl.constexpr = False,
+    EXTRA_CHUNKS: tl.constexpr = 0,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
@@ -95,6 +96,7 @@ def _per_group_colwise_scales_dual_kernel(
             ONE_READ_K,
             EDGES_IN_TILE,
             EDGE_LOOP,
+            EXTRA_CHUNKS,
         )
     else:
         quantize_group_rows(
@@ -124,6 +126,7 @@ def _per_group_colwise_scales_dual_kernel(
             ONE_READ_K,
             EDGES_IN_TILE,
             EDGE_LOOP,
+            EXTRA_CHUNKS,
         )
 
 
