@@ -525,7 +525,7 @@ def quantize_group_span(
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's).
 
-    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Four launch-config
+    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Five launch-config
     flags (fp8moe.configs) shape it:
 
     - ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
