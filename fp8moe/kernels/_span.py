@@ -332,6 +332,24 @@ def _edge_chunk(start, end, which):
 
 
 @triton.jit
+def _fold_cols_amax(acc, x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX: tl.constexpr):
+    """``acc`` with the NaN-keeping amax of x's columns ``cols`` inside [lo, hi) folded in (one chunk)."""
+    x_cols = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
+    return max_of_amaxes(acc, abs_max_keep_nan(x_cols, 1))
+
+
+@triton.jit
+def _cast_cols(
+    x_rows, q_rows, row_mask, cols, lo, hi, stride_xk, scale, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Load x's columns ``cols`` inside [lo, hi), quantize them at ``scale`` and store them there (one chunk)."""
+    x_cols = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
+    q_cols = quantize(x_cols, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+    _store_cols(q_rows, row_mask, cols, lo, hi, q_cols, INT64_INDEX)
+
+
+@triton.jit
 def _edges_amax(
     x_rows, row_mask, start, end, stride_xk, BLOCK_R: tl.constexpr, INT64_INDEX: tl.constexpr,
     EDGE_LOOP: tl.constexpr = False,
@@ -352,16 +370,13 @@ def _edges_amax(
         for which in range(2):
             cols, lo, hi = _edge_chunk(start, end, which)
             if lo < hi:
-                x_edge = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
-                edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_edge, 1))
+                edge_amax = _fold_cols_amax(edge_amax, x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
     else:
         _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
         if start < head_hi:
-            x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-            edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_head, 1))
+            edge_amax = _fold_cols_amax(edge_amax, x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
         if tail_lo < end:
-            x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-            edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_tail, 1))
+            edge_amax = _fold_cols_amax(edge_amax, x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
     return edge_amax
 
 
@@ -377,19 +392,22 @@ def _edges_cast(
         for which in range(2):
             cols, lo, hi = _edge_chunk(start, end, which)
             if lo < hi:
-                x_edge = _load_cols(x_rows, row_mask, cols, lo, hi, stride_xk, INT64_INDEX)
-                q_edge = quantize(x_edge, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-                _store_cols(q_rows, row_mask, cols, lo, hi, q_edge, INT64_INDEX)
+                _cast_cols(
+                    x_rows, q_rows, row_mask, cols, lo, hi, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX,
+                    MAN_BITS, EMIN, FNUZ, CAST_MODE,
+                )  # fmt: skip
     else:
         _, _, head_cols, head_hi, tail_cols, tail_lo = _span_edges(start, end)
         if start < head_hi:
-            x_head = _load_cols(x_rows, row_mask, head_cols, start, head_hi, stride_xk, INT64_INDEX)
-            q_head = quantize(x_head, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-            _store_cols(q_rows, row_mask, head_cols, start, head_hi, q_head, INT64_INDEX)
+            _cast_cols(
+                x_rows, q_rows, row_mask, head_cols, start, head_hi, stride_xk, scale, INT64_INDEX, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
         if tail_lo < end:
-            x_tail = _load_cols(x_rows, row_mask, tail_cols, tail_lo, end, stride_xk, INT64_INDEX)
-            q_tail = quantize(x_tail, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-            _store_cols(q_rows, row_mask, tail_cols, tail_lo, end, q_tail, INT64_INDEX)
+            _cast_cols(
+                x_rows, q_rows, row_mask, tail_cols, tail_lo, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
 
 
 @triton.jit
@@ -484,20 +502,18 @@ def quantize_span(
         if EXTRA_CHUNKS > 0:
             tile_hi = tl.minimum(inner_hi, inner_lo + BLOCK_K)
             for chunk in range(tile_hi, inner_hi, 16):
-                x_chunk = _load_cols(
-                    x_rows, row_mask, chunk + tl.arange(0, 16), chunk, inner_hi, stride_xk, INT64_INDEX
-                )
-                edge_amax = max_of_amaxes(edge_amax, abs_max_keep_nan(x_chunk, 1))
+                cols = chunk + tl.arange(0, 16)
+                edge_amax = _fold_cols_amax(edge_amax, x_rows, row_mask, cols, chunk, inner_hi, stride_xk, INT64_INDEX)
         scale = _quantize_one_tile(
             x_rows, q_rows, row_mask, inner_lo, tile_hi, edge_amax, stride_xk, BLOCK_K, INT64_INDEX,
             FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
         )  # fmt: skip
         if EXTRA_CHUNKS > 0:
             for chunk in range(tile_hi, inner_hi, 16):
-                cols = chunk + tl.arange(0, 16)
-                x_chunk = _load_cols(x_rows, row_mask, cols, chunk, inner_hi, stride_xk, INT64_INDEX)
-                q_chunk = quantize(x_chunk, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-                _store_cols(q_rows, row_mask, cols, chunk, inner_hi, q_chunk, INT64_INDEX)
+                _cast_cols(
+                    x_rows, q_rows, row_mask, chunk + tl.arange(0, 16), chunk, inner_hi, stride_xk, scale,
+                    INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+                )  # fmt: skip
         _edges_cast(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
             FNUZ, CAST_MODE, EDGE_LOOP,
