@@ -46,12 +46,16 @@ case "${1:?which call: 1, 2 or 3}" in
     TREES="main=" AB_CANDIDATES="$candidates" AB_TIMEOUT=${AB_TIMEOUT:-380} bash "$here/ab_trees.sh"
     mv "$OUT/env.txt" "$OUT/ab_env.txt"
     STEPS="bench" BENCH_TIMEOUT=185 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
-  3)  # about 9 minutes (200 + 200 + 150 s); files: env.txt, long_slices.log, unaligned.{md,log}, uniform.{md,log}.
-      # uniform: the tiles that decide the aligned per-group points, at each such point and at a twin whose groups
-      # all fit the one-read tile (tune_configs.UNIFORM_POINTS): what the 16 groups one chunk too wide cost.
-    STEPS="long unaligned" LONG_TIMEOUT=200 UNALIGNED_TIMEOUT=200 bash "$here/gpu_session.sh"
-    timeout 150 python3 "$here/tune_configs.py" --points uniform --replace --candidates "$uniform_per_group" \
-      --candidates "$uniform_dual" --out "$OUT/uniform.md" >"$OUT/uniform.log" 2>&1
-    echo "uniform exit $? after ${SECONDS}s" >>"$OUT/env.txt"; tail -40 "$OUT/uniform.log" ;;
+  3)  # about 9 minutes (150 + 200 + 200 s, each overridable for a shorter call); files: env.txt, uniform.{md,log},
+      # long_slices.log, unaligned.{md,log}. uniform first: the tiles that decide the aligned per-group points, at
+      # each such point and at a twin whose groups all fit the one-read tile (tune_configs.UNIFORM_POINTS): what
+      # the 16 groups one chunk too wide cost, and whether /x1 removes it.
+    source "$here/device_setup.sh"
+    timeout "${UNIFORM_TIMEOUT:-150}" python3 "$here/tune_configs.py" --points uniform --replace \
+      --candidates "$uniform_per_group" --candidates "$uniform_dual" --out "$OUT/uniform.md" >"$OUT/uniform.log" 2>&1
+    uniform_exit="uniform exit $? after ${SECONDS}s"; tail -40 "$OUT/uniform.log"
+    STEPS="long unaligned" LONG_TIMEOUT=${LONG_TIMEOUT:-200} UNALIGNED_TIMEOUT=${UNALIGNED_TIMEOUT:-200} \
+      bash "$here/gpu_session.sh"
+    echo "$uniform_exit (before the steps above, which restart the clock)" >>"$OUT/env.txt" ;;
   *) echo "no prepared call $1: 1, 2 or 3" >&2; exit 2 ;;
 esac
