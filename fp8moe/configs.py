@@ -500,7 +500,14 @@ JAGGED_PAIR_CAST = KernelConfigs(
 #: 100.4 us); 64x128/w4/g/o256/l (a 256-token one-read tile, edge chunks one at a time) at colwise G64, 0.96-0.99x
 #: (16640x5120: 104.1 -> 99.5 us); 32x128/w8/g/t (no one-read branch) at colwise random groups, 0.97x (62.8 ->
 #: 60.9 us). The other 20 were never more than 1% ahead of a listed tile and stay tune_configs candidates
-#: (per-group-ledger.md).
+#: (per-group-ledger.md). Session 24 forced the 38 candidates again, on an H200 (h200-s24-call1-ab-main.md), and two
+#: rowwise tiles joined: 32x128/w4/g/o256 (a 256-token one-read tile beside a 128-token loop) at rowwise G64, 0.92x
+#: (5120x16640: 71.9 -> 65.8 us, 84% -> 92% of copy), and 64x64/w4/g/o128/x1/l (a 128-token one-read tile that
+#: also takes the 144-token groups, edge chunks one at a time) at rowwise G128, 0.94x (2048x16640: 31.2 -> 29.2
+#: us, 78% -> 83%). On the H200 session 23's colwise additions held at G128 (64x64/w4/g/o128/e 0.95x of 64x64/w4/g)
+#: but not at G64 (64x128/w4/g/o256/l 1.02-1.03x of 64x128/w4/g; kept for the H100, where it won); the two-pass
+#: twins 64x128/w4/g/t and 64x64/w4/g/t were 0.98-1.00x of the best listed tile at 5 colwise points, too little
+#: for two more autotune candidates per new key.
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
@@ -509,7 +516,19 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=8),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ_K": 256}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config(
+            {
+                "BLOCK_R": 64,
+                "BLOCK_K": 64,
+                "GROUPS_FASTEST": True,
+                "ONE_READ_K": 128,
+                "EXTRA_CHUNKS": 1,
+                "EDGE_LOOP": True,
+            },
+            num_warps=4,
+        ),
         triton.Config(
             {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ_K": 128, "EDGES_IN_TILE": True},
             num_warps=4,
