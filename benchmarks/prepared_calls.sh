@@ -2,8 +2,8 @@
 # The device calls prepared for the next GPU session (benchmarks/results/per-group-ledger.md, "Prepared and not yet
 # measured"), one per argument, each inside the 600 s a call may run and bringing back at most 8 files:
 #
-#   bash benchmarks/prepared_calls.sh 1    # the whole GPU test suite under the 14-candidate per-group list
-#   bash benchmarks/prepared_calls.sh 2    # the per-group bench under that list, then both one-read gap ladders
+#   bash benchmarks/prepared_calls.sh 1    # the whole GPU test suite under the per-view per-group lists
+#   bash benchmarks/prepared_calls.sh 2    # the per-group bench under those lists, then both one-read gap ladders
 #   bash benchmarks/prepared_calls.sh 3    # the edge-loop (/l) candidates forced at the 14 points, the transpose bench
 #
 # Session 24 ran the previous three on an H200 (h200-s24-summary.md). Calls 1 and 2 each fit an H100 too; label
@@ -36,7 +36,7 @@ case "${1:?which call: 1, 2 or 3}" in
     STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-540} bash "$here/gpu_session.sh" ;;
   2)  # about 7 minutes (99 s for the bench with 12 candidates, h200-s24-call1-env.txt; the ladders up to 150 s
       # each); files: env.txt, bench.{log,json,md,png}, one_read_gap_{128,256}.log. The bench: the autotuner and
-      # its first-call cost under 14 candidates. The ladders: whether /l brings the one-read path to the stripped
+      # its first-call cost with 9 candidates per view (12 for both views in session 24: 1.35-1.48 s per new key). The ladders: whether /l brings the one-read path to the stripped
       # kernel's time on the H200 as it did on the H100 (h100-s23-summary.md section 2), where uniform groups that
       # all fit the one-read tile still ran at 68-76% of copy (h200-s24-summary.md section 3).
     STEPS="bench gap" BENCH_TIMEOUT=185 BENCH_ARGS="--only per_group --compile none" GAP_GROUPS="128 256" \

@@ -243,6 +243,19 @@ def _point_bytes(op: str, shape_cell: str) -> int:
     return ideal_bytes(contract(op), tuple(int(d) for d in dims.split("x")), int(groups or 0))
 
 
+#: The view each per-group op's bench input (row-major x) launches with (fp8moe.configs.per_group_view): the
+#: rowwise op reads x along its jagged dim, the colwise op transposes.
+CANONICAL_VIEW = {"per_group_rowwise_scales": "along_k", "per_group_colwise_scales": "transposing"}
+
+
+def autotuned_names(kernel_configs: KernelConfigs, op: str) -> tuple[str, ...]:
+    """The candidates (as fp8moe.configs.describe names them) the autotuner times for ``op``'s bench input: the
+    op's view's list where ``kernel_configs`` splits its candidates by view, all of them otherwise."""
+    if kernel_configs.cuda_by_view is not None and op in CANONICAL_VIEW:
+        return kernel_configs.cuda_by_view[CANONICAL_VIEW[op]]
+    return tuple(configs_module.describe(c) for c in kernel_configs.cuda)
+
+
 def standing(path: str) -> list[str]:
     """Per point of a table of forced candidates: the best bitwise tile among those fp8moe.configs lists now (what
     the autotuner can pick) and the best of every tile the table timed, each with its time and % of copy bandwidth
@@ -257,7 +270,7 @@ def standing(path: str) -> list[str]:
     points = dict.fromkeys((op, shape, variant) for op, shape, variant, *_ in rows)
     for op, shape, variant in points:
         kwargs = {"method": "atomic"} if "method=atomic" in variant else {}
-        listed = {configs_module.describe(c) for k in kernel_configs_of(op, kwargs) for c in k.cuda}
+        listed = {name for k in kernel_configs_of(op, kwargs) for name in autotuned_names(k, op)}
         here = [(us, config) for o, sh, v, config, us, ok in rows if (o, sh, v) == (op, shape, variant) and ok]
         if not here:
             continue

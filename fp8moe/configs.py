@@ -6,7 +6,9 @@ every CUDA candidate, against the same reference). The policy per backend:
 
 - CUDA: ``triton.autotune`` over a short candidate list. The key names every launch argument that changes the best
   config or the result: shape dims, strides (layout), the fp8 format and the pow2 flag; Triton appends the dtype of
-  every tensor argument itself. Problems under AUTOTUNE_MIN_ELEMENTS take the candidate with the smallest tile
+  every tensor argument itself. A list may split its candidates by view (:attr:`KernelConfigs.view`): the per-group
+  kernel tunes a launch contiguous along its jagged dim over the tiles measured for that view, and a transposing
+  one over the others. Problems under AUTOTUNE_MIN_ELEMENTS take the candidate with the smallest tile
   instead: they are launch-latency bound, so tuning cannot pay back its compile-and-measure cost (with autotuning on
   every tiny shape, the H200 kernel tests got through 31% in 185 s, benchmarks/results/README.md).
 - ROCm: one fixed config per kernel. Autotuning there costs a device sync per new key, hundreds per MoE training
@@ -58,6 +60,7 @@ __all__ = [
     "PER_GROUP_DUAL",
     "PER_GROUP_KERNEL",
     "PER_GROUP_KERNELS",
+    "PER_GROUP_VIEWS",
     "RESULT_ARGS",
     "ROWWISE",
     "TRANSPOSE_AMAX",
@@ -68,9 +71,11 @@ __all__ = [
     "describe",
     "fuse_activations",
     "interpreter_block",
+    "is_transposing_view",
     "launch",
     "needs_int64_index",
     "per_group_kernel",
+    "per_group_view",
 ]
 
 #: Below this many elements in the largest tensor argument, CUDA launches use a fixed config instead of autotuning.
@@ -159,6 +164,11 @@ class KernelConfigs:
             RESULT_ARGS the kernel takes (tests/test_configs.py checks this against each kernel's signature).
         rule: for kernels that never autotune, the CUDA and ROCm config as a function of (backend, args); ``cuda``
             then lists the candidates benchmarks/tune_configs.py times against it.
+        view: for lists whose candidates suit one memory view of the launch each, the view of a launch's ``args``
+            (a key of ``cuda_by_view``); its autotuner times only that view's candidates. None: every launch tunes
+            over all of ``cuda``. The view must be a function of key arguments (the per-key cache assumes it).
+        cuda_by_view: view -> the candidates (as :func:`describe` names them) its launches autotune over. Every
+            name must be one of ``cuda``, and every candidate of ``cuda`` in some view.
     """
 
     name: str
@@ -167,6 +177,30 @@ class KernelConfigs:
     interpreter: InterpreterTiles
     key: tuple[str, ...]
     rule: Callable[[Backend, Mapping[str, object]], triton.Config] | None = None
+    view: Callable[[Mapping[str, object]], str] | None = None
+    cuda_by_view: Mapping[str, tuple[str, ...]] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.view is None) != (self.cuda_by_view is None):
+            raise ValueError(f"{self.name}: view and cuda_by_view come together")
+        if self.cuda_by_view is not None:
+            listed = [describe(c) for c in self.cuda]
+            for view, names in self.cuda_by_view.items():
+                unknown = sorted(set(names) - set(listed))
+                if unknown or not names:
+                    raise ValueError(f"{self.name}: view {view!r} names {unknown or 'no'} candidates of {listed}")
+            orphans = sorted(set(listed) - {n for names in self.cuda_by_view.values() for n in names})
+            if orphans:
+                raise ValueError(f"{self.name}: candidates {orphans} are in no view's list")
+
+    def autotune_candidates(self, args: Mapping[str, object]) -> tuple[str | None, tuple[triton.Config, ...]]:
+        """The view of a launch's ``args`` (None for a list without views) and the candidates its autotuner times,
+        in the order of ``cuda``."""
+        if self.view is None:
+            return None, self.cuda
+        view = self.view(args)
+        names = self.cuda_by_view[view]
+        return view, tuple(c for c in self.cuda if describe(c) in names)
 
     def fixed(self, backend: Backend, args: Mapping[str, object]) -> triton.Config:
         """The single config used without autotuning: the interpreter's for these launch ``args``, the rule's where
@@ -195,15 +229,19 @@ def _tile_elements(kwargs: Mapping[str, object]) -> int:
     return n
 
 
-_AUTOTUNED: dict[str, triton.runtime.Autotuner] = {}
+_AUTOTUNED: dict[tuple[str, str | None], triton.runtime.Autotuner] = {}
 
 
-def autotuned(kernel: triton.runtime.JITFunction, configs: KernelConfigs) -> triton.runtime.Autotuner:
-    """The autotuned wrapper of ``kernel``, built once per kernel (it holds the per-key cache)."""
-    tuner = _AUTOTUNED.get(configs.name)
+def autotuned(
+    kernel: triton.runtime.JITFunction, configs: KernelConfigs, args: Mapping[str, object]
+) -> triton.runtime.Autotuner:
+    """The autotuned wrapper of ``kernel`` for the view of ``args``, built once per kernel and view (it holds the
+    per-key cache)."""
+    view, candidates = configs.autotune_candidates(args)
+    tuner = _AUTOTUNED.get((configs.name, view))
     if tuner is None:
-        tuner = triton.autotune(configs=list(configs.cuda), key=list(configs.key))(kernel)
-        _AUTOTUNED[configs.name] = tuner
+        tuner = triton.autotune(configs=list(candidates), key=list(configs.key))(kernel)
+        _AUTOTUNED[(configs.name, view)] = tuner
     return tuner
 
 
@@ -305,7 +343,7 @@ def launch(
                 recorder = replay.active_recorder()
                 if recorder is not None:
                     recorder.not_replayable()  # the tuner's timing runs are no launch to replay
-                tuner = autotuned(kernel, configs)
+                tuner = autotuned(kernel, configs, args)
                 tuner[grid](**args)
                 chosen = getattr(tuner, "best_config", None)
                 if isinstance(chosen, triton.Config):
@@ -473,6 +511,55 @@ JAGGED_PAIR_CAST = KernelConfigs(
 # The configs of the per-group kernels (fp8moe/kernels/_per_group.py, per_group_colwise_scales_dual.py)
 # ----------------------------------------------------------------------------------------------------------------
 
+
+def is_transposing_view(args: Mapping[str, object]) -> bool:
+    """Whether a jagged launch's x is contiguous along R and not along K (the colwise ops' view, whose q is stored
+    along K): its tiles must be tall in R to coalesce, where a view contiguous along K (the rowwise op's) needs wide
+    ones."""
+    return args["stride_xr"] == 1 and args["stride_xk"] != 1
+
+
+def per_group_view(args: Mapping[str, object]) -> str:
+    """The key of PER_GROUP_VIEWS a per-group launch autotunes under: "transposing" or "along_k"."""
+    return "transposing" if is_transposing_view(args) else "along_k"
+
+
+#: The candidates of PER_GROUP each view autotunes over. A tile measured more than 5% slower than the best listed tile
+#: at every point of one view where it was timed (H200 runs, and the H100's of session 23) is left out of that view (the
+#: rule that keeps a candidate in a list, SPEC §10.3), so a new key times 9 candidates instead of 14. The evidence, as
+#: time over the best listed tile at that view's points: the wide tiles 4x512/w4, 8x512/w8 and 4x1024/w8 on the
+#: transposing view 1.56-9.9x (h200-configs-2026-12-01.md, h200-s7-tune-candidates.md; 4x1024/w8/g 2.48-2.87x,
+#: h100-s23-call1-ab-main.md and h200-s24-call1-ab-main.md), 32x128/w8/g 1.11-1.32x and 32x128/w4/g/o256 1.10-1.16x
+#: there (the same two files, h200-s24-call3-uniform.md); the tall tiles on the view along K: 128x64/w8 1.12-1.53x
+#: (h200-configs-2026-12-01.md), 128x32/w4/g 1.79-1.90x, 64x128/w4 1.18-1.29x, 64x128/w4/g 1.07-1.16x, 64x64/w4/g/o128/e
+#: 1.10-1.20x (h200-s21-call1-ab-main.md, h100-s23-call1-ab-main.md, h200-s24-call1-ab-main.md). Tiles within 5%
+#: somewhere on both views stay in both.
+PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
+    "along_k": (
+        "4x512/w4",
+        "4x1024/w8/g",
+        "8x512/w8",
+        "32x128/w8/g",
+        "32x128/w8/g/t",
+        "32x128/w4/g/o256",
+        "64x64/w4/g",
+        "64x64/w4/g/o128/x1/l",
+        "64x128/w4/g/o256/l",
+    ),
+    "transposing": (
+        "32x128/w8/g/t",
+        "64x64/w4/g",
+        "64x64/w4/g/o128/x1/l",
+        "64x64/w4/g/o128/e",
+        "64x128/w4",
+        "64x128/w4/g",
+        "64x128/w4/g/o256/l",
+        "128x32/w4/g",
+        "128x64/w8",
+    ),
+}
+
+
 #: Tile (BLOCK_R rows, BLOCK_K jagged columns) of the per-group kernel. The rowwise op reads along K (wide-K tiles
 #: coalesce), the colwise ops read along R (x.t() of a row-major input: tall-R tiles coalesce) and store along K.
 #: Chosen by measurement on the H200 at the 11 single-op points of issue #11 (benchmarks/results/
@@ -508,6 +595,7 @@ JAGGED_PAIR_CAST = KernelConfigs(
 #: but not at G64 (64x128/w4/g/o256/l 1.02-1.03x of 64x128/w4/g; kept for the H100, where it won); the two-pass
 #: twins 64x128/w4/g/t and 64x64/w4/g/t were 0.98-1.00x of the best listed tile at 5 colwise points, too little
 #: for two more autotune candidates per new key.
+#: Each view autotunes over its own 9 of the 14 (PER_GROUP_VIEWS), not all of them.
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
@@ -544,6 +632,8 @@ PER_GROUP = KernelConfigs(
     rocm=triton.Config({"BLOCK_R": 32, "BLOCK_K": 128}, num_warps=8),
     interpreter=InterpreterTiles({"BLOCK_R": ("R",), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
     key=("R", "K", "G", "stride_xr", "stride_xk", "FP8_DTYPE", "ROUND_POW2"),
+    view=per_group_view,
+    cuda_by_view=PER_GROUP_VIEWS,
 )
 
 #: The dual op's tiles: its own autotuner, keyed on both tensors. At the 3 dual points of issue #11
@@ -570,8 +660,7 @@ def _config_by_view(kernel_configs: KernelConfigs, backend: Backend, args: Mappi
     view (x contiguous along R, q along K: the colwise ops), the second for a view contiguous along K."""
     if backend.kind == "rocm":
         return kernel_configs.rocm
-    transposing = args["stride_xr"] == 1 and args["stride_xk"] != 1
-    return kernel_configs.cuda[0] if transposing else kernel_configs.cuda[1]
+    return kernel_configs.cuda[0] if is_transposing_view(args) else kernel_configs.cuda[1]
 
 
 def _group_tiles_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:

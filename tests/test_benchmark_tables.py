@@ -692,10 +692,12 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
 def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_ignores_wrong_bytes(tmp_path):
     """tune_configs --standing: per point, the best bitwise tile fp8moe.configs lists against the best bitwise tile
     the table timed, with % of copy from the table's own bandwidth (ideal bytes: 16640 x 2048 bf16 read, fp8
-    written, 64 x 2048 f32 scales = 102,760,448 bytes)."""
+    written, 64 x 2048 f32 scales = 102,760,448 bytes). Listed means listed for the op's view: a tile the rowwise
+    view alone tunes over is no listed tile at a colwise point."""
     from fp8moe import configs
 
-    listed = configs.describe(configs.PER_GROUP.cuda[-3])  # a tile the lists hold
+    listed = configs.PER_GROUP_VIEWS["transposing"][-1]  # a tile the colwise op's autotuner times
+    other_view = next(n for n in configs.PER_GROUP_VIEWS["along_k"] if n not in configs.PER_GROUP_VIEWS["transposing"])
     table = tmp_path / "t.md"
     table.write_text(
         "Device copy bandwidth (read + write, CUDA graph), same run: 4000 GB/s.\n\n"
@@ -704,6 +706,7 @@ def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_igno
         "| per_group_colwise_scales | 16640x2048 G=64 | - | 64x128/w4/g/o256 | 32.0 | 1.00 | best | yes |\n"
         "| per_group_colwise_scales | 16640x2048 G=64 | - | 64x64/w4/g/l | 10.0 | 0.31 | - | NO |\n"
         "| per_group_colwise_scales | 16640x2048 G=64 | offs=random | 64x128/w4/g/o256 | 50.0 | 1.00 | best | yes |\n"
+        f"| per_group_colwise_scales | 16640x2048 G=64 | offs=random | {other_view} | 60.0 | 1.20 | - | yes |\n"
     )
     head, _, aligned, random = tune_configs.standing(str(table))
     assert head.startswith("| op | shape | variant | listed: best tile")
@@ -712,6 +715,36 @@ def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_igno
         "| 0.80 |"
     )  # the wrong-bytes row is never the best, however fast
     assert random.endswith("| - | - | - | 64x128/w4/g/o256 | 50.0 | 51% | - |")  # no listed tile timed there
+
+
+@needs_interpreter
+@pytest.mark.parametrize("op", sorted(tune_configs.CANONICAL_VIEW))
+def test_the_standing_tables_view_of_each_per_group_op_is_the_view_its_bench_input_launches_with(op, monkeypatch):
+    """tune_configs.CANONICAL_VIEW names the PER_GROUP view the op's row-major bench input takes: the launch's own
+    strides, captured here in the interpreter, must say the same (fp8moe.configs.per_group_view)."""
+    import torch
+
+    from fp8moe import configs
+    from fp8ref.layouts import make_offs
+
+    seen = []
+    original = configs.KernelConfigs.fixed
+
+    def fixed(self, backend, args):
+        if self.name == configs.PER_GROUP.name:
+            seen.append(configs.per_group_view(args))
+        return original(self, backend, args)
+
+    monkeypatch.setattr(configs.KernelConfigs, "fixed", fixed)
+    monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
+    c = contract(op)
+    shape = (48, 160) if op == "per_group_rowwise_scales" else (160, 48)
+    gen = torch.Generator().manual_seed(0)
+    (x,) = (torch.randn(s, generator=gen).to(torch.bfloat16) for s in c.input_shapes(shape))
+    offs = torch.tensor(make_offs("aligned16", c.jagged_length(shape), 4, gen), dtype=torch.int32)
+    c.call(getattr(fp8moe, op), [x], offs)
+    assert seen
+    assert set(seen) == {tune_configs.CANONICAL_VIEW[op]}
 
 
 def test_probe_timing_times_a_checked_variant_and_reports_one_that_fails_without_losing_the_others(monkeypatch, capsys):
@@ -785,3 +818,27 @@ def test_uniform_points_pair_each_aligned_point_with_a_twin_whose_groups_are_one
         assert uniform[0] % 16 == 0
         assert max(sizes("aligned16", a.shape[jagged], a.groups)) == uniform[0] + 16  # the wider groups it leaves out
     assert tune_configs.POINT_SETS["uniform"]() == points
+
+
+@pytest.mark.parametrize(
+    "table", ["h200-s24-call1-ab-main.md", "h100-s23-call1-ab-main.md", "h200-s21-call1-ab-main.md"]
+)
+def test_each_per_group_views_list_keeps_the_best_listed_tile_of_every_point_it_was_timed_at(table):
+    """fp8moe.configs.PER_GROUP_VIEWS leaves a tile out of a view only where it lost by more than 5% everywhere: at
+    every per-group point of the committed forced-tile tables, the fastest bitwise tile of the whole list, and every
+    listed tile within 5% of it, must stay in that op's view."""
+    from fp8moe import configs
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / table
+    listed = {configs.describe(c) for c in configs.PER_GROUP.cuda}
+    _, rows = tune_configs._table_rows(str(path))
+    points = {}
+    for op, shape, variant, config, us, bitwise in rows:
+        if op in tune_configs.CANONICAL_VIEW and config in listed and bitwise:
+            points.setdefault((op, shape, variant), []).append((us, config))
+    assert len(points) >= 10, table  # the table's 11 rowwise and colwise points, less any without listed tiles
+    for (op, shape, variant), timed in points.items():
+        best = min(timed)[0]
+        keep = {config for us, config in timed if us <= 1.05 * best}
+        view = configs.PER_GROUP_VIEWS[tune_configs.CANONICAL_VIEW[op]]
+        assert keep <= set(view), (op, shape, variant, sorted(keep - set(view)))

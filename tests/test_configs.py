@@ -212,6 +212,46 @@ def test_cuda_launch_of_a_large_problem_autotunes_with_the_configs_key_and_candi
     assert kernel.launches == [(grid, {"x_ptr": x, "S": 3})]
 
 
+def test_a_per_group_launch_autotunes_over_its_views_candidates_only(monkeypatch):
+    """PER_GROUP splits its candidates by view: a launch contiguous along K (the rowwise op) tunes over the wide
+    tiles, a transposing one (the colwise ops) over the tall ones, each view with an autotuner of its own."""
+    built = []
+
+    def recording_autotune(configs, key):
+        built.append([describe(c) for c in configs])
+        return lambda kernel: kernel
+
+    describe = configs.describe  # the parameter above shadows the module
+    monkeypatch.setattr(triton, "autotune", recording_autotune)
+    monkeypatch.setattr(configs, "_AUTOTUNED", {})
+    x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS, device="meta")
+    along_k = {"stride_xr": 4096, "stride_xk": 1}
+    transposing = {"stride_xr": 1, "stride_xk": 4096}
+    for strides in (along_k, transposing, along_k):
+        configs.launch(_RecordingKernel(), configs.PER_GROUP, CUDA, lambda meta: (1,), x_ptr=x, **strides)
+    assert built == [list(configs.PER_GROUP_VIEWS["along_k"]), list(configs.PER_GROUP_VIEWS["transposing"])]
+    assert ("4x1024/w8/g" in built[0], "4x1024/w8/g" in built[1]) == (True, False)
+    assert ("128x32/w4/g" in built[0], "128x32/w4/g" in built[1]) == (False, True)
+    assert max(map(len, built)) < len(configs.PER_GROUP.cuda)
+    # a list without views still tunes over all of its candidates
+    assert configs.ROWWISE.autotune_candidates({}) == (None, configs.ROWWISE.cuda)
+
+
+@pytest.mark.parametrize(
+    ("views", "message"),
+    [
+        ({"along_k": ("4x512/w4", "9x9/w4"), "transposing": ()}, "'along_k' names ['9x9/w4']"),
+        ({"along_k": (), "transposing": ("64x128/w4",)}, "'along_k' names no candidates"),
+        ({"along_k": ("4x512/w4",), "transposing": ("64x128/w4",)}, "are in no view's list"),
+    ],
+)
+def test_a_view_list_that_names_an_unknown_or_no_candidate_or_leaves_one_out_is_refused(views, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        dataclasses.replace(configs.PER_GROUP, cuda_by_view=views)
+    with pytest.raises(ValueError, match="come together"):
+        dataclasses.replace(configs.PER_GROUP, cuda_by_view=None)
+
+
 class _FakeTuner:
     """Stands in for triton.autotune's wrapper: records launches, then reports a chosen config."""
 
@@ -229,7 +269,7 @@ class _FakeTuner:
 def test_cuda_launch_reuses_the_autotuners_choice_per_key_and_dtype_without_calling_it_again(monkeypatch):
     choice = configs.ROWWISE.cuda[2]
     tuner = _FakeTuner(choice)
-    monkeypatch.setattr(configs, "autotuned", lambda kernel, kernel_configs: tuner)
+    monkeypatch.setattr(configs, "autotuned", lambda kernel, kernel_configs, args: tuner)
     monkeypatch.setattr(configs, "_CHOSEN", {})
     kernel = _RecordingKernel()
     x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS, device="meta", dtype=torch.bfloat16)
@@ -275,7 +315,7 @@ def test_the_smallest_tile_counts_block_sizes_only():
     two-pass-only 64x64 candidate must not pass for a tile of 0 elements, smaller than 4x512."""
     small = triton.Config({"BLOCK_R": 4, "BLOCK_K": 512, "GROUPS_FASTEST": True}, num_warps=4)
     flagged = triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ": False}, num_warps=4)
-    kernel_configs = dataclasses.replace(configs.PER_GROUP, cuda=(flagged, small))
+    kernel_configs = dataclasses.replace(configs.PER_GROUP, cuda=(flagged, small), view=None, cuda_by_view=None)
     assert kernel_configs.smallest_cuda is small
 
 

@@ -208,7 +208,7 @@ def test_autotuned_launches_are_recorded_only_once_the_choice_is_cached(monkeypa
 
             return run
 
-    monkeypatch.setattr(configs, "autotuned", lambda k, c: Tuner())
+    monkeypatch.setattr(configs, "autotuned", lambda k, c, args: Tuner())
     monkeypatch.setattr(configs, "_CHOSEN", {})
     op = _make_op(kernel)
     n = configs.AUTOTUNE_MIN_ELEMENTS
