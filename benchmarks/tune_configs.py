@@ -251,9 +251,8 @@ CANONICAL_VIEW = {"per_group_rowwise_scales": "along_k", "per_group_colwise_scal
 def autotuned_names(kernel_configs: KernelConfigs, op: str) -> tuple[str, ...]:
     """The candidates (as fp8moe.configs.describe names them) the autotuner times for ``op``'s bench input: the
     op's view's list where ``kernel_configs`` splits its candidates by view, all of them otherwise."""
-    if kernel_configs.cuda_by_view is not None and op in CANONICAL_VIEW:
-        return kernel_configs.cuda_by_view[CANONICAL_VIEW[op]]
-    return tuple(configs_module.describe(c) for c in kernel_configs.cuda)
+    view = CANONICAL_VIEW.get(op) if kernel_configs.view is not None else None
+    return tuple(configs_module.describe(c) for c in kernel_configs.autotune_candidates(view))
 
 
 def standing(path: str) -> list[str]:

@@ -193,14 +193,16 @@ class KernelConfigs:
             if orphans:
                 raise ValueError(f"{self.name}: candidates {orphans} are in no view's list")
 
-    def autotune_candidates(self, args: Mapping[str, object]) -> tuple[str | None, tuple[triton.Config, ...]]:
-        """The view of a launch's ``args`` (None for a list without views) and the candidates its autotuner times,
-        in the order of ``cuda``."""
-        if self.view is None:
-            return None, self.cuda
-        view = self.view(args)
+    def view_of(self, args: Mapping[str, object]) -> str | None:
+        """The view of a launch's ``args``; None for a list without views."""
+        return None if self.view is None else self.view(args)
+
+    def autotune_candidates(self, view: str | None) -> tuple[triton.Config, ...]:
+        """The candidates the autotuner of ``view`` (None: a list without views) times, in the order of ``cuda``."""
+        if view is None:
+            return self.cuda
         names = self.cuda_by_view[view]
-        return view, tuple(c for c in self.cuda if describe(c) in names)
+        return tuple(c for c in self.cuda if describe(c) in names)
 
     def fixed(self, backend: Backend, args: Mapping[str, object]) -> triton.Config:
         """The single config used without autotuning: the interpreter's for these launch ``args``, the rule's where
@@ -237,10 +239,10 @@ def autotuned(
 ) -> triton.runtime.Autotuner:
     """The autotuned wrapper of ``kernel`` for the view of ``args``, built once per kernel and view (it holds the
     per-key cache)."""
-    view, candidates = configs.autotune_candidates(args)
+    view = configs.view_of(args)
     tuner = _AUTOTUNED.get((configs.name, view))
     if tuner is None:
-        tuner = triton.autotune(configs=list(candidates), key=list(configs.key))(kernel)
+        tuner = triton.autotune(configs=list(configs.autotune_candidates(view)), key=list(configs.key))(kernel)
         _AUTOTUNED[(configs.name, view)] = tuner
     return tuner
 

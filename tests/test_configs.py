@@ -234,7 +234,8 @@ def test_a_per_group_launch_autotunes_over_its_views_candidates_only(monkeypatch
     assert ("128x32/w4/g" in built[0], "128x32/w4/g" in built[1]) == (False, True)
     assert max(map(len, built)) < len(configs.PER_GROUP.cuda)
     # a list without views still tunes over all of its candidates
-    assert configs.ROWWISE.autotune_candidates({}) == (None, configs.ROWWISE.cuda)
+    assert configs.ROWWISE.view_of({}) is None
+    assert configs.ROWWISE.autotune_candidates(None) == configs.ROWWISE.cuda
 
 
 @pytest.mark.parametrize(

@@ -571,11 +571,14 @@ def quantize_group_span(
       a span whose interior fits ONE_READ_K + 16 * EXTRA_CHUNKS columns keeps its first ONE_READ_K interior columns
       in the tile and reads the rest twice, one chunk at a time (:func:`quantize_span`), instead of looping over the
       whole span twice. In the bench's aligned layouts 16 of 64 groups are 272 tokens, one chunk past a 256 one-read
-      tile, and 16 of 128 are 144 (per-group-ledger.md). Not yet timed on a GPU.
+      tile, and 16 of 128 are 144 (per-group-ledger.md).
 
-    Timed on an H100 in session 23 (no H200 was lent; benchmarks/results/h100-s23-summary.md): ONE_READ_K with
-    EDGES_IN_TILE or EDGE_LOOP took 0.91-0.99x the time of the best tile without them at the aligned colwise points,
-    ONE_READ=False 0.95-0.97x at random groups and at the dual op's G = 128; fp8moe.configs lists those tiles.
+    Timed on an H100 in session 23 (benchmarks/results/h100-s23-summary.md): ONE_READ_K with EDGES_IN_TILE or
+    EDGE_LOOP took 0.91-0.99x the time of the best tile without them at the aligned colwise points, ONE_READ=False
+    0.95-0.97x at random groups and at the dual op's G = 128. On the H200 in session 24
+    (benchmarks/results/h200-s24-summary.md) ONE_READ_K won the rowwise G = 64 point (0.92x) and, with
+    EXTRA_CHUNKS and EDGE_LOOP, G = 128 (0.94x); colwise, EXTRA_CHUNKS ran 1.04-1.09x the best tile.
+    fp8moe.configs lists the winning tiles.
     """
     tl.static_assert(EXTRA_CHUNKS == 0 or not EDGES_IN_TILE, "EXTRA_CHUNKS is for the one-read tile without edges")
     ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
