@@ -5,6 +5,7 @@
 #   bash benchmarks/prepared_calls.sh 1    # the whole GPU test suite under the per-view per-group lists
 #   bash benchmarks/prepared_calls.sh 2    # the per-group bench under those lists, then both one-read gap ladders
 #   bash benchmarks/prepared_calls.sh 3    # the edge-loop (/l) candidates forced at the 14 points, the transpose bench
+#   bash benchmarks/prepared_calls.sh 4    # for a short budget: call 3's candidates, call 2's bench, the 128 ladder
 #
 # Session 24 ran the previous three on an H200 (h200-s24-summary.md). Calls 1 and 2 each fit an H100 too; label
 # the files by the device they ran on.
@@ -48,5 +49,13 @@ case "${1:?which call: 1, 2 or 3}" in
     mv "$OUT/env.txt" "$OUT/ab_env.txt"
     STEPS="bench" BENCH_TIMEOUT=${BENCH_TIMEOUT:-240} BENCH_ARGS="--only rowwise_3d_transpose_rhs" \
       bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1, 2 or 3" >&2; exit 2 ;;
+  4)  # about 7 minutes, for a session whose budget fits two calls, not three: call 3's forced candidates, then
+      # call 2's per-group bench and its 128-token ladder (no transpose bench, no 256 ladder); files: ab_env.txt
+      # (the AB's log appended), main.md, env.txt, bench.{log,json,md,png}, one_read_gap_128.log.
+    TREES="main=" AB_CANDIDATES="$candidates" AB_TIMEOUT=${AB_TIMEOUT:-230} bash "$here/ab_trees.sh"
+    cat "$OUT/main.log" >>"$OUT/env.txt" && rm "$OUT/main.log"
+    mv "$OUT/env.txt" "$OUT/ab_env.txt"
+    STEPS="bench gap" BENCH_TIMEOUT=150 BENCH_ARGS="--only per_group --compile none" GAP_GROUPS="128" \
+      GAP_TIMEOUT=140 bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1, 2, 3 or 4" >&2; exit 2 ;;
 esac
