@@ -90,20 +90,24 @@ def _jagged(op: str, shapes: Sequence[tuple[tuple[int, ...], int]], offs: str = 
 _SHAPES_3D = ((1, 8192, 5120), (16, 8192, 5120), (64, 2048, 1408), (128, 5120, 8192))
 
 #: The shapes of issue #11 (MoE training at G = 16..128 experts), in groups of 16-aligned sizes ("aligned16"), plus
-#: uneven sizes ("random", not multiples of 16: the kernels' edge path) and empty groups ("empty_middle") at G=64.
+#: at G=64 random multiples of 16 ("random16", the sizes an FP8 MoE step pads its groups to), uneven sizes
+#: ("random", not multiples of 16: the kernels' edge path) and empty groups ("empty_middle").
 ISSUE11_POINTS: tuple[Point, ...] = (
     *_jagged("per_group_rowwise_scales", [((4096, 65536), 16), ((5120, 16640), 64), ((2048, 16640), 128)]),
+    Point("per_group_rowwise_scales", (5120, 16640), 64, "random16"),
     Point("per_group_rowwise_scales", (5120, 16640), 64, "random"),
     *_jagged(
         "per_group_colwise_scales",
         [((16640, 2048), 64), ((16640, 5120), 64), ((16640, 2048), 128), ((16640, 5120), 128), ((65536, 4096), 16)],
     ),
+    Point("per_group_colwise_scales", (16640, 2048), 64, "random16"),
     Point("per_group_colwise_scales", (16640, 2048), 64, "random"),
     Point("per_group_colwise_scales", (16640, 2048), 64, "empty_middle"),
     *_jagged(
         "per_group_colwise_scales_dual",
         [((16640, 2048, 2048), 64), ((16640, 2048, 1408), 64), ((16640, 5120, 5120), 128)],
     ),
+    Point("per_group_colwise_scales_dual", (16640, 2048, 2048), 64, "random16"),
     Point("rowwise_2d_scale_and_cast", (16640, 2048)),
     Point("rowwise_2d_scale_and_cast", (16640, 5120)),
     *[Point("colwise_3d_scale_and_cast", shape, layout="row_major") for shape in _SHAPES_3D],

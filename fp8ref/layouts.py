@@ -19,11 +19,14 @@ __all__ = [
     "validate_offs",
 ]
 
-#: Named group layouts. "aligned16" is what upstream tests use (every group a multiple of 16); the rest is what they
-#: lack: uneven, empty, size-1 and dominant groups, and offs[-1] short of the tensor ("tail_past_end").
+#: Named group layouts. "aligned16" is what upstream tests use (every group a multiple of 16, sizes near-uniform);
+#: "random16" is what an FP8 MoE step feeds the kernels (random sizes, each a multiple of 16, as
+#: fp8moe.moe pads them for the grouped GEMM); the rest is what upstream tests lack: uneven, empty, size-1 and
+#: dominant groups, and offs[-1] short of the tensor ("tail_past_end").
 OFFS_LAYOUTS: tuple[str, ...] = (
     "uniform",
     "aligned16",
+    "random16",
     "random",
     "empty_first",
     "empty_middle",
@@ -48,6 +51,11 @@ def _sizes(layout: str, length: int, groups: int, gen: torch.Generator) -> list[
         return _uniform_sizes(length, groups)
     if layout == "aligned16":
         ends = [16 * ((g + 1) * length // (16 * groups)) for g in range(groups - 1)] + [length]
+        return [e - s for s, e in zip([0, *ends[:-1]], ends)]
+    if layout == "random16":
+        # Cuts on multiples of 16 (the last group takes any remainder of a length that is not one).
+        cuts = (16 * torch.randint(0, length // 16 + 1, (groups - 1,), generator=gen)).sort().values.tolist()
+        ends = [*cuts, length]
         return [e - s for s, e in zip([0, *ends[:-1]], ends)]
     if layout == "random":
         cuts = torch.randint(0, length + 1, (groups - 1,), generator=gen).sort().values.tolist()
