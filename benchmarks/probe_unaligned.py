@@ -195,15 +195,13 @@ def apply_variant(variant: str) -> None:
 
 
 def layout_offs(layout: str, length: int, groups: int) -> tuple[int, ...]:
-    """End offsets of ``layout`` (LAYOUTS): fp8ref.layouts' named layouts, plus ``shifted8`` and ``random16``."""
+    """End offsets of ``layout`` (LAYOUTS): fp8ref.layouts' named layouts (``random16`` among them), plus
+    ``shifted8``."""
     from fp8ref.layouts import make_offs
 
     if layout == "shifted8":
         aligned = make_offs("aligned16", length, groups, torch.Generator().manual_seed(0))
         return (*(min(end + 8, length) for end in aligned[:-1]), aligned[-1])
-    if layout == "random16":
-        cuts = make_offs("random", length, groups, torch.Generator().manual_seed(0))
-        return (*(end // 16 * 16 for end in cuts[:-1]), cuts[-1])
     return make_offs(layout, length, groups, torch.Generator().manual_seed(0))
 
 

@@ -20,7 +20,9 @@ the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.co
   (shape, strides and bits) AND ``fp8ref.compare`` passed on a reduced shape of the point (same groups, offs layout
   and input layout; poisoned outputs, run twice; not for torch.compile, which is the reference itself and would
   recompile for another shape). A wrong implementation still gets timed, marked ``False``.
-- ``first_call_ms`` (fp8moe only): wall time of the first call at the point, i.e. compilation and autotuning.
+- ``first_call_ms`` (fp8moe only): wall time of the first call at the point, i.e. compilation and autotuning. At a
+  jagged point that call autotunes afresh, on the point's own group layout (the autotune key cannot see the layout,
+  SPEC §10.3): each row is what a process whose calls all have that layout gets.
 
 Writes ``<out>.json`` (rows), ``<out>.md`` (a table) and ``<out>.png`` (% of copy bandwidth per op and shape; skipped
 with a message when matplotlib is missing). The pure parts (points, bytes, rows, table, arguments) run on the CPU.
@@ -407,6 +409,8 @@ def bench_point(
         def call(fn=fn, kwargs=kwargs):
             return c.call(fn, xs, offs, **args, **kwargs)
 
+        if name == "fp8moe" and point.offs:
+            _forget_tuning(point)
         _sync(device)
         start = time.perf_counter()
         out = call()
@@ -461,6 +465,16 @@ def _forget_launch_configs(point: Point) -> None:
 
     for k in _config_lists(point):
         configs.LAST_CONFIG.pop(k.name, None)
+
+
+def _forget_tuning(point: Point) -> None:
+    """Make fp8moe's first call at a jagged point autotune on the point's own group layout
+    (fp8moe.configs.forget_tuning): the row then says what a process whose calls all have this layout gets, not
+    what the tile tuned at the previous layout of the same shape gives here."""
+    from fp8moe import configs, replay
+
+    configs.forget_tuning(k.name for k in _config_lists(point))
+    replay.forget()
 
 
 def _compiled_reference(op: str):

@@ -27,7 +27,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -68,6 +68,7 @@ __all__ = [
     "InterpreterTiles",
     "KernelConfigs",
     "autotuned",
+    "forget_tuning",
     "describe",
     "fuse_activations",
     "interpreter_block",
@@ -245,6 +246,23 @@ def autotuned(
         tuner = triton.autotune(configs=list(configs.autotune_candidates(view)), key=list(configs.key))(kernel)
         _AUTOTUNED[(configs.name, view)] = tuner
     return tuner
+
+
+def forget_tuning(names: Iterable[str]) -> None:
+    """Drop the autotuner's choices of the kernels ``names`` (KernelConfigs names), for every key: their next launch
+    times its candidates again, on that launch's own arguments.
+
+    For benchmarks: a per-group key is the shape, not the group layout, which lives on the device (SPEC §10.3), so
+    a process that tuned at one layout keeps that tile at every other. Forgetting before each layout measures what
+    a process whose calls all have that layout gets. Launch plans (fp8moe.replay) replay their recorded configs:
+    forget those too.
+    """
+    names = set(names)
+    for key in [key for key in _CHOSEN if key[0] in names]:
+        del _CHOSEN[key]
+    for (name, _view), tuner in _AUTOTUNED.items():
+        if name in names:
+            tuner.cache.clear()
 
 
 #: (kernel name, autotune key values, tensor dtypes) -> the config the autotuner chose for that key. Later launches

@@ -19,10 +19,11 @@ __all__ = [
     "validate_offs",
 ]
 
-#: Named group layouts. "aligned16" is what upstream tests use (every group a multiple of 16, sizes near-uniform);
-#: "random16" is what an FP8 MoE step feeds the kernels (random sizes, each a multiple of 16, as
-#: fp8moe.moe pads them for the grouped GEMM); the rest is what upstream tests lack: uneven, empty, size-1 and
-#: dominant groups, and offs[-1] short of the tensor ("tail_past_end").
+#: Named group layouts. "aligned16" is what upstream tests use (every group a multiple of 16, sizes near-uniform).
+#: "random16" is what an FP8 MoE step feeds the kernels: random sizes, each a multiple of 16, as fp8moe.moe pads
+#: them for the grouped GEMM ("random"'s cuts moved down to multiples of 16: the two share their draws). The rest is
+#: what upstream tests lack: uneven, empty, size-1 and dominant groups, and offs[-1] short of the tensor
+#: ("tail_past_end").
 OFFS_LAYOUTS: tuple[str, ...] = (
     "uniform",
     "aligned16",
@@ -52,13 +53,10 @@ def _sizes(layout: str, length: int, groups: int, gen: torch.Generator) -> list[
     if layout == "aligned16":
         ends = [16 * ((g + 1) * length // (16 * groups)) for g in range(groups - 1)] + [length]
         return [e - s for s, e in zip([0, *ends[:-1]], ends)]
-    if layout == "random16":
-        # Cuts on multiples of 16 (the last group takes any remainder of a length that is not one).
-        cuts = (16 * torch.randint(0, length // 16 + 1, (groups - 1,), generator=gen)).sort().values.tolist()
-        ends = [*cuts, length]
-        return [e - s for s, e in zip([0, *ends[:-1]], ends)]
-    if layout == "random":
+    if layout in ("random", "random16"):
         cuts = torch.randint(0, length + 1, (groups - 1,), generator=gen).sort().values.tolist()
+        if layout == "random16":  # the same draws, each cut moved down to a multiple of 16
+            cuts = [cut // 16 * 16 for cut in cuts]
         ends = [*cuts, length]
         return [e - s for s, e in zip([0, *ends[:-1]], ends)]
     if layout == "all_empty":

@@ -503,6 +503,26 @@ def test_bench_reports_the_config_of_the_jagged_kernel_that_ran(groups, kernel_l
     fp8moe.replay.forget()
 
 
+@needs_interpreter  # CPU tensors (see the test above)
+def test_bench_forgets_the_autotuners_choice_before_each_jagged_point_and_only_there(monkeypatch):
+    """The per-group autotune key is the shape, not the group layout: each jagged row must be tuned at its own
+    layout, not inherit the tile of the previous layout of the same shape (fp8moe.bench._forget_tuning)."""
+    from fp8moe import configs
+
+    forgotten = []
+    monkeypatch.setattr(configs, "forget_tuning", lambda names: forgotten.append(sorted(names)))
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, 6.0))[1])
+    monkeypatch.setattr(bench, "loop_us", lambda fn, device, per_call_us: 7.0)
+    jagged = bench.Point("per_group_rowwise_scales", (24, 300), 3, "random16")
+    dense = bench.Point("rowwise_2d_scale_and_cast", (24, 40))
+    for point, op in ((jagged, fp8moe.per_group_rowwise_scales), (dense, fp8moe.rowwise_2d_scale_and_cast)):
+        [row] = bench.bench_point(point, {"fp8moe": op}, 4000.0, 1 << 12, device="cpu")
+        assert row["bitwise_ok"]
+    assert forgotten == [sorted(k.name for k in bench._config_lists(jagged))]
+    assert configs.PER_GROUP.name in forgotten[0]
+    fp8moe.replay.forget()
+
+
 @needs_interpreter  # the GPU runs the script itself; here its variants' logic on small shapes
 def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(monkeypatch):
     probe_unaligned = pytest.importorskip("probe_unaligned")
