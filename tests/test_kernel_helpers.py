@@ -110,7 +110,12 @@ def test_quantize_helper_equals_reference_on_all_bf16_patterns(fp8_dtype, scale,
 def test_scale_helper_equals_amax_to_scale(fp8_dtype, pow2, device):
     gen = torch.Generator().manual_seed(3)
     amax = torch.exp2(torch.rand(20000, generator=gen, dtype=torch.float64) * 180 - 90).float()
-    amax = torch.cat([amax, torch.tensor([0.0, 1e-13, 1e-12, math.inf, math.nan, 3.4e38, 2.0**-149])])
+    # the f32 neighbours of EPS = 1e-12 (the clamp's edge), and random positive f32 bit patterns of every binade
+    eps = torch.tensor(1e-12, dtype=torch.float32).view(torch.int32)
+    near_eps = (eps + torch.arange(-3, 4, dtype=torch.int32)).view(torch.float32)
+    patterns = torch.randint(0, 0x7F800000, (1 << 16,), generator=gen, dtype=torch.int32).view(torch.float32)
+    specials = torch.tensor([0.0, 1e-13, 1e-12, math.inf, math.nan, 3.4e38, 2.0**-149, 448.0, 57344.0])
+    amax = torch.cat([amax, near_eps, patterns, specials])
     scale = torch.empty_like(amax, device=device)
     _scale_kernel[_grid(amax.numel())](
         amax.to(device), scale, amax.numel(), BLOCK=BLOCK, FP8_MAX=fmt(fp8_dtype).max, ROUND_POW2=pow2

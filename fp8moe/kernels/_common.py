@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from fp8moe import backend
 from fp8ref.formats import fmt
+from fp8ref.scaling import EPS
 
 __all__ = [
     "CAST_CLAMPED_NATIVE",
     "CAST_EXACT",
     "CAST_SATURATING_NATIVE",
+    "EPS_F32_BELOW",
     "TL_FP8",
     "abs_max_keep_nan",
     "amax_of_magnitude_bits",
@@ -45,6 +48,12 @@ TL_FP8 = {
 CAST_EXACT = tl.constexpr(backend.CAST_EXACT)
 CAST_CLAMPED_NATIVE = tl.constexpr(backend.CAST_CLAMPED_NATIVE)
 CAST_SATURATING_NATIVE = tl.constexpr(backend.CAST_SATURATING_NATIVE)
+
+
+def _largest_f32_below(value: float) -> float:
+    """The largest f32 strictly below the Python float ``value`` (a positive normal f32 range value)."""
+    nearest = float(np.float32(value))
+    return nearest if nearest < value else float(np.nextafter(np.float32(value), np.float32(0)))
 
 
 @functools.cache
@@ -161,17 +170,30 @@ def _pow2_log2_rule(scale):
     return tl.where(finite_nonzero, tl.where(rounds_up, up_bits, floor_bits), bits).to(tl.float32, bitcast=True)
 
 
+#: The largest f32 below fp8ref's EPS (1e-12, not an f32): for an f32 amax, f64(amax) < EPS exactly when
+#: amax <= EPS_F32_BELOW, so :func:`scale_from_amax` can test the clamp in f32.
+EPS_F32_BELOW = tl.constexpr(_largest_f32_below(EPS))
+#: fp8ref's EPS as a constexpr (a @triton.jit function reads no other globals).
+_EPS = tl.constexpr(EPS)
+
+
 @triton.jit
 def scale_from_amax(amax, FP8_MAX: tl.constexpr, ROUND_POW2: tl.constexpr):
     """Twin of fp8ref.amax_to_scale: f32(f64(FP8_MAX) / max(f64(amax), 1e-12)), NaN kept, optional pow2.
 
-    The division is float64 on purpose: Triton's plain f32 `/` is approximate on NVIDIA (differs from the correctly
-    rounded quotient in ~30% of inputs, H200, triton 3.6, SPEC §4).
+    Computed in f32, to the same bits (fp8ref.amax_to_scale, step 3): for an f32 amax of at least 1e-12 the f64
+    quotient rounded to f32 is the correctly rounded f32 quotient, which ``tl.div_rn`` gives (Triton's plain f32
+    ``/`` is approximate on NVIDIA: it differs from the correctly rounded quotient in ~30% of inputs, H200, triton
+    3.6, SPEC §4); below 1e-12 the divisor is 1e-12 itself, and the quotient a compile-time constant (FP8_MAX /
+    1e-12 in Python's f64, rounded to f32 once, as the reference rounds it). The f64 division this replaced compiled
+    to 73 DFMA, 12 DMUL, 10 MUFU.RCP64H and 18 F2F conversions in the colwise one-read kernel, where each thread
+    computes the scales of 8 rows (sm_90, triton 3.6; benchmarks/results/cpu-sm90-registers-s25.md).
     """
-    a = amax.to(tl.float64)
-    # The EPS literal built as f64 explicitly: triton 3.6 makes a bare Python float an f32 constant (9.99999996e-13).
-    a = tl.where(a != a, a, tl.maximum(a, tl.full([], 1e-12, tl.float64)))
-    scale = (FP8_MAX / a).to(tl.float32)
+    tl.static_assert(amax.dtype == tl.float32, "scale_from_amax takes the f32 amax")
+    eps_scale = tl.full(amax.shape, FP8_MAX / _EPS, tl.float32)
+    quotient = tl.div_rn(tl.full(amax.shape, FP8_MAX, tl.float32), amax)
+    scale = tl.where(amax <= EPS_F32_BELOW, eps_scale, quotient)
+    scale = tl.where(amax != amax, amax, scale)  # the amax's own NaN (div.rn returns the canonical one)
     if ROUND_POW2:
         scale = _pow2_log2_rule(scale)
     return scale
