@@ -19,9 +19,12 @@
 #      (benchmarks/probe_one_read_gap.py).
 #  12. long: long transposing slices with few programs and cp.async pipelines against the op
 #      (benchmarks/probe_long_slices.py).
+#  13. scale: fp8moe's f32 scale helper against fp8ref.amax_to_scale for every non-negative f32 amax, on the GPU
+#      (benchmarks/scale_division_exhaustive.py --device cuda); runs before the tests.
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned
-# gap long), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT, TEST_TIMEOUT,
-# BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT, LONG_TIMEOUT (seconds), BENCH_ARGS
+# gap long scale), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT,
+# TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT, LONG_TIMEOUT,
+# SCALE_TIMEOUT (seconds), BENCH_ARGS
 # (e.g. "--compile first"), TEST_PATHS (default: the whole suite), GAP_GROUPS (the gap ladders' group sizes, default
 # 128).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
@@ -36,6 +39,13 @@ if [[ $steps == *" bringup "* ]]; then
   timeout "${BRINGUP_TIMEOUT:-300}" python3 -m fp8ref bringup --device cuda "${devices[@]}" --exhaustive --no-progress \
     --out "$OUT/bringup" >"$OUT/bringup.log" 2>&1
   echo "bringup exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+
+if [[ $steps == *" scale "* ]]; then
+  # About 2^31 amax per fp8 max and pow2 setting; one line per setting, exit 1 on any difference.
+  timeout "${SCALE_TIMEOUT:-90}" python3 benchmarks/scale_division_exhaustive.py --device cuda \
+    >"$OUT/scale_division.log" 2>&1
+  echo "scale exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 if [[ $steps == *" tests "* ]]; then
@@ -116,5 +126,5 @@ if [[ $steps == *" host "* ]]; then
   echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
-cat "$OUT/env.txt"; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
+cat "$OUT/env.txt" "$OUT/scale_division.log" 2>/dev/null; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null
 cat "$OUT/pair.log" "$OUT/grouped_mm.md" "$OUT/unaligned.md" "$OUT"/one_read_gap_*.log "$OUT/long_slices.log" 2>/dev/null

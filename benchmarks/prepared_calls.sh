@@ -4,7 +4,7 @@
 # importance: a budget that fits one call runs call 1.
 #
 #   bash benchmarks/prepared_calls.sh prepare   # HERE, before call 2: builds ab/f64scale (the trees call 2 times)
-#   bash benchmarks/prepared_calls.sh 1    # the whole GPU test suite: the f32 scale (tl.div_rn) on a GPU
+#   bash benchmarks/prepared_calls.sh 1    # the f32 scale (tl.div_rn) on a GPU: every f32 amax, then the suite
 #   bash benchmarks/prepared_calls.sh 2    # (carry ["ab"]) the f32 scale against the f64 one, then the bench
 #   bash benchmarks/prepared_calls.sh 3    # both one-read gap ladders, and every listed tile forced at random16
 #
@@ -34,10 +34,11 @@ case "${1:?which call: prepare, 1, 2 or 3}" in
     rm -rf ab/f64scale && mkdir -p ab/f64scale && git archive "$F64_COMMIT" fp8moe | tar -x -C ab/f64scale
     grep -qx '/ab/' .git/info/exclude || echo /ab/ >>.git/info/exclude
     echo "ab/f64scale holds fp8moe of $F64_COMMIT: run call 2 with carry [\"ab\"]" ;;
-  1)  # about 6 minutes (353 s on 12 workers on the H200, h200-s25-call2-env.txt); files: env.txt, pytest.log,
-      # artifacts.tgz on failures. The first GPU run of scale_from_amax in f32 (tests/test_kernel_helpers.py
-      # compares it with fp8ref.amax_to_scale; every kernel test compares scales bitwise).
-    STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-540} bash "$here/gpu_session.sh" ;;
+  1)  # about 7 minutes (the suite took 353 s on 12 workers on the H200, h200-s25-call2-env.txt); files: env.txt,
+      # scale_division.log, pytest.log, artifacts.tgz on failures. The first GPU run of scale_from_amax in f32:
+      # every non-negative f32 amax against fp8ref.amax_to_scale (benchmarks/scale_division_exhaustive.py), then
+      # the suite (every kernel test compares scales bitwise).
+    STEPS="scale tests" SCALE_TIMEOUT=90 TEST_TIMEOUT=${TEST_TIMEOUT:-480} bash "$here/gpu_session.sh" ;;
   2)  # about 6 minutes: 8 per-group and 2 dual tiles forced at the 17 per-group points under the f64 tree and
       # the checkout (about 70 s each: 22 candidates took 171 s in session 25), then the per-group bench, each
       # jagged point tuned on its own layout; files: ab_env.txt, f64.md, main.md, env.txt, bench.{log,json,md,png}

@@ -862,3 +862,22 @@ def test_each_per_group_views_list_keeps_the_best_listed_tile_of_every_point_it_
         keep = {config for us, config in timed if us <= 1.05 * best}
         view = configs.PER_GROUP_VIEWS[tune_configs.CANONICAL_VIEW[op]]
         assert keep <= set(view), (op, shape, variant, sorted(keep - set(view)))
+
+
+@needs_interpreter  # CPU tensors for the helper's part; the GPU runs the whole script (benchmarks/prepared_calls.sh)
+def test_scale_division_check_agrees_near_eps_and_one_and_catches_a_wrong_clamp(monkeypatch):
+    """benchmarks/scale_division_exhaustive.py: the kernels' f32 scale rule agrees with the reference's f64 division
+    on amax patterns around EPS and 1.0 (numpy and the Triton helper), and the check fails a clamp moved to 1e-11."""
+    import numpy as np
+    import scale_division_exhaustive as check
+    import torch
+    import triton.language as tl
+
+    eps_bits = int(np.float32(1e-12).view(np.uint32))
+    for fp8_max in check._fp8_maxes():
+        assert check.check_numpy(fp8_max, eps_bits - (1 << 16), eps_bits + (1 << 16)) == 0
+        assert check.check_numpy(fp8_max, 0x3F800000 - (1 << 16), 0x3F800000 + (1 << 16)) == 0
+    for dtype, pow2 in ((torch.float8_e4m3fn, False), (torch.float8_e5m2, True)):
+        assert check.check_device(dtype, pow2, "cpu", eps_bits - 4096, eps_bits + 4096) == 0
+    monkeypatch.setattr(check, "EPS_F32_BELOW", tl.constexpr(1e-11))
+    assert check.check_numpy(448.0, eps_bits, eps_bits + (1 << 16)) > 0
