@@ -17,10 +17,11 @@ here="$(dirname "$0")"
 
 # Call 2: the tile each point's autotuner picked on the H200 in session 25 (h200-s25-call1-bench.md) or the best
 # listed tile where the pick was a reused one (h200-s25-call1-ab-main.md), timed under both scale divisions; and
-# 64x64/w4/g, which the f32 scale takes from 4 to 5 programs per SM on the colwise view (108 -> 96 registers,
-# cpu-sm90-registers-s25.md).
+# two tiles the f32 scale takes from 4 to 5 programs per SM on the colwise view (triton 3.6, sm_90,
+# sass_counts.py --candidates): 64x64/w4/g (108 -> 96 registers, cpu-sm90-registers-s25.md) and 64x64/w4/g/o128/l
+# (126 -> 96; 1.04-1.06x the best tile at colwise G = 128 in h200-s25-call1-ab-main.md, with 4 programs).
 P="4x1024/w8/g,32x128/w8/g,32x128/w8/g/t,32x128/w4/g/o256,64x64/w4/g/o128/x1/l,64x64/w4/g/o128/e,64x128/w4"
-P="$P,64x128/w4/g,64x64/w4/g"
+P="$P,64x128/w4/g,64x64/w4/g,64x64/w4/g/o128/l"
 D="64x64/w4/g,64x64/w4/g/t"
 candidates="per_group_scales=$P per_group_colwise_scales_dual=$D"
 # The last commit whose scale_from_amax divided in f64.
@@ -41,7 +42,7 @@ case "${1:?which call: prepare, 1, 2 or 3}" in
       # every non-negative f32 amax against fp8ref.amax_to_scale (benchmarks/scale_division_exhaustive.py), then
       # the suite (every kernel test compares scales bitwise).
     STEPS="scale tests" SCALE_TIMEOUT=90 TEST_TIMEOUT=${TEST_TIMEOUT:-480} bash "$here/gpu_session.sh" ;;
-  2)  # about 7 minutes: 9 per-group and 2 dual tiles forced at the 17 per-group points, and the transpose's
+  2)  # about 7 minutes: 10 per-group and 2 dual tiles forced at the 17 per-group points, and the transpose's
       # listed tiles at its two smaller shapes (its atomic cast kernel has 21% fewer instructions in f32,
       # cpu-sm90-registers-s25.md), under the f64 tree and the checkout (about 70 s + the transpose's each: 22
       # candidates took 171 s at the per-group points in session 25), then the per-group bench, each
