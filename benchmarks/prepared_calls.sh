@@ -45,16 +45,17 @@ case "${1:?which call: prepare, 1, 2 or 3}" in
   2)  # about 7 minutes: 10 per-group and 2 dual tiles forced at the 17 per-group points, and the transpose's
       # listed tiles at its two smaller shapes (its atomic cast kernel has 21% fewer instructions in f32,
       # cpu-sm90-registers-s25.md), under the f64 tree and the checkout (about 70 s + the transpose's each: 22
-      # candidates took 171 s at the per-group points in session 25), then the per-group bench, each
+      # candidates took 171 s at the per-group points in session 25; each tree stops at 185 s, its rows kept in
+      # ab_env.txt), then the per-group bench, each
       # jagged point tuned on its own layout; files: ab_env.txt, f64.md, main.md, env.txt, bench.{log,json,md,png}
       # (the AB logs appended to ab_env.txt).
     [ -d ab/f64scale/fp8moe ] || { echo "no ab/f64scale: run 'prepared_calls.sh prepare' here and carry ab" >&2; exit 2; }
     TREES="f64=ab/f64scale main=" AB_CANDIDATES="$candidates" \
       AB_ARGS="--only per_group,rowwise_3d_transpose_rhs --max-elements 300000000" \
-      AB_TIMEOUT=${AB_TIMEOUT:-170} bash "$here/ab_trees.sh"
+      AB_TIMEOUT=${AB_TIMEOUT:-185} bash "$here/ab_trees.sh"
     cat "$OUT/f64.log" "$OUT/main.log" >>"$OUT/env.txt" && rm "$OUT/f64.log" "$OUT/main.log"
     mv "$OUT/env.txt" "$OUT/ab_env.txt"
-    STEPS="bench" BENCH_TIMEOUT=180 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
+    STEPS="bench" BENCH_TIMEOUT=170 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
   3)  # about 5 minutes: the one-read gap ladders (128 and 256 tokens; on the H200 in session 25 the one-read
       # code lost 11-12% to the ceiling before any group logic, h200-s25-summary.md section 3), then every listed
       # per-group tile forced at the random16 points (what an FP8 MoE step feeds the kernels; H100 only so far);
