@@ -42,13 +42,12 @@ case "${1:?which call: prepare, 1, 2 or 3}" in
       # every non-negative f32 amax against fp8ref.amax_to_scale (benchmarks/scale_division_exhaustive.py), then
       # the suite (every kernel test compares scales bitwise).
     STEPS="scale tests" SCALE_TIMEOUT=90 TEST_TIMEOUT=${TEST_TIMEOUT:-480} bash "$here/gpu_session.sh" ;;
-  2)  # about 7 minutes: 10 per-group and 2 dual tiles forced at the 17 per-group points, and the transpose's
+  2)  # about 9 minutes: 10 per-group and 2 dual tiles forced at the 17 per-group points, and the transpose's
       # listed tiles at its two smaller shapes (its atomic cast kernel has 21% fewer instructions in f32,
-      # cpu-sm90-registers-s25.md), under the f64 tree and the checkout (about 70 s + the transpose's each: 22
-      # candidates took 171 s at the per-group points in session 25; each tree stops at 185 s, its rows kept in
-      # ab_env.txt), then the per-group bench, each
-      # jagged point tuned on its own layout; files: ab_env.txt, f64.md, main.md, env.txt, bench.{log,json,md,png}
-      # (the AB logs appended to ab_env.txt).
+      # cpu-sm90-registers-s25.md), under the f64 tree and then the checkout (about 150 s each: 202 timings took
+      # 171 s in session 25; each tree stops at 185 s, the rows it printed kept in ab_env.txt); then the per-group
+      # bench, each jagged point tuned on its own layout. Files: ab_env.txt (with the AB logs), f64.md, main.md,
+      # env.txt, bench.{log,json,md,png}.
     [ -d ab/f64scale/fp8moe ] || { echo "no ab/f64scale: run 'prepared_calls.sh prepare' here and carry ab" >&2; exit 2; }
     TREES="f64=ab/f64scale main=" AB_CANDIDATES="$candidates" \
       AB_ARGS="--only per_group,rowwise_3d_transpose_rhs --max-elements 300000000" \
