@@ -255,14 +255,14 @@ def forget_tuning(names: Iterable[str]) -> None:
     For benchmarks: a per-group key is the shape, not the group layout, which lives on the device (SPEC §10.3), so
     a process that tuned at one layout keeps that tile at every other. Forgetting before each layout measures what
     a process whose calls all have that layout gets. Launch plans (fp8moe.replay) replay their recorded configs:
-    forget those too.
+    forget those too. The kernels' autotuners are dropped with their per-key caches and rebuilt on the next launch
+    (their compiled kernels stay cached by Triton).
     """
     names = set(names)
     for key in [key for key in _CHOSEN if key[0] in names]:
         del _CHOSEN[key]
-    for (name, _view), tuner in _AUTOTUNED.items():
-        if name in names:
-            tuner.cache.clear()
+    for key in [key for key in _AUTOTUNED if key[0] in names]:
+        del _AUTOTUNED[key]
 
 
 #: (kernel name, autotune key values, tensor dtypes) -> the config the autotuner chose for that key. Later launches

@@ -300,15 +300,14 @@ def test_cuda_launch_reuses_the_autotuners_choice_per_key_and_dtype_without_call
 def test_forget_tuning_makes_the_named_kernels_tune_again_at_a_known_key_and_keeps_the_others(monkeypatch):
     """fp8moe.bench forgets a per-group kernel's choices before each group layout (the key cannot see it)."""
     choices = iter([configs.PER_GROUP.cuda[0], configs.ROWWISE.cuda[0], configs.PER_GROUP.cuda[1]])  # tuning order
-    tuners = {}
+    built = []
 
-    def autotuned(kernel, kernel_configs, args):
-        tuner = tuners.setdefault(kernel_configs.name, _FakeTuner(None))
-        tuner.cache = {"some key": "some config"}  # the triton tuner's own cache, which forget_tuning clears
-        tuner.choice = next(choices)
-        return tuner
+    def recording_autotune(configs, key):  # triton.autotune's stand-in: one tuner per build, one choice each
+        built.append(_FakeTuner(next(choices)))
+        return lambda kernel: built[-1]
 
-    monkeypatch.setattr(configs, "autotuned", autotuned)
+    monkeypatch.setattr(triton, "autotune", recording_autotune)
+    monkeypatch.setattr(configs, "_AUTOTUNED", {})
     monkeypatch.setattr(configs, "_CHOSEN", {})
     x = torch.empty(configs.AUTOTUNE_MIN_ELEMENTS, device="meta", dtype=torch.bfloat16)
     key_args = {k: 1 for k in configs.PER_GROUP.key + configs.ROWWISE.key}
@@ -319,14 +318,13 @@ def test_forget_tuning_makes_the_named_kernels_tune_again_at_a_known_key_and_kee
 
     assert launch(configs.PER_GROUP) == configs.PER_GROUP.cuda[0]
     assert launch(configs.ROWWISE) == configs.ROWWISE.cuda[0]
-    monkeypatch.setattr(configs, "_AUTOTUNED", {(name, None): tuner for name, tuner in tuners.items()})
+    assert launch(configs.PER_GROUP) == configs.PER_GROUP.cuda[0]  # the cached choice: no new tuner
+    assert len(built) == 2
     configs.forget_tuning([configs.PER_GROUP.name])
-    assert tuners[configs.PER_GROUP.name].cache == {}
-    assert tuners[configs.ROWWISE.name].cache != {}
-    assert launch(configs.PER_GROUP) == configs.PER_GROUP.cuda[1]  # timed again, at the same key
+    assert [name for name, _ in configs._AUTOTUNED] == [configs.ROWWISE.name]
+    assert launch(configs.PER_GROUP) == configs.PER_GROUP.cuda[1]  # a fresh tuner timed it again, at the same key
     assert launch(configs.ROWWISE) == configs.ROWWISE.cuda[0]  # still the cached choice
-    assert len(tuners[configs.PER_GROUP.name].calls) == 2
-    assert len(tuners[configs.ROWWISE.name].calls) == 1
+    assert [len(tuner.calls) for tuner in built] == [1, 1, 1]
 
 
 @pytest.mark.parametrize("name", KERNELS)
