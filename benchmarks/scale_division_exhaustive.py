@@ -51,12 +51,12 @@ def _scale_kernel(amax_ptr, scale_ptr, n, BLOCK: tl.constexpr, FP8_MAX: tl.const
     tl.store(scale_ptr + offs, scale_from_amax(amax, FP8_MAX, ROUND_POW2), mask=mask)
 
 
-def _fp8_maxes() -> dict[float, str]:
-    """Each distinct fp8 max, with the formats that have it."""
-    maxes: dict[float, str] = {}
+def _formats_by_max() -> dict[float, list]:
+    """The fp8 formats (fp8ref.formats) grouped by their max, each distinct max once."""
+    by_max: dict[float, list] = {}
     for f in all_formats():
-        maxes[f.max] = f"{maxes[f.max]}, {f.name}" if f.max in maxes else f.name
-    return maxes
+        by_max.setdefault(f.max, []).append(f)
+    return by_max
 
 
 def check_numpy(fp8_max: float, start: int = 0, end: int = END) -> int:
@@ -81,7 +81,7 @@ def check_device(fp8_dtype: torch.dtype, pow2: bool, device: str, start: int = 0
     bad = 0
     for lo in range(start, end, chunk):
         n = min(lo + chunk, end) - lo
-        amax = torch.arange(lo, lo + n, dtype=torch.int64, device=device).to(torch.int32).view(torch.float32)
+        amax = torch.arange(lo, lo + n, dtype=torch.int32, device=device).view(torch.float32)
         scale = torch.empty_like(amax)
         _scale_kernel[(triton.cdiv(n, 4096),)](amax, scale, n, BLOCK=4096, FP8_MAX=fp8_max, ROUND_POW2=pow2)
         expected = amax_to_scale(amax, fp8_dtype, pow2)
@@ -94,13 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="run fp8moe's Triton helper there (e.g. cuda) instead of the numpy identity")
     args = parser.parse_args(argv)
     failed = False
-    for fp8_max, names in _fp8_maxes().items():
-        settings = (False, True) if args.device else (None,)
-        for pow2 in settings:
+    for fp8_max, formats in _formats_by_max().items():
+        names = ", ".join(f.name for f in formats)
+        for pow2 in (False, True) if args.device else (None,):
             t0 = time.perf_counter()
             if args.device:
-                dtype = next(f.dtype for f in all_formats() if f.max == fp8_max)
-                bad = check_device(dtype, pow2, args.device)
+                bad = check_device(formats[0].dtype, pow2, args.device)
                 what = f"{args.device} scale_from_amax{' pow2' if pow2 else ''}"
             else:
                 bad = check_numpy(fp8_max)

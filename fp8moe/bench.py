@@ -471,10 +471,9 @@ def _forget_tuning(point: Point) -> None:
     """Make fp8moe's first call at a jagged point autotune on the point's own group layout
     (fp8moe.configs.forget_tuning): the row then says what a process whose calls all have this layout gets, not
     what the tile tuned at the previous layout of the same shape gives here."""
-    from fp8moe import configs, replay
+    from fp8moe import configs
 
     configs.forget_tuning(k.name for k in _config_lists(point))
-    replay.forget()
 
 
 def _compiled_reference(op: str):

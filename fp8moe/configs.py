@@ -254,10 +254,11 @@ def forget_tuning(names: Iterable[str]) -> None:
 
     For benchmarks: a per-group key is the shape, not the group layout, which lives on the device (SPEC §10.3), so
     a process that tuned at one layout keeps that tile at every other. Forgetting before each layout measures what
-    a process whose calls all have that layout gets. Launch plans (fp8moe.replay) replay their recorded configs:
-    forget those too. The kernels' autotuners are dropped with their per-key caches and rebuilt on the next launch
-    (their compiled kernels stay cached by Triton).
+    a process whose calls all have that layout gets. The kernels' autotuners are dropped with their per-key caches
+    and rebuilt on the next launch (their compiled kernels stay cached by Triton); every launch plan
+    (fp8moe.replay) is forgotten too, since a plan replays the config it recorded.
     """
+    replay.forget()
     names = set(names)
     for key in [key for key in _CHOSEN if key[0] in names]:
         del _CHOSEN[key]

@@ -874,7 +874,7 @@ def test_scale_division_check_agrees_near_eps_and_one_and_catches_a_wrong_clamp(
     import triton.language as tl
 
     eps_bits = int(np.float32(1e-12).view(np.uint32))
-    for fp8_max in check._fp8_maxes():
+    for fp8_max in check._formats_by_max():
         assert check.check_numpy(fp8_max, eps_bits - (1 << 16), eps_bits + (1 << 16)) == 0
         assert check.check_numpy(fp8_max, 0x3F800000 - (1 << 16), 0x3F800000 + (1 << 16)) == 0
     for dtype, pow2 in ((torch.float8_e4m3fn, False), (torch.float8_e5m2, True)):

@@ -320,7 +320,10 @@ def test_forget_tuning_makes_the_named_kernels_tune_again_at_a_known_key_and_kee
     assert launch(configs.ROWWISE) == configs.ROWWISE.cuda[0]
     assert launch(configs.PER_GROUP) == configs.PER_GROUP.cuda[0]  # the cached choice: no new tuner
     assert len(built) == 2
+    plans_forgotten = []
+    monkeypatch.setattr(configs.replay, "forget", lambda: plans_forgotten.append(True))
     configs.forget_tuning([configs.PER_GROUP.name])
+    assert plans_forgotten == [True]  # a launch plan would replay the config it recorded
     assert [name for name, _ in configs._AUTOTUNED] == [configs.ROWWISE.name]
     assert launch(configs.PER_GROUP) == configs.PER_GROUP.cuda[1]  # a fresh tuner timed it again, at the same key
     assert launch(configs.ROWWISE) == configs.ROWWISE.cuda[0]  # still the cached choice
