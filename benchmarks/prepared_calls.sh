@@ -7,6 +7,7 @@
 #   bash benchmarks/prepared_calls.sh 1    # the f32 scale (tl.div_rn) on a GPU: every f32 amax, then the suite
 #   bash benchmarks/prepared_calls.sh 2    # (carry ["ab"]) the f32 scale against the f64 one, then the bench
 #   bash benchmarks/prepared_calls.sh 3    # both one-read gap ladders, and every listed tile forced at random16
+#   bash benchmarks/prepared_calls.sh 4    # (carry ["ab"]) narrower rowwise tiles and more dual tiles, both scales
 #
 # Session 25 ran the previous calls (h200-s25-summary.md): three on an H200, two on an H100. Label the files by the
 # device they ran on.
@@ -61,5 +62,17 @@ case "${1:?which call: prepare, 1, 2 or 3}" in
       # files: env.txt, one_read_gap_{128,256}.log, configs.md, tune.log.
     STEPS="gap tune" GAP_GROUPS="128 256" GAP_TIMEOUT=150 TUNE_TIMEOUT=200 \
       TUNE_ARGS="--only per_group --select random16" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: prepare, 1, 2 or 3" >&2; exit 2 ;;
+  4)  # about 5 minutes, both trees: session 26's call 2 (h100-s26-call2-*) timed the f32 scale 12% slower with
+      # 4x1024/w8/g at rowwise G = 16, where the f32 build takes 4 -> 5 programs per SM (48 registers): 20 rows of
+      # 4096-token groups in flight per SM, a pass-2 working set near L2's size. The same occupancy with fewer rows
+      # in flight (2x2048/w8, 1x4096/w8: a 4096-token group in one read), and the dual tile that ran 5-6% slower
+      # at G = 64 beside narrower dual tiles (32x64/w4/g: 5 programs per SM).
+    [ -d ab/f64scale/fp8moe ] || { echo "no ab/f64scale: run 'prepared_calls.sh prepare' here and carry ab" >&2; exit 2; }
+    R="4x1024/w8/g,2x2048/w8/g,1x4096/w8/g,2x1024/w4/g,1x2048/w4/g,4x512/w4/g,2x4096/w16/g,32x128/w8/g"
+    R="$R,32x128/w4/g/o256"
+    D4="64x64/w4/g,64x64/w4/g/t,32x64/w4/g,64x32/w4/g,32x128/w4/g,64x64/w8/g"
+    TREES="f64=ab/f64scale main=" AB_CANDIDATES="per_group_scales=$R per_group_colwise_scales_dual=$D4" \
+      AB_ARGS="--only per_group_rowwise,per_group_colwise_scales_dual" AB_TIMEOUT=${AB_TIMEOUT:-200} \
+      bash "$here/ab_trees.sh" ;;
+  *) echo "no prepared call $1: prepare, 1, 2, 3 or 4" >&2; exit 2 ;;
 esac
