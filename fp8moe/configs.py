@@ -662,13 +662,17 @@ PER_GROUP = KernelConfigs(
 #: single colwise op at G=16 (long groups), so both stay. Both run groups fastest since 2026-12-05: 0.89-0.96x the
 #: best plain tile's time at all three points (h200-s21-call1-ab-main.md; 16640x5120x5120 G128 202.1 -> 179.9 us).
 #: 64x64/w4/g/t (no one-read branch) joined in session 23: 0.95x at 16640x5120x5120 G128 on an H100 (215.5 -> 204.8
-#: us), 1.06-1.08x at the two G64 points (h100-s23-call1-ab-main.md).
+#: us), 1.06-1.08x at the two G64 points (h100-s23-call1-ab-main.md). 32x128/w4/g joined in session 26: on the
+#: H200, under the f32 scale, 0.91x the best listed tile at random multiple-of-16 groups (16640x2048x2048 G64
+#: random16: 85.4 against 94.1 us for 64x64/w4/g/t), 1.06x at the aligned G64 points and 1.44x at G128, where the
+#: autotuner keeps the 64x64 tiles (h200-s26-call4-ab-main.md; random16 is what an FP8 MoE step feeds the op).
 PER_GROUP_DUAL = KernelConfigs(
     name="per_group_colwise_scales_dual",
     cuda=(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=4),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=4),
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
