@@ -218,7 +218,7 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         [
             "rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4",
             f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t,64x64/w4/g/o128,64x64/w4/o128/e",
-            f"{per_group}=64x64/w4/g/l,32x128/w8/t/l,64x64/w4/o128/e/l",
+            f"{per_group}=64x64/w4/g/l,32x128/w8/t/l,64x64/w4/o128/e/l,64x128/w4/s64,32x128/w8/g/s128/t",
         ]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
@@ -231,10 +231,17 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     assert extra[per_group][6].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ_K": 128, "EDGES_IN_TILE": True}
     assert extra[per_group][7].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "EDGE_LOOP": True}
     assert extra[per_group][8].kwargs == {"BLOCK_R": 32, "BLOCK_K": 128, "ONE_READ": False, "EDGE_LOOP": True}
+    assert extra[per_group][10].kwargs == {"BLOCK_R": 64, "BLOCK_K": 128, "LARGEST_FIRST": 64}
+    assert extra[per_group][11].kwargs == {
+        "BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "LARGEST_FIRST": 128, "ONE_READ": False,
+    }  # fmt: skip
     assert [configs.describe(c) for c in extra[per_group]] == [
         "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t", "64x64/w4/g/o128",
-        "64x64/w4/o128/e", "64x64/w4/g/l", "32x128/w8/t/l", "64x64/w4/o128/e/l",
+        "64x64/w4/o128/e", "64x64/w4/g/l", "32x128/w8/t/l", "64x64/w4/o128/e/l", "64x128/w4/s64", "32x128/w8/g/s128/t",
     ]  # fmt: skip
+    for refused in ("64x128/w4/s48", "64x128/w4/s8", "64x128/w4/s512"):  # not a power of two in [16, 256]
+        with pytest.raises(ValueError, match="largest first needs a capacity"):
+            configs.parse_config(refused, ["BLOCK_R", "BLOCK_K"])
     assert extra[per_group][2].maxnreg == 96
     assert extra[per_group][0].maxnreg is None
     listed, smallest = configs.ROWWISE.cuda, configs.ROWWISE.smallest_cuda
@@ -687,7 +694,7 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
 
 
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (call 3) must parse as
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2, 4) must parse as
     tune_configs reads them (a typo would cost a device call), each candidate once, and an unknown call number must
     run nothing."""
     import os
@@ -698,7 +705,7 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     env = {**os.environ, "PREPARED_PRINT": "1"}
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
     specs = done.stdout.split()
-    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"]
+    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"] * 2
     extra = tune_configs.parse_candidates(specs)
     for spec in specs:
         tiles = spec.partition("=")[2].split(",")
@@ -707,6 +714,21 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
     assert "no prepared call 9" in refused.stderr
+
+
+def test_grid_schedule_model_finishes_longest_first_earlier_and_balances_equal_groups():
+    """benchmarks/grid_schedule_model.py, by hand: sizes (1, 1, 1, 10) on 2 slots finish at 11 in index order (the
+    long group starts last) and at 10 longest first, against a balanced 6.5; equal groups filling whole waves
+    balance in every order; an unknown order is refused."""
+    import grid_schedule_model as model
+
+    for order, finish in (("row_blocks_fastest", 11.0), ("groups_fastest", 11.0), ("largest_first", 10.0)):
+        assert model.finish_time(model.program_work([1, 1, 1, 10], 1, order, 0.0), 2) == finish
+        assert model.imbalance([1, 1, 1, 10], 1, 2, order, 0.0) == pytest.approx(finish / 6.5)
+    for order in model.ORDERS:
+        assert model.imbalance([16] * 8, 4, 8, order, 32.0) == 1.0
+    with pytest.raises(ValueError, match="unknown order"):
+        model.program_work([1], 1, "random", 0.0)
 
 
 def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_ignores_wrong_bytes(tmp_path):

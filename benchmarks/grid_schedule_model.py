@@ -1,0 +1,93 @@
+"""How long the per-group span grid takes to finish in a list-scheduling model, per group order (no GPU needed).
+
+    python benchmarks/grid_schedule_model.py                 # the bench's G = 64 points, every layout
+    python benchmarks/grid_schedule_model.py --groups 128 --row-blocks 32 --slots 660
+
+The span kernel runs one program per (row block, group) (fp8moe.kernels._per_group.jagged_grid); a program's work
+grows with its group's size (two passes over it) plus a fixed cost. The model hands programs in grid order to
+``slots`` resident program slots (SMs x programs per SM), each to the slot that frees first, and reports the finish
+time over the perfectly balanced one (total work / slots) for three orders:
+
+- ``groups_fastest``: the grid's ``/g`` order, consecutive programs on consecutive groups of one row block;
+- ``row_blocks_fastest``: the plain order, every row block of group 0, then of group 1, ...;
+- ``largest_first``: the plain order with groups ranked by size (LARGEST_FIRST, ``/s<n>``): longest-processing-
+  time-first list scheduling.
+
+It ignores what makes a GPU differ from the model: programs in the tail run faster once fewer share the DRAM
+bandwidth, and the order changes which programs share L2 and store rows. So it bounds what an order can recover;
+the GPU's forced-tile runs (benchmarks/prepared_calls.sh) measure it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+
+import torch
+
+from fp8ref.layouts import make_offs
+
+ORDERS = ("groups_fastest", "row_blocks_fastest", "largest_first")
+
+
+def finish_time(work: list[float], slots: int) -> float:
+    """When the last of ``work`` (in issue order) finishes on ``slots`` slots, each program to the first free."""
+    free_at = [0.0] * slots
+    for w in work:
+        heapq.heappush(free_at, heapq.heappop(free_at) + w)
+    return max(free_at)
+
+
+def program_work(sizes: list[int], row_blocks: int, order: str, fixed_cost: float) -> list[float]:
+    """Each program's work in issue order: its group's size plus ``fixed_cost``."""
+    if order == "groups_fastest":
+        groups = [g for _ in range(row_blocks) for g in range(len(sizes))]
+    elif order == "row_blocks_fastest":
+        groups = [g for g in range(len(sizes)) for _ in range(row_blocks)]
+    elif order == "largest_first":
+        ranked = sorted(range(len(sizes)), key=lambda g: (-sizes[g], g))
+        groups = [g for g in ranked for _ in range(row_blocks)]
+    else:
+        raise ValueError(f"unknown order {order!r}: one of {ORDERS}")
+    return [sizes[g] + fixed_cost for g in groups]
+
+
+def imbalance(sizes: list[int], row_blocks: int, slots: int, order: str, fixed_cost: float) -> float:
+    """Finish time of ``order`` over the balanced finish (total work / slots); 1.0 is a perfect balance."""
+    work = program_work(sizes, row_blocks, order, fixed_cost)
+    return finish_time(work, slots) / (sum(work) / slots)
+
+
+def group_sizes(layout: str, length: int, groups: int) -> list[int]:
+    """The bench's group sizes for ``layout`` (fp8ref.layouts, fp8moe.bench's seed)."""
+    ends = make_offs(layout, length, groups, torch.Generator().manual_seed(0))
+    return [end - start for start, end in zip((0, *ends[:-1]), ends)]
+
+
+#: (name, row blocks, resident slots) of the bench's G = 64 points on an H200 (132 SMs) with the tiles picked there:
+#: the dual op's 64x64 tiles over 2048 + 2048 columns (3 programs per SM), colwise 64x128 over 2048 (3), rowwise
+#: 32x128 over 5120 rows (5).
+BENCH_POINTS = (("dual 16640x2048x2048", 64, 396), ("colwise 16640x2048", 32, 396), ("rowwise 5120x16640", 160, 660))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--length", type=int, default=16640, help="Ktot, the jagged dim")
+    parser.add_argument("--groups", type=int, default=64)
+    parser.add_argument("--row-blocks", type=int, default=None, help="one point with this many row blocks")
+    parser.add_argument("--slots", type=int, default=396, help="resident programs (with --row-blocks)")
+    parser.add_argument("--fixed-cost", type=float, default=32.0, help="a program's work apart from its group, tokens")
+    args = parser.parse_args(argv)
+    points = BENCH_POINTS if args.row_blocks is None else (("point", args.row_blocks, args.slots),)
+    print(f"| point | layout | {' | '.join(ORDERS)} |")
+    print(f"|---|---|{'---:|' * len(ORDERS)}")
+    for name, row_blocks, slots in points:
+        for layout in ("aligned16", "random16", "random"):
+            sizes = group_sizes(layout, args.length, args.groups)
+            cells = [f"{imbalance(sizes, row_blocks, slots, o, args.fixed_cost):.3f}" for o in ORDERS]
+            print(f"| {name} | {layout} | {' | '.join(cells)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
