@@ -29,9 +29,10 @@ candidates="per_group_scales=$P per_group_colwise_scales_dual=$D"
 # 1.15x (rowwise), 1.11x (colwise) and 1.37x (dual) the aligned layout's time (h200-s26-call5-bench.md). In a list
 # scheduling model of the grid (benchmarks/grid_schedule_model.py) the largest-first order finishes within 1% of
 # a balanced finish at those points, where index order takes 1.07-1.20x (row blocks fastest) and 1.18-1.54x (groups
-# fastest); the ranking adds 150-370 static instructions per program (sm_90). Each /s tile runs beside the listed
-# tile it derives from and that tile's row-blocks-fastest twin, so the gain of the order and the cost of the
-# ranking read apart; at the aligned points (a cost only) too.
+# fastest); the ranking adds 152-408 static instructions per program and no register that costs a program per SM
+# (sm_90, cpu-sm90-registers-s26.md). Each /s tile runs beside the listed tile it derives from and that tile's
+# row-blocks-fastest twin, so the gain of the order and the cost of the ranking read apart; at the aligned points
+# (a cost only) too.
 LP="64x128/w4,64x128/w4/s64,64x128/w4/s128,32x128/w8/g/t,32x128/w8/t,32x128/w8/s64/t,32x128/w8/g,32x128/w8/s64"
 LP="$LP,64x64/w4/g/o128/x1/l,64x64/w4/s128/o128/x1/l"
 LD="64x64/w4/g,64x64/w4,64x64/w4/s64,64x64/w4/g/t,64x64/w4/s64/t,32x128/w4/g,32x128/w4,32x128/w4/s64,64x64/w4/s128"
