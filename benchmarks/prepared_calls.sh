@@ -22,7 +22,11 @@ here="$(dirname "$0")"
 # 2x1024/w4/g and 1x2048/w4/g ran 0.97x of it (h200-s26-call4-ab-main.md); the dual op's listed tiles ran 1.05-1.06x
 # slower in f32 at G = 64 on the H100 and 0.91-0.98x on the H200. The same tiles under both trees on whichever GPU
 # comes, with the dual tile session 26 added (32x128/w4/g, 0.91x at random16 on the H200).
-P="4x1024/w8/g,2x1024/w4/g,1x2048/w4/g,2x2048/w8/g,1x4096/w8/g,32x128/w8/g,32x128/w4/g/o256"
+# Rows of a 4096-token group in flight per SM (sm_90, triton 3.6, f32 scale): 4x1024/w8/g 20 (16 in f64),
+# 2x1024/w4/g 20, 4x1024/w16/g 12, 1x2048/w4/g 10, 2x2048/w8/g 10, 4x2048/w16/g 8, 1x4096/w8/g 5: if the H100's
+# loss is L2 capacity in pass 2, time falls with them there.
+P="4x1024/w8/g,2x1024/w4/g,4x1024/w16/g,1x2048/w4/g,2x2048/w8/g,4x2048/w16/g,1x4096/w8/g,32x128/w8/g"
+P="$P,32x128/w4/g/o256"
 D="64x64/w4/g,64x64/w4/g/t,32x128/w4/g"
 candidates="per_group_scales=$P per_group_colwise_scales_dual=$D"
 # Call 2: LARGEST_FIRST (/s<n>, fp8moe.kernels._per_group.jagged_program) at random group sizes, where the H200 ran
