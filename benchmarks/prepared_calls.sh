@@ -52,7 +52,7 @@ fi
 case "${1:?which call: 1, 2, 3, prepare or 4}" in
   1)  # about 8 minutes (453 s of pytest on the H100 in session 26, h100-s26-call1-env.txt); files: env.txt,
       # pytest.log, artifacts.tgz on failures. Bitwise stays bitwise with LARGEST_FIRST and the dual's new tile.
-    STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-500} bash "$here/gpu_session.sh" ;;
+    STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-560} bash "$here/gpu_session.sh" ;;
   2)  # about 4 minutes: the tiles above forced at the 17 per-group points (each checked bitwise first). Files:
       # env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=330 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $largest_first)" \

@@ -114,8 +114,9 @@ def _lists_by_name() -> dict[str, KernelConfigs]:
 def parse_candidates(specs: list[str]) -> dict[str, list]:
     """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
     them, fp8moe.configs.parse_config: ``/rM`` after the warps for a cap of M registers per thread, ``/g`` for
-    GROUPS_FASTEST, ``/t`` for ONE_READ=False, ``/o<n>`` for ONE_READ_K=n, ``/e`` for EDGES_IN_TILE) -> extra
-    triton.Config candidates per list."""
+    GROUPS_FASTEST, ``/s<n>`` for LARGEST_FIRST=n, ``/t`` for ONE_READ=False, ``/o<n>`` for ONE_READ_K=n, ``/e``
+    for EDGES_IN_TILE, ``/x<n>`` for EXTRA_CHUNKS=n, ``/l`` for EDGE_LOOP) -> extra triton.Config candidates per
+    list."""
     by_name = _lists_by_name()
     extra: dict[str, list] = {}
     for spec in specs:

@@ -637,6 +637,7 @@ GROUP_ORDER_CASES = {
     "unvalidated": ([50, 20, -5, 80, 200, 120], 100, 16),
     "one_group": ([33], 40, 16),
     "capacity_above_g": ([5, 60, 61, 100], 100, 128),
+    "partial_last_chunk": (_random16_ends(20, 640), 640, 32),  # the second 16-group step is 4 groups
 }
 
 

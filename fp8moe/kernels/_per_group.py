@@ -71,6 +71,8 @@ def group_of_size_rank(offs_ptr, K, G, rank, CAPACITY: tl.constexpr):
     loads of offs that the program's own bounds then hit in cache): no launch, workspace or host work of its own,
     so an autotuner timing the kernel times this too.
     """
+    tl.static_assert(CAPACITY >= 16, "LARGEST_FIRST's capacity: a power of two of at least 16 (one rank step)")
+    tl.static_assert((CAPACITY & (CAPACITY - 1)) == 0, "LARGEST_FIRST's capacity: a power of two")
     groups = tl.arange(0, CAPACITY)
     sizes = _clamped_group_sizes(offs_ptr, K, G, groups)
     ranks = tl.zeros([CAPACITY], dtype=tl.int32)
