@@ -54,7 +54,8 @@ case "${1:?which call: 1, 2, 3, prepare or 4}" in
       # pytest.log, artifacts.tgz on failures. Bitwise stays bitwise with LARGEST_FIRST and the dual's new tile.
     STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-560} bash "$here/gpu_session.sh" ;;
   2)  # about 4 minutes: the tiles above forced at the 17 per-group points (each checked bitwise first). Files:
-      # env.txt, configs.md, tune.log.
+      # env.txt, configs.md, tune.log. Read it here with python benchmarks/tune_configs.py --largest-first
+      # <configs.md> (each /s tile against its twin and its /g source) and --standing <configs.md>.
     STEPS="tune" TUNE_TIMEOUT=330 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $largest_first)" \
       bash "$here/gpu_session.sh" ;;
   3)  # about 6 minutes: the per-group bench (each jagged point tuned on its own layout; the dual op with 4

@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import math
 import platform
+import re
 import sys
 
 import torch
@@ -286,6 +287,31 @@ def standing(path: str) -> list[str]:
     return lines
 
 
+def largest_first_effect(path: str) -> list[str]:
+    """Per point of a table of forced candidates and per largest-first tile (``/s<n>``, LARGEST_FIRST) it timed: the
+    tile against its twin without the flag (the same grid order, so the ratio is what ranking the groups gains net
+    of its cost) and against the groups-fastest tile it derives from (``/g`` for the order, what an adoption would
+    replace). A twin or source the table did not time, or whose bytes were wrong, shows as ``-``; so do the /s
+    tile's own rows with wrong bytes."""
+    _, rows = _table_rows(path)
+    timed = {(op, shape, variant, config): us for op, shape, variant, config, us, ok in rows if ok}
+    lines = [
+        "| op | shape | variant | /s tile | us | twin | us | /s / twin | source | us | /s / source |",
+        "|---|---|---|---|---:|---|---:|---:|---|---:|---:|",
+    ]
+    for (op, shape, variant, config), us in timed.items():
+        if not re.search(r"/s\d+", config):
+            continue
+        twin = re.sub(r"/s\d+", "", config)
+        source = twin if "/g" in twin else re.sub(r"(/w\d+(?:/r\d+)?)", r"\1/g", twin, count=1)
+        cells = []
+        for other in (twin, source):
+            other_us = timed.get((op, shape, variant, other))
+            cells.append(f"{other} | {other_us:.1f} | {us / other_us:.2f}" if other_us else f"{other} | - | -")
+        lines.append(f"| {op} | {shape} | {variant} | {config} | {us:.1f} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
 def summarize(paths: list[str]) -> list[str]:
     """Per candidate list and candidate, over every measured point in the given tables: how often it was best, how
     often within NEAR_BEST of best, and its best and median ratio to the best. The first measurement of a point
@@ -348,6 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TABLE",
         help="no GPU: per point of a table this script wrote, the best listed tile against the best timed one",
     )
+    parser.add_argument(
+        "--largest-first",
+        metavar="TABLE",
+        help="no GPU: each /s<n> tile of a table this script wrote against its twin without /s and its /g source",
+    )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
@@ -388,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.standing:
         print("\n".join(standing(args.standing)))
+        return 0
+    if args.largest_first:
+        print("\n".join(largest_first_effect(args.largest_first)))
         return 0
     from triton.testing import do_bench_cudagraph
 

@@ -759,6 +759,36 @@ def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_igno
     assert random.endswith("| - | - | - | 64x128/w4/g/o256 | 50.0 | 51% | - |")  # no listed tile timed there
 
 
+def test_largest_first_effect_sets_each_ranked_tile_beside_its_twin_and_its_groups_fastest_source(tmp_path):
+    """tune_configs --largest-first: a /s tile against the same tile without /s (same grid order) and against the
+    /g tile it derives from; a twin the table lacks or whose bytes were wrong shows as '-', and so does a /s row
+    with wrong bytes (it is left out)."""
+    table = tmp_path / "t.md"
+    rows = [
+        ("-", "64x128/w4", "50.0", "yes"),
+        ("-", "64x128/w4/g", "40.0", "yes"),
+        ("-", "64x128/w4/s64", "45.0", "yes"),
+        ("-", "32x128/w8/g/t", "30.0", "yes"),
+        ("-", "32x128/w8/s64/t", "27.0", "yes"),  # its twin 32x128/w8/t was not timed
+        ("offs=random", "64x128/w4", "60.0", "NO"),
+        ("offs=random", "64x128/w4/s64", "48.0", "yes"),
+        ("offs=random", "64x64/w4/r96/s64", "20.0", "NO"),
+    ]
+    table.write_text(
+        "| op | shape | variant | config | us | x best | | bitwise |\n|---|---|---|---|---:|---:|---|---|\n"
+        + "".join(
+            f"| per_group_colwise_scales | 16640x2048 G=64 | {v} | {c} | {us} | 1.00 | - | {ok} |\n"
+            for v, c, us, ok in rows
+        )
+    )
+    head, _, ranked, two_pass, random = tune_configs.largest_first_effect(str(table))
+    assert head.startswith("| op | shape | variant | /s tile |")
+    point = "| per_group_colwise_scales | 16640x2048 G=64 |"
+    assert ranked == f"{point} - | 64x128/w4/s64 | 45.0 | 64x128/w4 | 50.0 | 0.90 | 64x128/w4/g | 40.0 | 1.12 |"
+    assert two_pass == f"{point} - | 32x128/w8/s64/t | 27.0 | 32x128/w8/t | - | - | 32x128/w8/g/t | 30.0 | 0.90 |"
+    assert random == f"{point} offs=random | 64x128/w4/s64 | 48.0 | 64x128/w4 | - | - | 64x128/w4/g | - | - |"
+
+
 @needs_interpreter
 @pytest.mark.parametrize("op", sorted(tune_configs.CANONICAL_VIEW))
 def test_the_standing_tables_view_of_each_per_group_op_is_the_view_its_bench_input_launches_with(op, monkeypatch):
