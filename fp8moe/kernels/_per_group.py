@@ -50,14 +50,23 @@ _RANK_CHUNK = tl.constexpr(16)
 
 
 @triton.jit
+def clamped_group_bounds(start, end, K):
+    """[start, end) of a group from unvalidated offs (no host sync checks them): clamped to [0, K] with end >= start,
+    so offs[-1] > Ktot cuts the last group at Ktot exactly as fp8ref's searchsorted does, and no offset can address
+    memory outside x or q."""
+    start = tl.minimum(tl.maximum(start, 0), K)
+    end = tl.minimum(tl.maximum(end, start), K)
+    return start, end
+
+
+@triton.jit
 def _clamped_group_sizes(offs_ptr, K, G, groups):
-    """Sizes of ``groups`` under the kernels' clamps of unvalidated offs (:func:`quantize_group_rows`), so never
-    negative; -1 for indices past G."""
+    """Sizes of ``groups`` under the kernels' clamps (:func:`clamped_group_bounds`), so never negative; -1 for
+    indices past G."""
     in_range = groups < G
     end = tl.load(offs_ptr + groups, mask=in_range, other=0)
     start = tl.load(offs_ptr + groups - 1, mask=in_range & (groups > 0), other=0)
-    start = tl.minimum(tl.maximum(start, 0), K)
-    end = tl.minimum(tl.maximum(end, start), K)
+    start, end = clamped_group_bounds(start, end, K)
     return tl.where(in_range, end - start, -1)
 
 
@@ -156,10 +165,7 @@ def quantize_group_rows(
     """
     start = tl.load(offs_ptr + pid_g - 1, mask=pid_g > 0, other=0)
     end = tl.load(offs_ptr + pid_g)
-    # offs are not validated on the host (no sync): clamp to [0, K] on the device, so offs[-1] > Ktot cuts the last
-    # group at Ktot exactly as fp8ref's searchsorted does, and no offset can address memory outside x or q.
-    start = tl.minimum(tl.maximum(start, 0), K)
-    end = tl.minimum(tl.maximum(end, start), K)
+    start, end = clamped_group_bounds(start, end, K)
     rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     if INT64_INDEX:
         pid_g = pid_g.to(tl.int64)
