@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import types
 from collections import Counter
 
 import pytest
 import torch
+import torch._dynamo  # before any in-process pytester run: see _import_torch_modules_outside_subsessions
 
 from fp8ref import pytest_plugin
 from fp8ref.pytest_plugin import grid_mode, worker_device
@@ -148,6 +150,7 @@ def test_failing_comparison_saves_report_and_runnable_repro(pytester: pytest.Pyt
     )
     result = pytester.runpytest("--fp8ref-artifacts=arts", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
+    _import_torch_modules_outside_subsessions()
     (folder,) = (pytester.path / "arts").iterdir()
     names = {p.name for p in folder.iterdir()}
     members = names - {"report0.txt", "report0.json", "repro0.py"}
@@ -159,6 +162,17 @@ def test_failing_comparison_saves_report_and_runnable_repro(pytester: pytest.Pyt
         replay = pytester.runpython(folder / repro)
         assert replay.ret != 0
         assert "unwritten" in replay.stderr.str()
+
+
+def _import_torch_modules_outside_subsessions():
+    """An in-process pytester run restores sys.modules when it ends. A torch module first imported inside it stays
+    registered in C++ but leaves sys.modules, and its next import in this worker fails: torch._dynamo imports
+    torch._inductor.test_operators, which defines a TORCH_LIBRARY, so every later torch.compile or torch.manual_seed
+    of the worker raised "Only a single TORCH_LIBRARY can be used to register the namespace _inductor_test" (3 tests
+    of the session-27 H200 suite, h200-s27-call1-pytest.log). This module imports torch._dynamo at the top, so the
+    subsession finds it and the snapshot keeps it."""
+    assert "torch._dynamo" in sys.modules
+    assert "torch._inductor.test_operators" in sys.modules
 
 
 @pytest.mark.parametrize(("device", "reserved", "emptied"), [("cuda", 5 << 30, True), ("cuda", 1 << 30, False),
