@@ -10,12 +10,16 @@ time over the perfectly balanced one (total work / slots) for three orders:
 
 - ``groups_fastest``: the grid's ``/g`` order, consecutive programs on consecutive groups of one row block;
 - ``row_blocks_fastest``: the plain order, every row block of group 0, then of group 1, ...;
-- ``largest_first``: the plain order with groups ranked by size (LARGEST_FIRST, ``/s<n>``): longest-processing-
-  time-first list scheduling.
+- ``largest_first``: the plain order with groups taken by size, largest first: longest-processing-time-first list
+  scheduling. On the GPU that is the plain order on a layout whose sizes are sorted that way (``random16_desc``,
+  ``tune_configs.py --points order``). Sessions 26-27 built it into the kernel (LARGEST_FIRST, every program ranking
+  the groups from offs, commit 58e8e85). On the H200 those tiles ran 1.14-1.38x their twins' time wherever G = 64
+  groups were ranked, random layouts included, and 2.1-2.4x at G = 128, so it was removed
+  (benchmarks/results/h200-s27-summary.md).
 
 It ignores what makes a GPU differ from the model: programs in the tail run faster once fewer share the DRAM
 bandwidth, and the order changes which programs share L2 and store rows. So it bounds what an order can recover;
-the GPU's forced-tile runs (benchmarks/prepared_calls.sh) measure it.
+the GPU's forced-tile runs measure it.
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| point | layout | {' | '.join(ORDERS)} |")
     print(f"|---|---|{'---:|' * len(ORDERS)}")
     for name, row_blocks, slots in points:
-        for layout in ("aligned16", "random16", "random"):
+        for layout in ("aligned16", "random16", "random16_desc", "random16_asc", "random"):
             sizes = group_sizes(layout, args.length, args.groups)
             cells = [f"{imbalance(sizes, row_blocks, slots, o, args.fixed_cost):.3f}" for o in ORDERS]
             print(f"| {name} | {layout} | {' | '.join(cells)} |")

@@ -95,7 +95,7 @@ def _one_read_kernel(
     SLICE > 0, else [offs[g - 1], offs[g]) loaded; every group's interior must fit BLOCK_K (the caller's uniform
     groups). Scales at s[g * R + r], as the op stores them. EDGES=False leaves out the code of the partial 16-column
     edge chunks (right only for 16-aligned groups); EDGE_LOOP takes them one at a time (fp8moe's EDGE_LOOP)."""
-    pid_r, pid_g = jagged_program(offs_ptr, 0, G, GROUPS_FASTEST)  # the grid's order: offs and K go unread
+    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
     if SLICE > 0:
         start = pid_g * SLICE
         end = start + SLICE

@@ -57,7 +57,6 @@ _POINTERS = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "offs
 #: launch defaults. Compiles pass every one: a constexpr left out would compile as a run-time argument.
 SPAN_FLAGS = {
     "GROUPS_FASTEST": False,
-    "LARGEST_FIRST": 0,
     "ONE_READ": True,
     "ONE_READ_K": 0,
     "EDGES_IN_TILE": False,

@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import math
 import platform
-import re
 import sys
 
 import torch
@@ -33,6 +32,7 @@ from fp8moe import replay
 from fp8moe.bench import ISSUE11_POINTS, Point, copy_bandwidth_gbps, make_inputs, moe_points, same_outputs
 from fp8moe.configs import CONFIGS_BY_SPEC, KernelConfigs
 from fp8ref.contracts import contract
+from fp8ref.layouts import SIZE_ORDERS
 
 E4 = torch.float8_e4m3fn
 #: Within this fraction of the best time, a candidate counts as "as good as best" at a point.
@@ -58,7 +58,23 @@ UNIFORM_POINTS: tuple[Point, ...] = tuple(
     )
     for twin in (Point(op, aligned, groups, "aligned16"), Point(op, uniform, groups, "uniform"))
 )
-POINT_SETS = {"issue11": lambda: ISSUE11_POINTS, "moe": moe_points, "uniform": lambda: UNIFORM_POINTS}
+#: ``--points order``: each random16 point of issue #11 beside the same group sizes sorted largest first and smallest
+#: first (fp8ref.layouts.SIZE_ORDERS). With row blocks fastest in the grid, ``random16_desc`` starts every long
+#: group before any short one: the largest-first schedule with no ranking in the kernel, so its time against
+#: ``random16`` is what that order can gain (benchmarks/grid_schedule_model.py predicts it; the in-kernel ranking
+#: that sessions 26-27 built for it cost more than any gain, per-group-ledger.md row 27).
+ORDER_POINTS: tuple[Point, ...] = tuple(
+    Point(p.op, p.shape, p.groups, f"random16{order}", p.layout, p.kwargs)
+    for p in ISSUE11_POINTS
+    if p.offs == "random16"
+    for order in ("", *(f"_{o}" for o in SIZE_ORDERS))
+)
+POINT_SETS = {
+    "issue11": lambda: ISSUE11_POINTS,
+    "moe": moe_points,
+    "uniform": lambda: UNIFORM_POINTS,
+    "order": lambda: ORDER_POINTS,
+}
 
 
 def kernel_configs_of(op: str, kwargs: dict) -> tuple[KernelConfigs, ...]:
@@ -115,9 +131,8 @@ def _lists_by_name() -> dict[str, KernelConfigs]:
 def parse_candidates(specs: list[str]) -> dict[str, list]:
     """``LIST=RxK/wN,...`` (a KernelConfigs name, then tiles in its block order as fp8moe.configs.describe writes
     them, fp8moe.configs.parse_config: ``/rM`` after the warps for a cap of M registers per thread, ``/g`` for
-    GROUPS_FASTEST, ``/s<n>`` for LARGEST_FIRST=n, ``/t`` for ONE_READ=False, ``/o<n>`` for ONE_READ_K=n, ``/e``
-    for EDGES_IN_TILE, ``/x<n>`` for EXTRA_CHUNKS=n, ``/l`` for EDGE_LOOP) -> extra triton.Config candidates per
-    list."""
+    GROUPS_FASTEST, ``/t`` for ONE_READ=False, ``/o<n>`` for ONE_READ_K=n, ``/e`` for EDGES_IN_TILE, ``/x<n>``
+    for EXTRA_CHUNKS=n, ``/l`` for EDGE_LOOP) -> extra triton.Config candidates per list."""
     by_name = _lists_by_name()
     extra: dict[str, list] = {}
     for spec in specs:
@@ -287,31 +302,6 @@ def standing(path: str) -> list[str]:
     return lines
 
 
-def largest_first_effect(path: str) -> list[str]:
-    """Per point of a table of forced candidates and per largest-first tile (``/s<n>``, LARGEST_FIRST) it timed: the
-    tile against its twin without the flag (the same grid order, so the ratio is what ranking the groups gains net
-    of its cost) and against the groups-fastest tile it derives from (``/g`` for the order, what an adoption would
-    replace). A twin or source the table did not time, or whose bytes were wrong, shows as ``-``; so do the /s
-    tile's own rows with wrong bytes."""
-    _, rows = _table_rows(path)
-    timed = {(op, shape, variant, config): us for op, shape, variant, config, us, ok in rows if ok}
-    lines = [
-        "| op | shape | variant | /s tile | us | twin | us | /s / twin | source | us | /s / source |",
-        "|---|---|---|---|---:|---|---:|---:|---|---:|---:|",
-    ]
-    for (op, shape, variant, config), us in timed.items():
-        if not re.search(r"/s\d+", config):
-            continue
-        twin = re.sub(r"/s\d+", "", config)
-        source = twin if "/g" in twin else re.sub(r"(/w\d+(?:/r\d+)?)", r"\1/g", twin, count=1)
-        cells = []
-        for other in (twin, source):
-            other_us = timed.get((op, shape, variant, other))
-            cells.append(f"{other} | {other_us:.1f} | {us / other_us:.2f}" if other_us else f"{other} | - | -")
-        lines.append(f"| {op} | {shape} | {variant} | {config} | {us:.1f} | {cells[0]} | {cells[1]} |")
-    return lines
-
-
 def summarize(paths: list[str]) -> list[str]:
     """Per candidate list and candidate, over every measured point in the given tables: how often it was best, how
     often within NEAR_BEST of best, and its best and median ratio to the best. The first measurement of a point
@@ -374,11 +364,6 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TABLE",
         help="no GPU: per point of a table this script wrote, the best listed tile against the best timed one",
     )
-    parser.add_argument(
-        "--largest-first",
-        metavar="TABLE",
-        help="no GPU: each /s<n> tile of a table this script wrote against its twin without /s and its /g source",
-    )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
@@ -387,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         "--points",
         choices=tuple(POINT_SETS),
         default="issue11",
-        help="issue #11 shapes, SPEC §7's, or issue #11's aligned per-group points beside twins of uniform groups",
+        help="issue #11 shapes, SPEC §7's, issue #11's aligned per-group points beside twins of uniform groups, or its "
+        "random16 points beside their sizes sorted both ways",
     )
     parser.add_argument(
         "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"
@@ -419,9 +405,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.standing:
         print("\n".join(standing(args.standing)))
-        return 0
-    if args.largest_first:
-        print("\n".join(largest_first_effect(args.largest_first)))
         return 0
     from triton.testing import do_bench_cudagraph
 

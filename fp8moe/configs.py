@@ -276,42 +276,35 @@ _CHOSEN: dict[tuple, triton.Config] = {}
 LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
-#: ``<blocks>/w<warps>[/r<registers>][/g][/s<groups>][/t|[/o<columns>][/e|/x<chunks>]][/l]``, the form
-#: :func:`describe` writes and :func:`parse_config` reads.
+#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]][/l]``, the form :func:`describe` writes and
+#: :func:`parse_config` reads.
 _DESCRIPTION = re.compile(
-    r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?(?:/s(?P<largest_first>\d+))?"
+    r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?"
     r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?:(?P<edges_in_tile>/e)|/x(?P<extra_chunks>\d+))?)"
     r"(?P<edge_loop>/l)?"
 )
-_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/s<groups>][/t|[/o<columns>][/e|/x<chunks>]][/l]"
-
-#: The most groups a LARGEST_FIRST config ranks (fp8moe.kernels._per_group.group_of_size_rank: every program
-#: compares each pair of groups, so the cost grows with the square of the capacity).
-LARGEST_FIRST_MAX = 256
+_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l]"
 
 
 def describe(config: triton.Config | None) -> str:
     """A config as ``<blocks>/w<warps>``, e.g. ``64x64/w4`` (BLOCK_R x BLOCK_K, 4 warps), with ``/r<n>`` for a
     register cap of n per thread, ``/g`` for a jagged grid with groups fastest (GROUPS_FASTEST,
-    fp8moe.kernels._per_group.jagged_grid), ``/s<n>`` for one whose programs take groups largest first when there
-    are at most n (LARGEST_FIRST, fp8moe.kernels._per_group.jagged_program), ``/t`` for a jagged span kernel
-    without its one-read branch (ONE_READ=False, fp8moe.kernels._span.quantize_group_span), ``/o<n>`` for one whose
-    one-read tile is n columns wide (ONE_READ_K), ``/e`` for one whose one-read tile holds the edges
-    (EDGES_IN_TILE) and ``/l`` for one that takes the partial edge chunks one at a time (EDGE_LOOP), ``/x<n>`` for
-    one whose one-read path also takes spans n 16-column chunks longer (EXTRA_CHUNKS); ``-`` for None."""
+    fp8moe.kernels._per_group.jagged_grid), ``/t`` for a jagged span kernel without its one-read branch
+    (ONE_READ=False, fp8moe.kernels._span.quantize_group_span), ``/o<n>`` for one whose one-read tile is n
+    columns wide (ONE_READ_K), ``/e`` for one whose one-read tile holds the edges (EDGES_IN_TILE) and ``/l`` for
+    one that takes the partial edge chunks one at a time (EDGE_LOOP), ``/x<n>`` for one whose one-read path also
+    takes spans n 16-column chunks longer (EXTRA_CHUNKS); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
     cap = f"/r{config.maxnreg}" if getattr(config, "maxnreg", None) else ""
     order = "/g" if config.kwargs.get("GROUPS_FASTEST") else ""
-    largest_first = f"/s{config.kwargs['LARGEST_FIRST']}" if config.kwargs.get("LARGEST_FIRST") else ""
     two_pass = "/t" if config.kwargs.get("ONE_READ") is False else ""
     one_read_k = f"/o{config.kwargs['ONE_READ_K']}" if config.kwargs.get("ONE_READ_K") else ""
     edges_in_tile = "/e" if config.kwargs.get("EDGES_IN_TILE") else ""
     extra = f"/x{config.kwargs['EXTRA_CHUNKS']}" if config.kwargs.get("EXTRA_CHUNKS") else ""
     edge_loop = "/l" if config.kwargs.get("EDGE_LOOP") else ""
-    flags = f"{order}{largest_first}{two_pass}{one_read_k}{edges_in_tile}{extra}{edge_loop}"
-    return f"{tile}/w{config.num_warps}{cap}{flags}"
+    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}{extra}{edge_loop}"
 
 
 def parse_config(description: str, block_names: list[str]) -> triton.Config:
@@ -327,14 +320,6 @@ def parse_config(description: str, block_names: list[str]) -> triton.Config:
     kwargs: dict[str, object] = dict(zip(block_names, blocks))
     if match.group("order"):
         kwargs["GROUPS_FASTEST"] = True
-    if match.group("largest_first"):
-        capacity = int(match.group("largest_first"))
-        if capacity & (capacity - 1) or not 16 <= capacity <= LARGEST_FIRST_MAX:
-            raise ValueError(
-                f"{description!r}: groups largest first needs a capacity that is a power of two in "
-                f"[16, {LARGEST_FIRST_MAX}]"
-            )
-        kwargs["LARGEST_FIRST"] = capacity
     if match.group("two_pass"):
         kwargs["ONE_READ"] = False
     if match.group("one_read_k"):

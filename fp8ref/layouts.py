@@ -14,6 +14,7 @@ import torch
 __all__ = [
     "MEMORY_LAYOUTS",
     "OFFS_LAYOUTS",
+    "SIZE_ORDERS",
     "make_offs",
     "to_memory_layout",
     "validate_offs",
@@ -38,6 +39,12 @@ OFFS_LAYOUTS: tuple[str, ...] = (
     "tail_past_end",
 )
 
+
+#: Orders of a layout's group sizes, written as a suffix: "random16_desc" holds random16's sizes largest first,
+#: "random16_asc" smallest first (equal sizes keep their order). They time how a kernel's grid order meets uneven
+#: groups (benchmarks/tune_configs.py --points order); they are not in OFFS_LAYOUTS, since the same sizes in another
+#: order give a correctness grid nothing the base layout does not.
+SIZE_ORDERS: tuple[str, ...] = ("desc", "asc")
 
 MEMORY_LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
 
@@ -83,14 +90,18 @@ def _sizes(layout: str, length: int, groups: int, gen: torch.Generator) -> list[
 
 
 def make_offs(layout: str, length: int, groups: int, gen: torch.Generator) -> tuple[int, ...]:
-    """End offsets of ``groups`` groups over ``length`` indices, laid out as ``layout`` (one of OFFS_LAYOUTS).
+    """End offsets of ``groups`` groups over ``length`` indices, laid out as ``layout`` (one of OFFS_LAYOUTS,
+    or one of them but "tail_past_end" with a SIZE_ORDERS suffix: the same sizes sorted).
 
     "tail_past_end" splits only the first 3/4 (at least one index is left out) uniformly, so the elements past
     ``offs[-1]`` must be ignored by the kernel and are excluded from the comparison.
     """
     if groups < 1:
         raise ValueError(f"groups must be >= 1, got {groups}")
-    if layout == "tail_past_end":
+    base, _, order = layout.rpartition("_")
+    if order in SIZE_ORDERS and base in OFFS_LAYOUTS and base != "tail_past_end":
+        sizes = sorted(_sizes(base, length, groups, gen), reverse=order == "desc")
+    elif layout == "tail_past_end":
         covered = max(0, length - max(1, length // 4))
         sizes = _uniform_sizes(covered, groups)
     else:

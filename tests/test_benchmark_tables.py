@@ -218,7 +218,7 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         [
             "rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4",
             f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t,64x64/w4/g/o128,64x64/w4/o128/e",
-            f"{per_group}=64x64/w4/g/l,32x128/w8/t/l,64x64/w4/o128/e/l,64x128/w4/s64,32x128/w8/g/s128/t",
+            f"{per_group}=64x64/w4/g/l,32x128/w8/t/l,64x64/w4/o128/e/l",
         ]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
@@ -231,17 +231,12 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     assert extra[per_group][6].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ_K": 128, "EDGES_IN_TILE": True}
     assert extra[per_group][7].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "EDGE_LOOP": True}
     assert extra[per_group][8].kwargs == {"BLOCK_R": 32, "BLOCK_K": 128, "ONE_READ": False, "EDGE_LOOP": True}
-    assert extra[per_group][10].kwargs == {"BLOCK_R": 64, "BLOCK_K": 128, "LARGEST_FIRST": 64}
-    assert extra[per_group][11].kwargs == {
-        "BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "LARGEST_FIRST": 128, "ONE_READ": False,
-    }  # fmt: skip
     assert [configs.describe(c) for c in extra[per_group]] == [
         "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t", "64x64/w4/g/o128",
-        "64x64/w4/o128/e", "64x64/w4/g/l", "32x128/w8/t/l", "64x64/w4/o128/e/l", "64x128/w4/s64", "32x128/w8/g/s128/t",
+        "64x64/w4/o128/e", "64x64/w4/g/l", "32x128/w8/t/l", "64x64/w4/o128/e/l",
     ]  # fmt: skip
-    for refused in ("64x128/w4/s48", "64x128/w4/s8", "64x128/w4/s512"):  # not a power of two in [16, 256]
-        with pytest.raises(ValueError, match="largest first needs a capacity"):
-            configs.parse_config(refused, ["BLOCK_R", "BLOCK_K"])
+    with pytest.raises(ValueError, match="64x128/w4/s64"):  # LARGEST_FIRST (sessions 26-27) was removed
+        configs.parse_config("64x128/w4/s64", ["BLOCK_R", "BLOCK_K"])
     assert extra[per_group][2].maxnreg == 96
     assert extra[per_group][0].maxnreg is None
     listed, smallest = configs.ROWWISE.cuda, configs.ROWWISE.smallest_cuda
@@ -694,7 +689,7 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
 
 
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2, 4) must parse as
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (call 1) must parse as
     tune_configs reads them (a typo would cost a device call), each candidate once, and an unknown call number must
     run nothing."""
     import os
@@ -705,7 +700,7 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     env = {**os.environ, "PREPARED_PRINT": "1"}
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
     specs = done.stdout.split()
-    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"] * 2
+    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"]
     extra = tune_configs.parse_candidates(specs)
     for spec in specs:
         tiles = spec.partition("=")[2].split(",")
@@ -757,36 +752,6 @@ def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_igno
         "| 0.80 |"
     )  # the wrong-bytes row is never the best, however fast
     assert random.endswith("| - | - | - | 64x128/w4/g/o256 | 50.0 | 51% | - |")  # no listed tile timed there
-
-
-def test_largest_first_effect_sets_each_ranked_tile_beside_its_twin_and_its_groups_fastest_source(tmp_path):
-    """tune_configs --largest-first: a /s tile against the same tile without /s (same grid order) and against the
-    /g tile it derives from; a twin the table lacks or whose bytes were wrong shows as '-', and so does a /s row
-    with wrong bytes (it is left out)."""
-    table = tmp_path / "t.md"
-    rows = [
-        ("-", "64x128/w4", "50.0", "yes"),
-        ("-", "64x128/w4/g", "40.0", "yes"),
-        ("-", "64x128/w4/s64", "45.0", "yes"),
-        ("-", "32x128/w8/g/t", "30.0", "yes"),
-        ("-", "32x128/w8/s64/t", "27.0", "yes"),  # its twin 32x128/w8/t was not timed
-        ("offs=random", "64x128/w4", "60.0", "NO"),
-        ("offs=random", "64x128/w4/s64", "48.0", "yes"),
-        ("offs=random", "64x64/w4/r96/s64", "20.0", "NO"),
-    ]
-    table.write_text(
-        "| op | shape | variant | config | us | x best | | bitwise |\n|---|---|---|---|---:|---:|---|---|\n"
-        + "".join(
-            f"| per_group_colwise_scales | 16640x2048 G=64 | {v} | {c} | {us} | 1.00 | - | {ok} |\n"
-            for v, c, us, ok in rows
-        )
-    )
-    head, _, ranked, two_pass, random = tune_configs.largest_first_effect(str(table))
-    assert head.startswith("| op | shape | variant | /s tile |")
-    point = "| per_group_colwise_scales | 16640x2048 G=64 |"
-    assert ranked == f"{point} - | 64x128/w4/s64 | 45.0 | 64x128/w4 | 50.0 | 0.90 | 64x128/w4/g | 40.0 | 1.12 |"
-    assert two_pass == f"{point} - | 32x128/w8/s64/t | 27.0 | 32x128/w8/t | - | - | 32x128/w8/g/t | 30.0 | 0.90 |"
-    assert random == f"{point} offs=random | 64x128/w4/s64 | 48.0 | 64x128/w4 | - | - | 64x128/w4/g | - | - |"
 
 
 @needs_interpreter

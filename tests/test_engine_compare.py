@@ -16,7 +16,7 @@ from fp8ref.contracts import CONTRACTS, QUANTIZE_OPS
 from fp8ref.engine.inputs import make_inputs
 from fp8ref.engine.mutants import mutant
 from fp8ref.engine.values import VALUE_KINDS
-from fp8ref.layouts import OFFS_LAYOUTS, make_offs
+from fp8ref.layouts import OFFS_LAYOUTS, SIZE_ORDERS, make_offs
 
 _SHAPES = {
     "rowwise_2d_scale_and_cast": (7, 100),
@@ -60,6 +60,24 @@ def test_offs_layouts_are_nondecreasing_end_offsets_within_length(layout):
     assert all(b >= a for a, b in itertools.pairwise(ends))
     assert 0 <= ends[0] <= ends[-1] <= 130
     assert (ends[-1] < 130) == (layout in ("tail_past_end", "all_empty"))
+
+
+@pytest.mark.parametrize("order", SIZE_ORDERS)
+@pytest.mark.parametrize("layout", ["random16", "random", "empty_middle", "dominant"])
+def test_a_size_order_holds_the_base_layouts_sizes_sorted(layout, order):
+    def sizes(name):
+        ends = make_offs(name, 1000, 9, torch.Generator().manual_seed(3))
+        return [b - a for a, b in zip((0, *ends[:-1]), ends)]
+
+    base, ordered = sizes(layout), sizes(f"{layout}_{order}")
+    assert ordered == sorted(base, reverse=order == "desc")
+    assert ordered != base or len(set(base)) == 1  # these seeds give unsorted sizes: the order takes effect
+
+
+@pytest.mark.parametrize("name", ["tail_past_end_desc", "random16_up", "nonsense_asc"])
+def test_a_size_order_of_no_layout_is_an_error(name):
+    with pytest.raises(ValueError, match="unknown offs layout"):
+        make_offs(name, 100, 4, torch.Generator().manual_seed(0))
 
 
 def test_special_values_hold_nan_inf_negative_zero_and_all_zero_slices():

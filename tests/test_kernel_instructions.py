@@ -21,8 +21,7 @@ which the interpreter this process runs has replaced):
   (``sass_counts.py --candidates``, which reports any candidate named as tune_configs.py names it);
 - the long-slice probe's pipelined loops (benchmarks/probe_long_slices.py, ``/s<S>`` with S > 1) load through
   cp.async into shared memory, and its unpipelined controls do not;
-- EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own;
-- LARGEST_FIRST (the ``/s<n>`` candidates) ranks the groups without costing a program per SM.
+- EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own.
 """
 
 from __future__ import annotations
@@ -269,21 +268,3 @@ def test_edge_loop_takes_the_edge_chunks_in_loops_of_their_own():
     for view in ("rowwise", "colwise"):
         assert len(base[view]["loops"]) == 2, (view, base[view]["loops"])
         assert len(looped[view]["loops"]) > len(base[view]["loops"]), (view, looped[view]["loops"])
-
-
-def test_ranking_groups_largest_first_costs_no_program_per_sm():
-    """``/s<n>`` ranks the groups at each program's start (fp8moe.kernels._per_group.group_of_size_rank): the code
-    is in the binary (more instructions) and its transient registers leave the residency of the tile it extends
-    unchanged, on both views and on the dual op (sm_90; triton 3.6: 64x128/w4 rowwise 139 -> 138, colwise 168 ->
-    166, 32x128/w8/t rowwise 8 -> 8 programs per SM with /s64, dual 64x64/w4 162 -> 161 registers)."""
-    pairs = (("64x128/w4", "64x128/w4/s64"), ("64x128/w4", "64x128/w4/s128"), ("32x128/w8/t", "32x128/w8/s64/t"))
-    report = _sass_counts(
-        "--candidates", "per_group_scales=" + ",".join(sorted({name for pair in pairs for name in pair})),
-        "--candidates", "per_group_colwise_scales_dual=64x64/w4,64x64/w4/s64",
-    )  # fmt: skip
-    views = ("rowwise", "colwise")
-    labelled = [(f"per_group_scales {view} {a}", f"per_group_scales {view} {b}") for a, b in pairs for view in views]
-    labelled.append(("per_group_colwise_scales_dual 64x64/w4", "per_group_colwise_scales_dual 64x64/w4/s64"))
-    for plain, ranked in labelled:
-        assert report[ranked]["blocks_per_sm"] >= report[plain]["blocks_per_sm"], (plain, report)
-        assert report[ranked]["instructions"] > report[plain]["instructions"], (plain, report)

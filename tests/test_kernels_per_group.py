@@ -27,19 +27,16 @@ from dataclasses import dataclass
 import pytest
 import torch
 import triton
-import triton.language as tl
 
 import fp8moe  # noqa: F401  (turns the interpreter on when there is no GPU)
 from fp8moe import configs, replay
 from fp8moe.backend import backend_for
 from fp8moe.kernels import (
-    _per_group,
     per_group_colwise_scales,
     per_group_colwise_scales_dual,
     per_group_rowwise_scales,
     rowwise_and_per_group_colwise,
 )
-from fp8moe.kernels._per_group import group_of_size_rank
 from fp8moe.kernels._span import pack_k
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
@@ -554,6 +551,7 @@ def groups_fastest_grid(per_group_kernel, monkeypatch):
     whatever config the backend picks; yields the groups_fastest flag of every grid the launches built. Its tests
     run on the span kernel alone (the grid order is its own): ``ON_THE_SPAN_KERNEL``."""
     assert per_group_kernel == "span", per_group_kernel
+    from fp8moe.kernels import _per_group
 
     built, jagged_grid = [], _per_group.jagged_grid
 
@@ -604,68 +602,18 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
     assert groups_fastest_grid == [True]
 
 
-@triton.jit
-def _group_order_kernel(offs_ptr, order_ptr, K, G, CAPACITY: tl.constexpr):
-    rank = tl.program_id(0)
-    tl.store(order_ptr + rank, group_of_size_rank(offs_ptr, K, G, rank, CAPACITY))
-
-
-def _largest_first(ends: list[int], length: int) -> list[int]:
-    """Group indices by size under the kernels' clamps of offs (start and end into [0, length], end >= start),
-    largest first, ties by index: what group_of_size_rank must return rank by rank."""
-    sizes = []
-    for start, end in zip([0, *ends[:-1]], ends):
-        start = min(max(start, 0), length)
-        sizes.append(min(max(end, start), length) - start)
-    return sorted(range(len(ends)), key=lambda g: (-sizes[g], g))
-
-
-def _random16_ends(groups: int, length: int) -> list[int]:
-    from fp8ref.layouts import make_offs
-
-    return list(make_offs("random16", length, groups, torch.Generator().manual_seed(groups)))
-
-
-#: (ends, Ktot, capacity): random multiples of 16 at the bench's G = 64 and at G = 16 (capacity exactly G); equal
-#: sizes (every tie broken by index); empty groups; offs the kernels clamp (decreasing, negative, past Ktot); one
-#: group; a capacity far above G.
-GROUP_ORDER_CASES = {
-    "random16_g64": (_random16_ends(64, 16640), 16640, 64),
-    "random16_g16": (_random16_ends(16, 4096), 4096, 16),
-    "equal": ([10, 20, 30, 40, 50], 50, 16),
-    "empty": ([0, 0, 7, 7, 7, 9], 9, 16),
-    "unvalidated": ([50, 20, -5, 80, 200, 120], 100, 16),
-    "one_group": ([33], 40, 16),
-    "capacity_above_g": ([5, 60, 61, 100], 100, 128),
-    "partial_last_chunk": (_random16_ends(20, 640), 640, 32),  # the second 16-group step is 4 groups
-}
-
-
-@pytest.mark.parametrize("case", GROUP_ORDER_CASES)
-def test_group_of_size_rank_takes_groups_largest_first_ties_by_index(case, device):
-    """LARGEST_FIRST's mapping is a bijection of the groups, by clamped size descending then index, whatever offs
-    holds: a repeated or missing group would leave a group unwritten or written twice."""
-    ends, length, capacity = GROUP_ORDER_CASES[case]
-    order = torch.full((len(ends),), -1, dtype=torch.int32, device=device)
-    _group_order_kernel[(len(ends),)](_offs(ends, device), order, length, len(ends), CAPACITY=capacity)
-    assert order.cpu().tolist() == _largest_first(ends, length)
-
-
 #: The span kernel's boolean config flags, each with the value a candidate sets (fp8moe.kernels._span.
 #: quantize_group_span) and the seeds of its tests' values:
 #: - ONE_READ=False: every group goes through the two-pass loop, the ones that fit one tile (empty, shorter than 16,
 #:   unaligned within one chunk) too;
 #: - EDGES_IN_TILE: on transposing views the one-read tile covers the partial edge chunks;
 #: - EDGE_LOOP: the partial edge chunks one at a time in a run-time loop;
-#: - EXTRA_CHUNKS: the one-read path also takes interiors one 16-column chunk past its tile;
-#: - LARGEST_FIRST: programs take groups largest first (fp8moe.kernels._per_group.jagged_program), every test
-#:   layout having at most 16 groups.
+#: - EXTRA_CHUNKS: the one-read path also takes interiors one 16-column chunk past its tile.
 SPAN_FLAGS = {
     "ONE_READ": (False, 19, (20, 21)),
     "EDGES_IN_TILE": (True, 26, (27, 28)),
     "EDGE_LOOP": (True, 30, (32, 33)),
     "EXTRA_CHUNKS": (1, 34, (35, 36)),
-    "LARGEST_FIRST": (16, 38, (39, 40)),
 }
 
 
@@ -692,19 +640,6 @@ def test_span_flag_matches_reference_bitwise_on_the_dual_op(flag, fp8_dtype, spa
     configs.LAST_CONFIG.pop(configs.PER_GROUP_DUAL.name, None)
     _check_dual_word_stores(fp8_dtype, seeds, device)
     assert configs.LAST_CONFIG[configs.PER_GROUP_DUAL.name].kwargs[flag] is value
-
-
-@ON_THE_SPAN_KERNEL
-@pytest.mark.parametrize("groups_fastest", [False, True], ids=["row_blocks_fastest", "groups_fastest"])
-@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_largest_first_with_more_groups_than_its_capacity_keeps_the_grid_order(op, groups_fastest, span_flags, device):
-    """20 groups (sizes 0-15, empty ones among them) under a 16-group capacity: the programs keep the grid's order
-    and every group is still written once, in either grid order; 16 of them: ranked."""
-    for groups, seed in ((20, 41), (16, 42)):
-        span_flags(LARGEST_FIRST=16, GROUPS_FASTEST=groups_fastest)
-        ends = list(itertools.accumulate((7 * g) % 16 for g in range(groups)))
-        x = _values(op.shape(ROWS, ends[-1]), torch.bfloat16, seed=seed)
-        _check_against_reference(op, x, ends, E4, False, device)
 
 
 @ON_THE_SPAN_KERNEL

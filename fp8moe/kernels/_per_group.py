@@ -45,10 +45,6 @@ def jagged_grid(row_blocks: int, groups: int, groups_fastest: bool) -> tuple[int
     return (row_blocks * groups,)
 
 
-#: Groups a rank is computed against per step of :func:`group_of_size_rank` (a (capacity, 16) comparison).
-_RANK_CHUNK = tl.constexpr(16)
-
-
 @triton.jit
 def clamped_group_bounds(start, end, K):
     """[start, end) of a group from unvalidated offs (no host sync checks them): clamped to [0, K] with end >= start,
@@ -60,42 +56,7 @@ def clamped_group_bounds(start, end, K):
 
 
 @triton.jit
-def _clamped_group_sizes(offs_ptr, K, G, groups):
-    """Sizes of ``groups`` under the kernels' clamps (:func:`clamped_group_bounds`), so never negative; -1 for
-    indices past G."""
-    in_range = groups < G
-    end = tl.load(offs_ptr + groups, mask=in_range, other=0)
-    start = tl.load(offs_ptr + groups - 1, mask=in_range & (groups > 0), other=0)
-    start, end = clamped_group_bounds(start, end, K)
-    return tl.where(in_range, end - start, -1)
-
-
-@triton.jit
-def group_of_size_rank(offs_ptr, K, G, rank, CAPACITY: tl.constexpr):
-    """The group at position ``rank`` when the G <= CAPACITY groups are ordered by size, largest first, ties by
-    index: a bijection of [0, G) whatever offs holds (sizes under the kernels' clamps, never negative, so every
-    index past G ranks after every group).
-
-    Each program ranks every group against every other (CAPACITY x G comparisons in (CAPACITY, 16) steps, from
-    loads of offs that the program's own bounds then hit in cache): no launch, workspace or host work of its own,
-    so an autotuner timing the kernel times this too.
-    """
-    tl.static_assert(CAPACITY >= 16, "LARGEST_FIRST's capacity: a power of two of at least 16 (one rank step)")
-    tl.static_assert((CAPACITY & (CAPACITY - 1)) == 0, "LARGEST_FIRST's capacity: a power of two")
-    groups = tl.arange(0, CAPACITY)
-    sizes = _clamped_group_sizes(offs_ptr, K, G, groups)
-    ranks = tl.zeros([CAPACITY], dtype=tl.int32)
-    for first in range(0, G, _RANK_CHUNK):
-        others = first + tl.arange(0, _RANK_CHUNK)
-        other_sizes = _clamped_group_sizes(offs_ptr, K, G, others)
-        larger = other_sizes[None, :] > sizes[:, None]
-        tie_before = (other_sizes[None, :] == sizes[:, None]) & (others[None, :] < groups[:, None])
-        ranks += tl.sum((larger | tie_before).to(tl.int32), axis=1)
-    return tl.sum(tl.where(ranks == rank, groups, 0), axis=0)
-
-
-@triton.jit
-def jagged_program(offs_ptr, K, G, GROUPS_FASTEST: tl.constexpr, LARGEST_FIRST: tl.constexpr = 0):
+def jagged_program(G, GROUPS_FASTEST: tl.constexpr):
     """(row block, group) of this program on the grid :func:`jagged_grid` made.
 
     The order decides which cells run together. Row blocks fastest: the programs resident at once cover a few
@@ -104,12 +65,6 @@ def jagged_program(offs_ptr, K, G, GROUPS_FASTEST: tl.constexpr, LARGEST_FIRST: 
     On the H200, with each tile forced in both orders, groups fastest took 0.87-0.96x the time at 11 of the 14
     per-group bench points and 1.00-1.03x at the other three (benchmarks/results/h200-s21-call1-ab-main.md), so most
     CUDA candidates (fp8moe.configs.PER_GROUP, PER_GROUP_DUAL) set it; the launch default stays the first.
-
-    LARGEST_FIRST = n > 0 (a power of two, at least 16) maps the grid's group index to the group of that rank by
-    size, largest first (:func:`group_of_size_rank`), when G <= n; larger G keep the grid's order. With row blocks
-    fastest the grid then starts every long group before any short one: random group sizes leave no long program
-    for the last wave (longest-first list scheduling), where in index order the last long groups run on after the
-    rest. The mapping is a bijection, so it changes which programs run together, never a byte.
     """
     if GROUPS_FASTEST:
         pid = tl.program_id(0)
@@ -118,9 +73,6 @@ def jagged_program(offs_ptr, K, G, GROUPS_FASTEST: tl.constexpr, LARGEST_FIRST: 
     else:
         pid_r = tl.program_id(0)
         pid_g = tl.program_id(1)
-    if LARGEST_FIRST > 0:  # noqa: SIM102  (compile time: configs without the flag carry no ranking code)
-        if G <= LARGEST_FIRST:
-            pid_g = group_of_size_rank(offs_ptr, K, G, pid_g, LARGEST_FIRST)
     return pid_r, pid_g
 
 
@@ -207,7 +159,6 @@ def _per_group_rows_kernel(
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
     GROUPS_FASTEST: tl.constexpr = False,
-    LARGEST_FIRST: tl.constexpr = 0,
     ONE_READ: tl.constexpr = True,
     ONE_READ_K: tl.constexpr = 0,
     EDGES_IN_TILE: tl.constexpr = False,
@@ -215,12 +166,12 @@ def _per_group_rows_kernel(
     EXTRA_CHUNKS: tl.constexpr = 0,
 ):
     """x (R, K) any strides -> q (R, K) with unit stride along K. Grid :func:`jagged_grid` of cdiv(R, BLOCK_R) row
-    blocks and G groups; GROUPS_FASTEST and LARGEST_FIRST order it, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP
-    and EXTRA_CHUNKS shape the span code (all a config's).
+    blocks and G groups; GROUPS_FASTEST orders it, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP and EXTRA_CHUNKS
+    shape the span code (all a config's).
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
-    pid_r, pid_g = jagged_program(offs_ptr, K, G, GROUPS_FASTEST, LARGEST_FIRST)
+    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, pid_r, pid_g, stride_xr, stride_xk,
         stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,

@@ -55,7 +55,6 @@ def _per_group_colwise_scales_dual_kernel(
     ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
     GROUPS_FASTEST: tl.constexpr = False,
-    LARGEST_FIRST: tl.constexpr = 0,
     ONE_READ: tl.constexpr = True,
     ONE_READ_K: tl.constexpr = 0,
     EDGES_IN_TILE: tl.constexpr = False,
@@ -67,7 +66,7 @@ def _per_group_colwise_scales_dual_kernel(
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
-    pid_r, pid_g = jagged_program(offs_ptr, K, G, GROUPS_FASTEST, LARGEST_FIRST)
+    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
     blocks_1 = tl.cdiv(N1, BLOCK_R)
     if pid_r < blocks_1:
         quantize_group_rows(
