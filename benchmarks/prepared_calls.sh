@@ -3,7 +3,7 @@
 # measured"), one per argument, each inside the 600 s a call may run and bringing back at most 8 files. In order of
 # importance: a budget that fits one call runs call 1.
 #
-#   bash benchmarks/prepared_calls.sh 1   # the whole GPU suite, then the group-order probe (about 8 minutes)
+#   bash benchmarks/prepared_calls.sh 1   # the group-order probe, then the whole GPU suite (about 8 minutes)
 #   bash benchmarks/prepared_calls.sh 2   # the per-group bench (about 3 minutes)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -31,10 +31,13 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
 fi
 
 case "${1:?which call: 1 or 2}" in
-  1)  # the suite (375 s of pytest on the H200 in session 27, h200-s27-call1-env.txt), then 66 forced tiles at 9
-      # points (about 80 s). Files: env.txt, pytest.log (artifacts.tgz on failures), configs.md, tune.log.
-    STEPS="tests tune" TEST_TIMEOUT=${TEST_TIMEOUT:-420} TUNE_TIMEOUT=150 \
-      TUNE_ARGS="--points order --replace $(printf -- '--candidates %s ' $order)" bash "$here/gpu_session.sh" ;;
+  1)  # 66 forced tiles at 9 points (about 80 s), then the suite (375 s of pytest on the H200 in session 27,
+      # h200-s27-call1-env.txt). Files: order_env.txt, configs.md, tune.log, env.txt, pytest.log (artifacts.tgz on
+      # failures).
+    STEPS="tune" TUNE_TIMEOUT=150 TUNE_ARGS="--points order --replace $(printf -- '--candidates %s ' $order)" \
+      bash "$here/gpu_session.sh"
+    mv "$OUT/env.txt" "$OUT/order_env.txt"  # gpu_session.sh begins its own env.txt
+    STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-420} bash "$here/gpu_session.sh" ;;
   2)  # the per-group bench, each jagged point tuned on its own layout. Files: env.txt, bench.{md,json,png,log}.
     STEPS="bench" BENCH_TIMEOUT=175 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
   *) echo "no prepared call $1: 1 or 2" >&2; exit 2 ;;
