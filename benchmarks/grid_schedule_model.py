@@ -19,7 +19,9 @@ time over the perfectly balanced one (total work / slots) for three orders:
 
 It ignores what makes a GPU differ from the model: programs in the tail run faster once fewer share the DRAM
 bandwidth, and the order changes which programs share L2 and store rows. So it bounds what an order can recover;
-the GPU's forced-tile runs measure it.
+the GPU's forced-tile runs measure it. Session 27 did on an H100 (h100-s27-call5-order-configs.md): with row blocks
+fastest, random16's sizes sorted largest first ran 0.98-1.06x their random16 time and smallest first 0.98-1.12x,
+where the model predicts 0.85-0.94x and 1.05-1.21x: what random sizes cost those ops is not this imbalance.
 """
 
 from __future__ import annotations

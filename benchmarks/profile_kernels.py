@@ -52,16 +52,20 @@ def use_jagged_kernel(kernel: str) -> None:
     use(kind, configs.GROUP_CHUNKS.cuda[int(index)] if index else None)
 
 
-def profile(select: str | None, only: str | None) -> None:
-    """Call each selected point's op until tuned, then once under the profiler."""
+def profile(select: str | None, only: str | None, points: str = "issue11") -> None:
+    """Call each selected point's op until tuned, then once under the profiler. ``points`` names a point set of
+    benchmarks/tune_configs.py (POINT_SETS: the bench's, or e.g. ``order``, the random16 points beside their
+    aligned twins and sorted sizes). The autotune key cannot see offs, so the points of one shape run the tile
+    tuned at the first of them."""
     import torch
+    from tune_configs import POINT_SETS
 
     import fp8moe
-    from fp8moe.bench import ISSUE11_POINTS, ideal_bytes, make_inputs
+    from fp8moe.bench import ideal_bytes, make_inputs
     from fp8ref.contracts import contract
 
     marker = torch.zeros(1, dtype=torch.float64, device="cuda")  # FillFunctor<double>: no kernel here fills f64
-    for point in ISSUE11_POINTS:
+    for point in POINT_SETS[points]():
         shape = "x".join(map(str, point.shape))
         label = f"{point.op} {shape} G={point.groups} {point.variant} {point.layout}"
         if (only and only not in point.op) or (select and not any(s in label for s in select.split(","))):
@@ -221,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "--select", default=None, help="substrings of '<op> <shape> G=<groups> <variant> <layout>', comma-separated"
     )
     parser.add_argument("--only", default=None, help="substring filter on the op name")
+    parser.add_argument("--points", default="issue11", help="a point set of tune_configs.py (issue11, order, ...)")
     parser.add_argument("--activations", default=None, help="M,K,G;...: the activation pair and its two ops")
     parser.add_argument("--weights", default=None, help="E,K,N;...: the weight pair and its two ops")
     parser.add_argument(
@@ -237,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.activations or args.weights:
         profile_pairs(args.activations, args.weights)
     else:
-        profile(args.select, args.only)
+        profile(args.select, args.only, args.points)
     return 0
 
 

@@ -58,16 +58,16 @@ UNIFORM_POINTS: tuple[Point, ...] = tuple(
     )
     for twin in (Point(op, aligned, groups, "aligned16"), Point(op, uniform, groups, "uniform"))
 )
-#: ``--points order``: each random16 point of issue #11 beside the same group sizes sorted largest first and smallest
-#: first (fp8ref.layouts.SIZE_ORDERS). With row blocks fastest in the grid, ``random16_desc`` starts every long
-#: group before any short one: the largest-first schedule with no ranking in the kernel, so its time against
-#: ``random16`` is what that order can gain (benchmarks/grid_schedule_model.py predicts it; the in-kernel ranking
-#: that sessions 26-27 built for it cost more than any gain, per-group-ledger.md row 27).
+#: ``--points order``: each random16 point of issue #11 beside its aligned16 twin and the same random16 sizes sorted
+#: largest first and smallest first (fp8ref.layouts.SIZE_ORDERS). With row blocks fastest in the grid,
+#: ``random16_desc`` starts every long group before any short one: the largest-first schedule with no ranking in the
+#: kernel, so its time against ``random16`` is what that order can gain over the grid's (benchmarks/
+#: grid_schedule_model.py predicts it). Session 27 on an H100 (h100-s27-call5-order-configs.md): none.
 ORDER_POINTS: tuple[Point, ...] = tuple(
-    Point(p.op, p.shape, p.groups, f"random16{order}", p.layout, p.kwargs)
+    Point(p.op, p.shape, p.groups, layout, p.layout, p.kwargs)
     for p in ISSUE11_POINTS
     if p.offs == "random16"
-    for order in ("", *(f"_{o}" for o in SIZE_ORDERS))
+    for layout in ("aligned16", "random16", *(f"random16_{o}" for o in SIZE_ORDERS))
 )
 POINT_SETS = {
     "issue11": lambda: ISSUE11_POINTS,
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         choices=tuple(POINT_SETS),
         default="issue11",
         help="issue #11 shapes, SPEC §7's, issue #11's aligned per-group points beside twins of uniform groups, or its "
-        "random16 points beside their sizes sorted both ways",
+        "random16 points beside their aligned16 twins and their sizes sorted both ways",
     )
     parser.add_argument(
         "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"

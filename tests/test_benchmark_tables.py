@@ -689,7 +689,7 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
 
 
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (call 1) must parse as
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (call 2) must parse as
     tune_configs reads them (a typo would cost a device call), each candidate once, and an unknown call number must
     run nothing."""
     import os
