@@ -276,8 +276,8 @@ _CHOSEN: dict[tuple, triton.Config] = {}
 LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
-#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e]][/l]``, the form :func:`describe` writes and
-#: :func:`parse_config` reads.
+#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l]``, the form :func:`describe` writes
+#: and :func:`parse_config` reads.
 _DESCRIPTION = re.compile(
     r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?"
     r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?:(?P<edges_in_tile>/e)|/x(?P<extra_chunks>\d+))?)"
