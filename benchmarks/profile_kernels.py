@@ -64,6 +64,8 @@ def profile(select: str | None, only: str | None, points: str = "issue11") -> No
     from fp8moe.bench import ideal_bytes, make_inputs
     from fp8ref.contracts import contract
 
+    if points not in POINT_SETS:
+        raise SystemExit(f"--points: no point set {points!r}; sets: {', '.join(POINT_SETS)}")
     marker = torch.zeros(1, dtype=torch.float64, device="cuda")  # FillFunctor<double>: no kernel here fills f64
     for point in POINT_SETS[points]():
         shape = "x".join(map(str, point.shape))

@@ -711,6 +711,35 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     assert "no prepared call 9" in refused.stderr
 
 
+def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_sizes_sorted_both_ways():
+    """tune_configs --points order (and profile_kernels --points order): every random16 point of issue #11, once per
+    layout, same op, shape and groups; the sorted layouts' offs hold random16's sizes largest and smallest first."""
+    import torch
+
+    random16 = [p for p in bench.ISSUE11_POINTS if p.offs == "random16"]
+    assert random16
+    assert [(p.op, p.shape, p.groups, p.offs) for p in tune_configs.ORDER_POINTS] == [
+        (p.op, p.shape, p.groups, layout)
+        for p in random16
+        for layout in ("aligned16", "random16", "random16_desc", "random16_asc")
+    ]
+    sizes = {}
+    for point in tune_configs.ORDER_POINTS[:4]:
+        _, offs = bench.make_inputs(contract(point.op), point, "cpu")
+        ends = offs.tolist()
+        sizes[point.offs] = [b - a for a, b in zip([0, *ends[:-1]], ends)]
+    assert sizes["random16_desc"] == sorted(sizes["random16"], reverse=True) != sizes["random16"]
+    assert sizes["random16_asc"] == sorted(sizes["random16"])
+    assert torch.tensor(sizes["aligned16"]).sum() == torch.tensor(sizes["random16"]).sum()
+
+
+def test_profile_kernels_refuses_an_unknown_point_set_before_touching_a_device():
+    import profile_kernels
+
+    with pytest.raises(SystemExit, match="no point set 'nope'; sets: issue11, moe, uniform, order"):
+        profile_kernels.profile(None, None, "nope")
+
+
 def test_grid_schedule_model_finishes_longest_first_earlier_and_balances_equal_groups():
     """benchmarks/grid_schedule_model.py, by hand: sizes (1, 1, 1, 10) on 2 slots finish at 11 in index order (the
     long group starts last) and at 10 longest first, against a balanced 6.5; equal groups filling whole waves
