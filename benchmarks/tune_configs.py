@@ -3,7 +3,9 @@
     python benchmarks/tune_configs.py --out benchmarks/results/h200-configs-<run>.md      # issue #11 shapes
     python benchmarks/tune_configs.py --points moe --only per_group --out ...             # SPEC §7 MoE shapes
     python benchmarks/tune_configs.py --points uniform --out ...   # aligned per-group points beside uniform twins
+    python benchmarks/tune_configs.py --points sizes --out ...     # random16 points beside aligned16, spread, sorted
     python benchmarks/tune_configs.py --standing TABLE    # no GPU: best listed tile against best timed, per point
+    python benchmarks/tune_configs.py --layout-ratios TABLE...   # no GPU: each layout's time over aligned16's
 
 fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
 problems take without tuning (the smallest tile). This script is the measurement behind those lists: for each
@@ -32,7 +34,7 @@ from fp8moe import replay
 from fp8moe.bench import ISSUE11_POINTS, Point, copy_bandwidth_gbps, make_inputs, moe_points, same_outputs
 from fp8moe.configs import CONFIGS_BY_SPEC, KernelConfigs
 from fp8ref.contracts import contract
-from fp8ref.layouts import SIZE_ORDERS
+from fp8ref.layouts import SIZE_ORDERS, SIZE_SPREAD
 
 E4 = torch.float8_e4m3fn
 #: Within this fraction of the best time, a candidate counts as "as good as best" at a point.
@@ -69,11 +71,32 @@ ORDER_POINTS: tuple[Point, ...] = tuple(
     if p.offs == "random16"
     for layout in ("aligned16", "random16", *(f"random16_{o}" for o in SIZE_ORDERS))
 )
+#: The spreads of ``--points sizes`` (fp8ref.layouts.SIZE_SPREAD): 240 gives aligned16's G = 64 sizes the spread of
+#: random16's (population standard deviation 236 against 235 tokens at 16640 tokens), with no group past 512.
+SPREADS: tuple[int, ...] = (64, 128, 240)
+#: ``--points sizes``: the order points with aligned16's sizes spread between them (aligned16_spread<d>: sizes
+#: alternating 256 + d and 256 - d, the total, group count and 16-aligned starts unchanged). At the same tiles,
+#: random16 ran 1.08-1.49x its aligned16 time on the H200 (h200-s27-call2-configs.md), and none of the explanations
+#: tested so far accounts for it (benchmarks/results/issue11-misses.md, "Random group sizes"). If the time grows
+#: with the spread and reaches random16's at 240, uneven sizes are the cost whatever their order; if spread240 runs
+#: near aligned16, what random16 costs lies in its longest groups (up to 1040 tokens, none past 512 here).
+SIZE_POINTS: tuple[Point, ...] = tuple(
+    Point(p.op, p.shape, p.groups, layout, p.layout, p.kwargs)
+    for p in ISSUE11_POINTS
+    if p.offs == "random16"
+    for layout in (
+        "aligned16",
+        *(f"aligned16_{SIZE_SPREAD}{d}" for d in SPREADS),
+        "random16",
+        *(f"random16_{o}" for o in SIZE_ORDERS),
+    )
+)
 POINT_SETS = {
     "issue11": lambda: ISSUE11_POINTS,
     "moe": moe_points,
     "uniform": lambda: UNIFORM_POINTS,
     "order": lambda: ORDER_POINTS,
+    "sizes": lambda: SIZE_POINTS,
 }
 
 
@@ -302,6 +325,40 @@ def standing(path: str) -> list[str]:
     return lines
 
 
+#: The variant cells a table gives a point at aligned16 groups: its own name, or "-" in tables whose points took it
+#: by default.
+_ALIGNED16_VARIANTS = ("offs=aligned16", "-")
+
+
+def layout_ratios(paths: list[str]) -> list[str]:
+    """Per op, shape and tile of tables this script wrote (--points order or sizes, or tables of the same tiles at
+    different offs layouts): the time at aligned16 groups and, per other layout, the time over it, bitwise rows
+    only; a tile timed at aligned16 alone has no row. The same tile at the same point in two tables: the first
+    table's row counts. How the rows for random16, its orders and the spreads read:
+    benchmarks/results/issue11-misses.md, "Random group sizes"."""
+    times: dict[tuple[str, str, str], dict[str, float]] = {}
+    layouts: dict[str, None] = {}
+    for path in paths:
+        for op, shape, variant, config, us, bitwise in _table_rows(path)[1]:
+            if not bitwise:
+                continue
+            layout = "aligned16" if variant in _ALIGNED16_VARIANTS else variant.removeprefix("offs=")
+            layouts.setdefault(layout)
+            times.setdefault((op, shape, config), {}).setdefault(layout, us)
+    others = [layout for layout in layouts if layout != "aligned16"]
+    lines = [
+        "| op | shape | tile | aligned16 us | " + " | ".join(f"{layout} / aligned16" for layout in others) + " |",
+        "|---|---|---|---:|" + "---:|" * len(others),
+    ]
+    for (op, shape, config), at in times.items():
+        base = at.get("aligned16")
+        if base is None or len(at) == 1:
+            continue
+        cells = [f"{at[layout] / base:.2f}" if layout in at else "-" for layout in others]
+        lines.append(f"| {op} | {shape} | {config} | {base:.1f} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def summarize(paths: list[str]) -> list[str]:
     """Per candidate list and candidate, over every measured point in the given tables: how often it was best, how
     often within NEAR_BEST of best, and its best and median ratio to the best. The first measurement of a point
@@ -364,6 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TABLE",
         help="no GPU: per point of a table this script wrote, the best listed tile against the best timed one",
     )
+    parser.add_argument(
+        "--layout-ratios",
+        nargs="+",
+        metavar="TABLE",
+        help="no GPU: per op, shape and tile of tables this script wrote, each offs layout's time over aligned16's",
+    )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
@@ -373,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         choices=tuple(POINT_SETS),
         default="issue11",
         help="issue #11 shapes, SPEC §7's, issue #11's aligned per-group points beside twins of uniform groups, or its "
-        "random16 points beside their aligned16 twins and their sizes sorted both ways",
+        "random16 points beside their aligned16 twins and their sizes sorted both ways (order), and those with "
+        "aligned16's sizes spread (sizes)",
     )
     parser.add_argument(
         "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"
@@ -405,6 +469,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.standing:
         print("\n".join(standing(args.standing)))
+        return 0
+    if args.layout_ratios:
+        print("\n".join(layout_ratios(args.layout_ratios)))
         return 0
     from triton.testing import do_bench_cudagraph
 

@@ -7,6 +7,7 @@ pure function of (length, groups, generator). Offsets are cumulative exclusive E
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 
 import torch
@@ -15,6 +16,7 @@ __all__ = [
     "MEMORY_LAYOUTS",
     "OFFS_LAYOUTS",
     "SIZE_ORDERS",
+    "SIZE_SPREAD",
     "make_offs",
     "to_memory_layout",
     "validate_offs",
@@ -45,6 +47,14 @@ OFFS_LAYOUTS: tuple[str, ...] = (
 #: groups (benchmarks/tune_configs.py --points order); they are not in OFFS_LAYOUTS, since the same sizes in another
 #: order give a correctness grid nothing the base layout does not.
 SIZE_ORDERS: tuple[str, ...] = ("desc", "asc")
+
+#: A spread of a layout's group sizes, written as the suffix "spread<d>" (d a multiple of 16):
+#: "aligned16_spread128" moves 128 indices from each odd group to the even group before it, so the sizes alternate
+#: long and short about the base layout's, with the same total, the same group count, starts still on multiples of
+#: 16, and long and short groups interleaved in the grid as a random layout's are. It separates what uneven sizes
+#: cost a kernel from what random cuts change besides (benchmarks/tune_configs.py --points sizes); like SIZE_ORDERS
+#: it is not in OFFS_LAYOUTS.
+SIZE_SPREAD = "spread"
 
 MEMORY_LAYOUTS: tuple[str, ...] = ("row_major", "col_major")
 
@@ -89,18 +99,38 @@ def _sizes(layout: str, length: int, groups: int, gen: torch.Generator) -> list[
     raise ValueError(f"unknown offs layout {layout!r}; known: {OFFS_LAYOUTS}")
 
 
+def _spread(sizes: list[int], spread: int, layout: str) -> list[int]:
+    """``sizes`` with ``spread`` moved from each odd group to the even group before it (SIZE_SPREAD).
+
+    Raises:
+        ValueError: ``spread`` is not a multiple of 16, or some odd group holds fewer than ``spread``.
+    """
+    if spread % 16:
+        raise ValueError(f"{layout}: a size spread must be a multiple of 16, got {spread}")
+    sizes = list(sizes)
+    for g in range(1, len(sizes), 2):
+        if sizes[g] < spread:
+            raise ValueError(f"{layout}: group {g} holds {sizes[g]} indices, fewer than the spread {spread}")
+        sizes[g - 1] += spread
+        sizes[g] -= spread
+    return sizes
+
+
 def make_offs(layout: str, length: int, groups: int, gen: torch.Generator) -> tuple[int, ...]:
-    """End offsets of ``groups`` groups over ``length`` indices, laid out as ``layout`` (one of OFFS_LAYOUTS,
-    or one of them but "tail_past_end" with a SIZE_ORDERS suffix: the same sizes sorted).
+    """End offsets of ``groups`` groups over ``length`` indices, laid out as ``layout``: one of OFFS_LAYOUTS, or
+    one of them but "tail_past_end" with a SIZE_ORDERS suffix (the same sizes sorted) or a SIZE_SPREAD suffix.
 
     "tail_past_end" splits only the first 3/4 (at least one index is left out) uniformly, so the elements past
     ``offs[-1]`` must be ignored by the kernel and are excluded from the comparison.
     """
     if groups < 1:
         raise ValueError(f"groups must be >= 1, got {groups}")
-    base, _, order = layout.rpartition("_")
-    if order in SIZE_ORDERS and base in OFFS_LAYOUTS and base != "tail_past_end":
-        sizes = sorted(_sizes(base, length, groups, gen), reverse=order == "desc")
+    base, _, suffix = layout.rpartition("_")
+    derived = base in OFFS_LAYOUTS and base != "tail_past_end"
+    if derived and suffix in SIZE_ORDERS:
+        sizes = sorted(_sizes(base, length, groups, gen), reverse=suffix == "desc")
+    elif derived and re.fullmatch(rf"{SIZE_SPREAD}\d+", suffix):
+        sizes = _spread(_sizes(base, length, groups, gen), int(suffix.removeprefix(SIZE_SPREAD)), layout)
     elif layout == "tail_past_end":
         covered = max(0, length - max(1, length // 4))
         sizes = _uniform_sizes(covered, groups)

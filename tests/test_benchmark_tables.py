@@ -733,10 +733,34 @@ def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_s
     assert torch.tensor(sizes["aligned16"]).sum() == torch.tensor(sizes["random16"]).sum()
 
 
+def test_size_points_hold_each_random16_point_beside_aligned16_its_spreads_and_its_orders():
+    """tune_configs --points sizes (prepared call 2): every random16 point of issue #11 at aligned16, aligned16 with
+    its sizes spread by each of SPREADS, random16 and its two orders; the spread layouts move sizes without changing
+    the total, and the widest gives aligned16's sizes random16's spread (population standard deviation within 2%)."""
+    import statistics
+
+    random16 = [p for p in bench.ISSUE11_POINTS if p.offs == "random16"]
+    layouts = ["aligned16", "aligned16_spread64", "aligned16_spread128", "aligned16_spread240", "random16"]
+    layouts += ["random16_desc", "random16_asc"]
+    assert [(p.op, p.shape, p.groups, p.offs) for p in tune_configs.SIZE_POINTS] == [
+        (p.op, p.shape, p.groups, layout) for p in random16 for layout in layouts
+    ]
+    sizes = {}
+    for point in tune_configs.SIZE_POINTS[: len(layouts)]:
+        _, offs = bench.make_inputs(contract(point.op), point, "cpu")
+        ends = offs.tolist()
+        sizes[point.offs] = [b - a for a, b in zip([0, *ends[:-1]], ends)]
+    assert len({sum(s) for s in sizes.values()}) == 1
+    spread = {name: statistics.pstdev(s) for name, s in sizes.items()}
+    assert spread["aligned16"] < spread["aligned16_spread64"] < spread["aligned16_spread128"]
+    assert spread["aligned16_spread240"] == pytest.approx(spread["random16"], rel=0.02)
+    assert max(sizes["aligned16_spread240"]) <= 512 < max(sizes["random16"])
+
+
 def test_profile_kernels_refuses_an_unknown_point_set_before_touching_a_device():
     import profile_kernels
 
-    with pytest.raises(SystemExit, match="no point set 'nope'; sets: issue11, moe, uniform, order"):
+    with pytest.raises(SystemExit, match="no point set 'nope'; sets: issue11, moe, uniform, order, sizes"):
         profile_kernels.profile(None, None, "nope")
 
 
@@ -781,6 +805,32 @@ def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_igno
         "| 0.80 |"
     )  # the wrong-bytes row is never the best, however fast
     assert random.endswith("| - | - | - | 64x128/w4/g/o256 | 50.0 | 51% | - |")  # no listed tile timed there
+
+
+def test_layout_ratios_divide_each_tiles_time_by_its_aligned16_time_and_skip_wrong_bytes(tmp_path):
+    """tune_configs --layout-ratios: per op, shape and tile, aligned16's time (offs=aligned16, or "-" in older
+    tables) and each other layout's time over it. Wrong-bytes rows never count (the spread cell comes from the
+    second table), the first table wins where two time the same tile at the same point (aligned16 stays 40 us), and
+    a tile timed at aligned16 alone has no row."""
+    head = "| op | shape | variant | config | us | x best | | bitwise |\n|---|---|---|---|---:|---:|---|---|\n"
+    row = "| per_group_colwise_scales | 16640x2048 G=64 | {} | {} | {} | 1.00 | - | {} |\n"
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text(
+        head
+        + row.format("offs=aligned16", "64x128/w4", "40.0", "yes")
+        + row.format("offs=random16", "64x128/w4", "50.0", "yes")
+        + row.format("offs=aligned16_spread64", "64x128/w4", "10.0", "NO")
+        + row.format("offs=aligned16", "32x128/w8/t", "30.0", "yes")
+    )
+    second.write_text(
+        head
+        + row.format("-", "64x128/w4", "99.0", "yes")
+        + row.format("offs=aligned16_spread64", "64x128/w4", "44.0", "yes")
+    )
+    lines = tune_configs.layout_ratios([str(first), str(second)])
+    assert lines[0] == "| op | shape | tile | aligned16 us | random16 / aligned16 | aligned16_spread64 / aligned16 |"
+    assert lines[2:] == ["| per_group_colwise_scales | 16640x2048 G=64 | 64x128/w4 | 40.0 | 1.25 | 1.10 |"]
+    assert tune_configs.main(["--layout-ratios", str(first)]) == 0
 
 
 @needs_interpreter

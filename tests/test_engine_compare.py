@@ -16,7 +16,7 @@ from fp8ref.contracts import CONTRACTS, QUANTIZE_OPS
 from fp8ref.engine.inputs import make_inputs
 from fp8ref.engine.mutants import mutant
 from fp8ref.engine.values import VALUE_KINDS
-from fp8ref.layouts import OFFS_LAYOUTS, SIZE_ORDERS, make_offs
+from fp8ref.layouts import OFFS_LAYOUTS, SIZE_ORDERS, SIZE_SPREAD, make_offs
 
 _SHAPES = {
     "rowwise_2d_scale_and_cast": (7, 100),
@@ -74,7 +74,34 @@ def test_a_size_order_holds_the_base_layouts_sizes_sorted(layout, order):
     assert ordered != base or len(set(base)) == 1  # these seeds give unsorted sizes: the order takes effect
 
 
-@pytest.mark.parametrize("name", ["tail_past_end_desc", "random16_up", "nonsense_asc"])
+@pytest.mark.parametrize("spread", [0, 16, 64, 240])
+def test_a_size_spread_moves_indices_from_each_odd_group_to_the_even_one_before_it(spread):
+    """aligned16_spread<d> at 16640 tokens in 64 groups (tune_configs --points sizes): sizes alternate base + d and
+    base - d, pair by pair; the total, the group count and the 16-aligned starts stay aligned16's."""
+
+    def sizes(name):
+        ends = make_offs(name, 16640, 64, torch.Generator().manual_seed(0))
+        return [b - a for a, b in zip((0, *ends[:-1]), ends)]
+
+    base, spread_sizes = sizes("aligned16"), sizes(f"aligned16_{SIZE_SPREAD}{spread}")
+    assert spread_sizes == [s + (spread if g % 2 == 0 else -spread) for g, s in enumerate(base)]
+    assert sum(spread_sizes) == 16640
+    starts = itertools.accumulate(spread_sizes[:-1], initial=0)
+    assert all(start % 16 == 0 for start in starts)
+
+
+def test_a_size_spread_leaves_an_odd_trailing_group_and_refuses_what_it_cannot_move():
+    ends = make_offs(f"uniform_{SIZE_SPREAD}16", 100, 3, torch.Generator().manual_seed(0))
+    assert ends == (33 + 16, 66, 100)  # uniform sizes 33, 33, 34: the pair moves 16, the third group keeps its size
+    with pytest.raises(ValueError, match="multiple of 16, got 24"):
+        make_offs(f"aligned16_{SIZE_SPREAD}24", 1000, 4, torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="group 1 holds 256 indices, fewer than the spread 272"):
+        make_offs(f"aligned16_{SIZE_SPREAD}272", 1000, 4, torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize(
+    "name", ["tail_past_end_desc", "random16_up", "nonsense_asc", "aligned16_spread", "tail_past_end_spread16"]
+)
 def test_a_size_order_of_no_layout_is_an_error(name):
     with pytest.raises(ValueError, match="unknown offs layout"):
         make_offs(name, 100, 4, torch.Generator().manual_seed(0))
