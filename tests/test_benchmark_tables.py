@@ -779,6 +779,23 @@ def test_grid_schedule_model_finishes_longest_first_earlier_and_balances_equal_g
         model.program_work([1], 1, "random", 0.0)
 
 
+def test_grid_schedule_model_layout_stats_by_hand_and_for_every_layout_it_prints(capsys):
+    """grid_schedule_model.layout_stats of sizes (0, 320, 32, 160): largest 320, 320 of 512 indices in groups past
+    256, population deviation sqrt(15872) (mean 128), starts 0, 0, 320, 352 (all four on 32, the two zeros on
+    128); --stats prints a row per LAYOUTS entry, and the order model runs over the same layouts."""
+    import grid_schedule_model as model
+
+    st = model.layout_stats([0, 320, 32, 160])
+    assert st == {"largest": 320, "long_share": 320 / 512, "std": pytest.approx(126.0, abs=0.1), "starts_32": 4,
+                  "starts_128": 2}  # fmt: skip
+    assert model.main(["--stats"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [row.split(" | ")[0].strip("| ") for row in rows] == list(model.LAYOUTS)
+    assert rows[0] == "| aligned16 | 272 | 26% | 7 | 32 / 8 of 64 |"
+    assert model.main(["--row-blocks", "4", "--slots", "8"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2 + len(model.LAYOUTS)
+
+
 def test_standing_compares_the_best_listed_tile_with_the_best_timed_one_and_ignores_wrong_bytes(tmp_path):
     """tune_configs --standing: per point, the best bitwise tile fp8moe.configs lists against the best bitwise tile
     the table timed, with % of copy from the table's own bandwidth (ideal bytes: 16640 x 2048 bf16 read, fp8
