@@ -7,10 +7,12 @@
 #   bash benchmarks/prepared_calls.sh 2   # the size-spread points with the candidates forced (about 4 minutes)
 #   bash benchmarks/prepared_calls.sh 3   # DRAM bytes and stalls of the group-order points (about 4 minutes)
 #   bash benchmarks/prepared_calls.sh 4   # the per-group bench (about 3 minutes)
+#   bash benchmarks/prepared_calls.sh 5   # the /h (LOOP_HALVES) tiles beside their sources at the per-group points
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
-# PREPARED_PRINT=1 prints call 2's candidate lists (tune_configs --candidates arguments, one per line) instead of
-# running anything: tests/test_benchmark_tables.py parses them, so a typo fails on the CPU, not on the device.
+# PREPARED_PRINT=1 prints the candidate lists of calls 2 and 5 (tune_configs --candidates arguments, one per line)
+# instead of running anything: tests/test_benchmark_tables.py parses them, so a typo fails on the CPU, not on the
+# device.
 set -uo pipefail
 here="$(dirname "$0")"
 
@@ -32,12 +34,23 @@ P="32x128/w8/g/t,32x128/w8/t,32x128/w8/g,32x128/w8,64x128/w4/g,64x128/w4,32x128/
 D="32x128/w4/g,32x128/w4,64x64/w4/g,64x64/w4,64x64/w4/g/t,64x64/w4/t"
 sizes="per_group_scales=$P per_group_colwise_scales_dual=$D"
 
+# Call 5: LOOP_HALVES (/h, fp8moe.kernels._per_group.quantize_group_rows; new in session 28, bitwise in the CPU
+# tests, never timed). The two-pass loop takes a program's rows in two halves, so beside the full one-read tile it
+# holds three half tiles: compiled for sm_90 under triton 3.6 (benchmarks/results/cpu-sm90-registers-s28.md) the
+# dual op's 64x64/w4/g and 32x128/w4/g drop to 128 registers (3 -> 4 programs per SM) and rowwise 64x128/w4 to 116
+# (3 -> 4). The largest factor the one-read gap ladder leaves on the H200 is the loop's registers beside the one-read
+# path (1.15-1.21x), and the dual op is at 69-74% of copy. Each /h tile is timed beside its source at the 17
+# per-group points of issue #11.
+HP="64x128/w4,64x128/w4/h,64x128/w4/g,64x128/w4/g/h,64x128/w4/g/o256/l,64x128/w4/g/o256/h/l,64x64/w4/g,64x64/w4/g/h"
+HD="64x64/w4/g,64x64/w4/g/h,32x128/w4/g,32x128/w4/g/h,128x32/w4/g,128x32/w4/g/h"
+halves="per_group_scales=$HP per_group_colwise_scales_dual=$HD"
+
 if [ -n "${PREPARED_PRINT:-}" ]; then
-  printf '%s\n' $sizes
+  printf '%s\n' $sizes $halves
   exit 0
 fi
 
-case "${1:?which call: 1, 2, 3 or 4}" in
+case "${1:?which call: 1 to 5}" in
   1)  # 375 s of pytest on the H200 in session 27 (h200-s27-call1-env.txt), 453 s on an H100 in session 26. Files:
       # env.txt, pytest.log (artifacts.tgz on failures).
     STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-540} bash "$here/gpu_session.sh" ;;
@@ -50,5 +63,9 @@ case "${1:?which call: 1, 2, 3 or 4}" in
     STEPS="profile" PROFILE_TIMEOUT=360 PROFILE_ARGS="--points order" bash "$here/gpu_session.sh" ;;
   4)  # the per-group bench, each jagged point tuned on its own layout. Files: env.txt, bench.{md,json,png,log}.
     STEPS="bench" BENCH_TIMEOUT=175 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1, 2, 3 or 4" >&2; exit 2 ;;
+  5)  # 8 per-group tiles at the 13 rowwise and colwise points and 6 dual tiles at the 4 dual ones: 128 forced runs,
+      # each checked bitwise. Files: env.txt, configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=300 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $halves)" \
+      bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 5" >&2; exit 2 ;;
 esac

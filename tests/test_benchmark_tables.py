@@ -689,9 +689,9 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
 
 
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (call 2) must parse as
-    tune_configs reads them (a typo would cost a device call), each candidate once, and an unknown call number must
-    run nothing."""
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2 and 5, one
+    --candidates argument per line) must parse as tune_configs reads them (a typo would cost a device call), each
+    candidate once per call, and an unknown call number must run nothing."""
     import os
     import subprocess
 
@@ -700,15 +700,19 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     env = {**os.environ, "PREPARED_PRINT": "1"}
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
     specs = done.stdout.split()
-    assert [spec.partition("=")[0] for spec in specs] == ["per_group_scales", "per_group_colwise_scales_dual"]
-    extra = tune_configs.parse_candidates(specs)
-    for spec in specs:
-        tiles = spec.partition("=")[2].split(",")
-        assert len(tiles) == len(set(tiles)), spec
-    assert sum(len(configs) for configs in extra.values()) == sum(len(s.split(",")) for s in specs)
+    lists = ["per_group_scales", "per_group_colwise_scales_dual"]
+    assert [spec.partition("=")[0] for spec in specs] == lists * 2
+    for call in (specs[:2], specs[2:]):
+        extra = tune_configs.parse_candidates(call)
+        for spec in call:
+            tiles = spec.partition("=")[2].split(",")
+            assert len(tiles) == len(set(tiles)), spec
+        assert sum(len(configs) for configs in extra.values()) == sum(len(s.split(",")) for s in call)
+    halves = [tile for spec in specs[2:] for tile in spec.partition("=")[2].split(",")]
+    assert {tile for tile in halves if "/h" not in tile} == {tile.replace("/h", "") for tile in halves if "/h" in tile}
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9" in refused.stderr
+    assert "no prepared call 9: 1 to 5" in refused.stderr
 
 
 def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_sizes_sorted_both_ways():
