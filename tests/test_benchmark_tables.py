@@ -688,18 +688,50 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
     assert probe.slabs_in_flight(compiled(32, 98304), "512x16/w4/s4/p0", shape, 132)[0] == 2
 
 
+def _prepared_candidate_specs() -> list[str]:
+    """benchmarks/prepared_calls.sh's candidate lists, as PREPARED_PRINT prints them (calls 2 and 5)."""
+    import os
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    env = {**os.environ, "PREPARED_PRINT": "1"}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.split()
+
+
+@needs_interpreter
+def test_prepared_call_5_tiles_are_bitwise_where_their_halves_run(monkeypatch):
+    """Every tile of prepared call 5 (the /h tiles and their sources), forced through tune_point in the interpreter at
+    small twins of its points: 600 tokens in groups of 416 and 184 (aligned16_spread128), the first past every
+    one-read tile of the lists (256 at most), so each /h tile's loop runs on both halves of its rows; every forced
+    run must be bitwise."""
+    from fp8moe import configs
+
+    monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
+    extra = tune_configs.parse_candidates(_prepared_candidate_specs()[2:])
+    points = [
+        bench.Point("per_group_rowwise_scales", (40, 600), 2, "aligned16_spread128"),
+        bench.Point("per_group_colwise_scales", (600, 40), 2, "aligned16_spread128"),
+        bench.Point("per_group_colwise_scales_dual", (600, 40, 24), 2, "aligned16_spread128"),
+    ]
+    _, offs = bench.make_inputs(contract(points[0].op), points[0], "cpu")
+    assert offs.tolist() == [416, 600]
+    with tune_configs.extra_candidates(extra, replace=True):
+        rows = [row for point in points for row in tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")]
+    timed = [row.split("|")[4].strip() for row in rows]
+    assert len(timed) == 2 * len(extra[configs.PER_GROUP.name]) + len(extra[configs.PER_GROUP_DUAL.name])
+    assert sum("/h" in name for name in timed) == len(timed) // 2
+    assert all(row.endswith("| yes |") for row in rows), rows
+
+
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
     """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2 and 5, one
     --candidates argument per line) must parse as tune_configs reads them (a typo would cost a device call), each
     candidate once per call, and an unknown call number must run nothing."""
-    import os
     import subprocess
 
-    root = Path(__file__).resolve().parents[1]
-    script = root / "benchmarks" / "prepared_calls.sh"
-    env = {**os.environ, "PREPARED_PRINT": "1"}
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
-    specs = done.stdout.split()
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    specs = _prepared_candidate_specs()
     lists = ["per_group_scales", "per_group_colwise_scales_dual"]
     assert [spec.partition("=")[0] for spec in specs] == lists * 2
     for call in (specs[:2], specs[2:]):
