@@ -25,7 +25,7 @@ here="$(dirname "$0")"
 # h200-s18-call4-ncu.md); and group starts off 32- or 128-byte boundaries (aligned16 has as many: 32 of 64 starts on
 # a multiple of 32 tokens, random16 35).
 # Call 2 times the candidates at aligned16's sizes spread apart by 64, 128 and 240 tokens (fp8ref.layouts
-# SIZE_SPREAD; 240 gives random16's spread with no group past 512) beside aligned16, random16 and its sorted orders
+# SIZE_SPREAD; 240 gives random16's spread with no group past 496) beside aligned16, random16 and its sorted orders
 # (tune_configs.py --points sizes): a time that grows with the spread says uneven sizes cost, whatever their order;
 # spread240 near aligned16 puts the cost in random16's longest groups.
 # Call 3 measures DRAM bytes, L2 hit rate and stalls at the order points (profile_kernels.py --points order), the

@@ -72,14 +72,14 @@ ORDER_POINTS: tuple[Point, ...] = tuple(
     for layout in ("aligned16", "random16", *(f"random16_{o}" for o in SIZE_ORDERS))
 )
 #: The spreads of ``--points sizes`` (fp8ref.layouts.SIZE_SPREAD): 240 gives aligned16's G = 64 sizes the spread of
-#: random16's (population standard deviation 236 against 235 tokens at 16640 tokens), with no group past 512.
+#: random16's (population standard deviation 236 against 235 tokens at 16640 tokens), with no group past 496.
 SPREADS: tuple[int, ...] = (64, 128, 240)
 #: ``--points sizes``: the order points with aligned16's sizes spread between them (aligned16_spread<d>: sizes
-#: alternating 256 + d and 256 - d, the total, group count and 16-aligned starts unchanged). At the same tiles,
+#: alternating about 260 + d and 260 - d, the total, group count and 16-aligned starts unchanged). At the same tiles,
 #: random16 ran 1.08-1.49x its aligned16 time on the H200 (h200-s27-call2-configs.md), and none of the explanations
 #: tested so far accounts for it (benchmarks/results/issue11-misses.md, "Random group sizes"). If the time grows
 #: with the spread and reaches random16's at 240, uneven sizes are the cost whatever their order; if spread240 runs
-#: near aligned16, what random16 costs lies in its longest groups (up to 1040 tokens, none past 512 here).
+#: near aligned16, what random16 costs lies in its longest groups (up to 1040 tokens, none past 496 here).
 SIZE_POINTS: tuple[Point, ...] = tuple(
     Point(p.op, p.shape, p.groups, layout, p.layout, p.kwargs)
     for p in ISSUE11_POINTS
