@@ -102,7 +102,7 @@ def test_a_size_spread_leaves_an_odd_trailing_group_and_refuses_what_it_cannot_m
 @pytest.mark.parametrize(
     "name", ["tail_past_end_desc", "random16_up", "nonsense_asc", "aligned16_spread", "tail_past_end_spread16"]
 )
-def test_a_size_order_of_no_layout_is_an_error(name):
+def test_a_size_order_or_spread_of_no_layout_is_an_error(name):
     with pytest.raises(ValueError, match="unknown offs layout"):
         make_offs(name, 100, 4, torch.Generator().manual_seed(0))
 
