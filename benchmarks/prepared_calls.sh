@@ -8,9 +8,10 @@
 #   bash benchmarks/prepared_calls.sh 3   # DRAM bytes and stalls of the group-order points (about 4 minutes)
 #   bash benchmarks/prepared_calls.sh 4   # the per-group bench (about 3 minutes)
 #   bash benchmarks/prepared_calls.sh 5   # the /h (LOOP_HALVES) tiles beside their sources at the per-group points
+#   bash benchmarks/prepared_calls.sh 6   # colwise G = 64 at column counts that fill the last wave differently
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
-# PREPARED_PRINT=1 prints the candidate lists of calls 2 and 5 (tune_configs --candidates arguments, one per line)
+# PREPARED_PRINT=1 prints the candidate lists of calls 2, 5 and 6 (tune_configs --candidates arguments, one per line)
 # instead of running anything: tests/test_benchmark_tables.py parses them, so a typo fails on the CPU, not on the
 # device.
 set -uo pipefail
@@ -45,12 +46,20 @@ HP="64x128/w4,64x128/w4/h,64x128/w4/g,64x128/w4/g/h,64x128/w4/g/o256/l,64x128/w4
 HD="64x64/w4/g,64x64/w4/g/h,32x128/w4/g,32x128/w4/g/h,128x32/w4/g,128x32/w4/g/h"
 halves="per_group_scales=$HP per_group_colwise_scales_dual=$HD"
 
+# Call 6: does the last, partial wave of programs cost the colwise op at 16640x2048 G = 64? 64-row tiles make 2048
+# programs there, 5.17 waves of the 396 that 3 programs per SM hold; the stripped one-read ceiling reaches only
+# 79-83% of copy at that shape against 87-90% at 16640x5120. tune_configs.py --points waves times the op at 1792,
+# 2048, 2304, 2368 and 2560 columns (WAVE_POINTS, where the grid model's predictions are): if programs run at a
+# fixed speed, 2304 columns take about the time of 2048. Two tiles at 3 programs per SM (the autotuner's pick and its
+# /g twin) beside two at 4 (64x64/w4/g/o128/x1/l, 32x128/w8/g/t; benchmarks/results/cpu-sm90-registers-s26.md).
+waves="per_group_scales=64x128/w4,64x128/w4/g,64x64/w4/g/o128/x1/l,32x128/w8/g/t"
+
 if [ -n "${PREPARED_PRINT:-}" ]; then
-  printf '%s\n' $sizes $halves
+  printf '%s\n' $sizes $halves $waves
   exit 0
 fi
 
-case "${1:?which call: 1 to 5}" in
+case "${1:?which call: 1 to 6}" in
   1)  # 375 s of pytest on the H200 in session 27 (h200-s27-call1-env.txt), 453 s on an H100 in session 26. Files:
       # env.txt, pytest.log (artifacts.tgz on failures).
     STEPS="tests" TEST_TIMEOUT=${TEST_TIMEOUT:-540} bash "$here/gpu_session.sh" ;;
@@ -67,5 +76,8 @@ case "${1:?which call: 1 to 5}" in
       # each checked bitwise. Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=300 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $halves)" \
       bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 5" >&2; exit 2 ;;
+  6)  # 4 tiles at 5 shapes: 20 forced runs, each checked bitwise (about 1 minute). Files: env.txt, configs.md,
+      # tune.log.
+    STEPS="tune" TUNE_TIMEOUT=150 TUNE_ARGS="--points waves --replace --candidates $waves" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 6" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@
     python benchmarks/tune_configs.py --points moe --only per_group --out ...             # SPEC §7 MoE shapes
     python benchmarks/tune_configs.py --points uniform --out ...   # aligned per-group points beside uniform twins
     python benchmarks/tune_configs.py --points sizes --out ...     # random16 points beside aligned16, spread, sorted
+    python benchmarks/tune_configs.py --points waves --out ...     # colwise G64 at column counts that fill waves
     python benchmarks/tune_configs.py --standing TABLE    # no GPU: best listed tile against best timed, per point
     python benchmarks/tune_configs.py --layout-ratios TABLE...   # no GPU: each layout's time over aligned16's
 
@@ -91,12 +92,27 @@ SIZE_POINTS: tuple[Point, ...] = tuple(
         *(f"random16_{o}" for o in SIZE_ORDERS),
     )
 )
+#: The column counts of ``--points waves``: per_group_colwise_scales at 16640 tokens in 64 aligned16 groups, N
+#: columns, all multiples of 64 (no partial row block). 64-row tiles make N / 64 * 64 programs: 2048 columns make
+#: 2048 programs, 5.17 waves of the 396 that 3 programs per SM hold on 132 SMs; 2368 make 5.98.
+WAVE_COLUMNS: tuple[int, ...] = (1792, 2048, 2304, 2368, 2560)
+#: ``--points waves``: does the last, partial wave of programs cost the colwise op at 16640x2048 G = 64 (66-73% of
+#: copy on the H200, the stripped one-read ceiling 79-83% there against 87-90% at 16640x5120)? If programs run at a
+#: fixed speed, as a latency-bound kernel's do, the grid model (benchmarks/grid_schedule_model.py --row-blocks
+#: N/64 --slots 396) finishes 64-row tiles at 3 programs per SM 1.114 / 1.155 / 1.045 / 1.026 / 1.085x the
+#: balanced time at these N: 2304 columns would take about the time of 2048 (12.5% more bytes, 0.90x the
+#: imbalance). If instead the last wave's programs speed up as they get the bandwidth to themselves, time grows
+#: with N.
+WAVE_POINTS: tuple[Point, ...] = tuple(
+    Point("per_group_colwise_scales", (16640, n), 64, "aligned16") for n in WAVE_COLUMNS
+)
 POINT_SETS = {
     "issue11": lambda: ISSUE11_POINTS,
     "moe": moe_points,
     "uniform": lambda: UNIFORM_POINTS,
     "order": lambda: ORDER_POINTS,
     "sizes": lambda: SIZE_POINTS,
+    "waves": lambda: WAVE_POINTS,
 }
 
 
@@ -437,7 +453,8 @@ def main(argv: list[str] | None = None) -> int:
         default="issue11",
         help="issue #11 shapes, SPEC §7's, issue #11's aligned per-group points beside twins of uniform groups, or its "
         "random16 points beside their aligned16 twins and their sizes sorted both ways (order), and those with "
-        "aligned16's sizes spread (sizes)",
+        "aligned16's sizes spread (sizes), or the colwise G = 64 point at column counts that fill waves differently "
+        "(waves)",
     )
     parser.add_argument(
         "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"

@@ -689,7 +689,7 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
 
 
 def _prepared_candidate_specs() -> list[str]:
-    """benchmarks/prepared_calls.sh's candidate lists, as PREPARED_PRINT prints them (calls 2 and 5)."""
+    """benchmarks/prepared_calls.sh's candidate lists, as PREPARED_PRINT prints them (calls 2, 5 and 6)."""
     import os
     import subprocess
 
@@ -708,7 +708,7 @@ def test_prepared_call_5_tiles_are_bitwise_where_their_halves_run(monkeypatch):
     from fp8moe import configs
 
     monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
-    extra = tune_configs.parse_candidates(_prepared_candidate_specs()[2:])
+    extra = tune_configs.parse_candidates(_prepared_candidate_specs()[2:4])
     points = [
         bench.Point("per_group_rowwise_scales", (40, 600), 2, "aligned16_spread128"),
         bench.Point("per_group_colwise_scales", (600, 40), 2, "aligned16_spread128"),
@@ -725,7 +725,7 @@ def test_prepared_call_5_tiles_are_bitwise_where_their_halves_run(monkeypatch):
 
 
 def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2 and 5, one
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2, 5 and 6, one
     --candidates argument per line) must parse as tune_configs reads them (a typo would cost a device call), each
     candidate once per call, and an unknown call number must run nothing."""
     import subprocess
@@ -733,18 +733,18 @@ def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unkn
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     specs = _prepared_candidate_specs()
     lists = ["per_group_scales", "per_group_colwise_scales_dual"]
-    assert [spec.partition("=")[0] for spec in specs] == lists * 2
-    for call in (specs[:2], specs[2:]):
+    assert [spec.partition("=")[0] for spec in specs] == [*lists, *lists, "per_group_scales"]
+    for call in (specs[:2], specs[2:4], specs[4:]):
         extra = tune_configs.parse_candidates(call)
         for spec in call:
             tiles = spec.partition("=")[2].split(",")
             assert len(tiles) == len(set(tiles)), spec
         assert sum(len(configs) for configs in extra.values()) == sum(len(s.split(",")) for s in call)
-    halves = [tile for spec in specs[2:] for tile in spec.partition("=")[2].split(",")]
+    halves = [tile for spec in specs[2:4] for tile in spec.partition("=")[2].split(",")]
     assert {tile for tile in halves if "/h" not in tile} == {tile.replace("/h", "") for tile in halves if "/h" in tile}
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 to 5" in refused.stderr
+    assert "no prepared call 9: 1 to 6" in refused.stderr
 
 
 def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_sizes_sorted_both_ways():
@@ -793,10 +793,30 @@ def test_size_points_hold_each_random16_point_beside_aligned16_its_spreads_and_i
     assert max(sizes["aligned16_spread240"]) <= 512 < max(sizes["random16"])
 
 
+def test_wave_points_hold_the_colwise_g64_point_at_column_counts_in_whole_row_blocks():
+    """tune_configs --points waves (prepared call 6): per_group_colwise_scales at 16640 tokens in 64 aligned16 groups,
+    2048 columns (the issue #11 point) among column counts that are whole 64-row blocks; the grid model the comment
+    quotes gives 64-row tiles at 3 programs per SM its worst finish at 2048 and its best at 2368."""
+    import grid_schedule_model as model
+
+    points = tune_configs.WAVE_POINTS
+    assert {(p.op, p.shape[0], p.groups, p.offs) for p in points} == {
+        ("per_group_colwise_scales", 16640, 64, "aligned16")
+    }
+    columns = [p.shape[1] for p in points]
+    assert 2048 in columns
+    assert all(n % 64 == 0 for n in columns)
+    sizes = model.group_sizes("aligned16", 16640, 64)
+    finish = {n: model.imbalance(sizes, n // 64, 396, "row_blocks_fastest", 32.0) for n in columns}
+    assert max(finish, key=finish.get) == 2048
+    assert min(finish, key=finish.get) == 2368
+    assert [round(finish[n], 3) for n in columns] == [1.114, 1.155, 1.045, 1.026, 1.085]
+
+
 def test_profile_kernels_refuses_an_unknown_point_set_before_touching_a_device():
     import profile_kernels
 
-    with pytest.raises(SystemExit, match="no point set 'nope'; sets: issue11, moe, uniform, order, sizes"):
+    with pytest.raises(SystemExit, match="no point set 'nope'; sets: issue11, moe, uniform, order, sizes, waves"):
         profile_kernels.profile(None, None, "nope")
 
 
