@@ -51,8 +51,11 @@ halves="per_group_scales=$HP per_group_colwise_scales_dual=$HD"
 # 79-83% of copy at that shape against 87-90% at 16640x5120. tune_configs.py --points waves times the op at 1792,
 # 2048, 2304, 2368 and 2560 columns (WAVE_POINTS, where the grid model's predictions are): if programs run at a
 # fixed speed, 2304 columns take about the time of 2048. Two tiles at 3 programs per SM (the autotuner's pick and its
-# /g twin) beside two at 4 (64x64/w4/g/o128/x1/l, 32x128/w8/g/t; benchmarks/results/cpu-sm90-registers-s26.md).
-waves="per_group_scales=64x128/w4,64x128/w4/g,64x64/w4/g/o128/x1/l,32x128/w8/g/t"
+# /g twin) beside two at 4 (64x64/w4/g/o128/x1/l, 32x128/w8/g/t; benchmarks/results/cpu-sm90-registers-s26.md) and
+# one at 2: 64x128/w8/g/o256/l, the listed 64x128/w4/g/o256/l with 8 warps (sm_90, triton 3.6: 128 registers,
+# 2 programs of 8 warps per SM, so 264 programs per wave and 7.76 waves at 2048 columns, where the grid model
+# finishes within 1.02-1.04x of balanced at every column count).
+waves="per_group_scales=64x128/w4,64x128/w4/g,64x64/w4/g/o128/x1/l,32x128/w8/g/t,64x128/w8/g/o256/l"
 
 if [ -n "${PREPARED_PRINT:-}" ]; then
   printf '%s\n' $sizes $halves $waves
@@ -76,7 +79,7 @@ case "${1:?which call: 1 to 6}" in
       # each checked bitwise. Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=300 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $halves)" \
       bash "$here/gpu_session.sh" ;;
-  6)  # 4 tiles at 5 shapes: 20 forced runs, each checked bitwise (about 1 minute). Files: env.txt, configs.md,
+  6)  # 5 tiles at 5 shapes: 25 forced runs, each checked bitwise (about 1 minute). Files: env.txt, configs.md,
       # tune.log.
     STEPS="tune" TUNE_TIMEOUT=150 TUNE_ARGS="--points waves --replace --candidates $waves" bash "$here/gpu_session.sh" ;;
   *) echo "no prepared call $1: 1 to 6" >&2; exit 2 ;;
