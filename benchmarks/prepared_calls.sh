@@ -38,12 +38,12 @@ sizes="per_group_scales=$P per_group_colwise_scales_dual=$D"
 # Call 5: LOOP_HALVES (/h, fp8moe.kernels._per_group.quantize_group_rows; new in session 28, bitwise in the CPU
 # tests, never timed). The two-pass loop takes a program's rows in two halves, so beside the full one-read tile it
 # holds three half tiles: compiled for sm_90 under triton 3.6 (benchmarks/results/cpu-sm90-registers-s28.md) the
-# dual op's 64x64/w4/g and 32x128/w4/g drop to 128 registers (3 -> 4 programs per SM) and rowwise 64x128/w4 to 116
-# (3 -> 4). The largest factor the one-read gap ladder leaves on the H200 is the loop's registers beside the one-read
+# dual op's 64x64/w4/g and 32x128/w4/g drop to 128 registers (3 -> 4 programs per SM), its 64x128/w8/g from 138 to
+# 128 (1 -> 2 programs of 8 warps), and rowwise 64x128/w4 to 116 (3 -> 4). The largest factor the one-read gap ladder leaves on the H200 is the loop's registers beside the one-read
 # path (1.15-1.21x), and the dual op is at 69-74% of copy. Each /h tile is timed beside its source at the 17
 # per-group points of issue #11.
 HP="64x128/w4,64x128/w4/h,64x128/w4/g,64x128/w4/g/h,64x128/w4/g/o256/l,64x128/w4/g/o256/h/l,64x64/w4/g,64x64/w4/g/h"
-HD="64x64/w4/g,64x64/w4/g/h,32x128/w4/g,32x128/w4/g/h,128x32/w4/g,128x32/w4/g/h"
+HD="64x64/w4/g,64x64/w4/g/h,32x128/w4/g,32x128/w4/g/h,128x32/w4/g,128x32/w4/g/h,64x128/w8/g,64x128/w8/g/h"
 halves="per_group_scales=$HP per_group_colwise_scales_dual=$HD"
 
 # Call 6: does the last, partial wave of programs cost the colwise op at 16640x2048 G = 64? 64-row tiles make 2048
@@ -75,7 +75,7 @@ case "${1:?which call: 1 to 6}" in
     STEPS="profile" PROFILE_TIMEOUT=360 PROFILE_ARGS="--points order" bash "$here/gpu_session.sh" ;;
   4)  # the per-group bench, each jagged point tuned on its own layout. Files: env.txt, bench.{md,json,png,log}.
     STEPS="bench" BENCH_TIMEOUT=175 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
-  5)  # 8 per-group tiles at the 13 rowwise and colwise points and 6 dual tiles at the 4 dual ones: 128 forced runs,
+  5)  # 8 per-group tiles at the 13 rowwise and colwise points and 8 dual tiles at the 4 dual ones: 136 forced runs,
       # each checked bitwise. Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=300 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $halves)" \
       bash "$here/gpu_session.sh" ;;
