@@ -19,8 +19,9 @@ here="$(dirname "$0")"
 
 # Calls 2 and 3: what do random group sizes cost? At the same tiles random16 (random multiples of 16) ran 1.08-1.49x
 # its aligned16 time on the H200 (h200-s27-call2-configs.md). Four explanations are out, each by a committed
-# measurement (benchmarks/results/issue11-misses.md, "Random group sizes"): the grid's imbalance (the sizes sorted
-# either way ran 0.97-1.12x random16, h100-s27-call5-order-configs.md); the one-read path's share (tiles that send
+# measurement (benchmarks/results/issue11-misses.md, "Random group sizes"): the grid's imbalance with row blocks
+# fastest (the sizes sorted largest first ran 0.98-1.06x random16, h100-s27-call5-order-configs.md); with groups
+# fastest the grid model does charge a 1040-token group 1.14-1.33x; the one-read path's share (tiles that send
 # every group through the two-pass loop, /t, pay 1.09-1.37x too); L2 misses in pass 2 (colwise at `random`, which
 # shares random16's draws and so its groups of up to 1041 tokens, read 69.4 MB from DRAM against aligned16's 68.3,
 # h200-s18-call4-ncu.md); and group starts off 32- or 128-byte boundaries (aligned16 has as many: 32 of 64 starts on
@@ -39,9 +40,9 @@ sizes="per_group_scales=$P per_group_colwise_scales_dual=$D"
 # tests, never timed). The two-pass loop takes a program's rows in two halves, so beside the full one-read tile it
 # holds three half tiles: compiled for sm_90 under triton 3.6 (benchmarks/results/cpu-sm90-registers-s28.md) the
 # dual op's 64x64/w4/g and 32x128/w4/g drop to 128 registers (3 -> 4 programs per SM), its 64x128/w8/g from 138 to
-# 128 (1 -> 2 programs of 8 warps), and rowwise 64x128/w4 to 116 (3 -> 4). The largest factor the one-read gap ladder leaves on the H200 is the loop's registers beside the one-read
-# path (1.15-1.21x), and the dual op is at 69-74% of copy. Each /h tile is timed beside its source at the 17
-# per-group points of issue #11.
+# 128 (1 -> 2 programs of 8 warps), and rowwise 64x128/w4 to 116 (3 -> 4). The largest factor the one-read gap
+# ladder leaves on the H200 is the loop's registers beside the one-read path (1.15-1.21x), and the dual op is at
+# 69-74% of copy. Each /h tile is timed beside its source at the 17 per-group points of issue #11.
 HP="64x128/w4,64x128/w4/h,64x128/w4/g,64x128/w4/g/h,64x128/w4/g/o256/l,64x128/w4/g/o256/h/l,64x64/w4/g,64x64/w4/g/h"
 HD="64x64/w4/g,64x64/w4/g/h,32x128/w4/g,32x128/w4/g/h,128x32/w4/g,128x32/w4/g/h,64x128/w8/g,64x128/w8/g/h"
 halves="per_group_scales=$HP per_group_colwise_scales_dual=$HD"
@@ -81,6 +82,7 @@ case "${1:?which call: 1 to 6}" in
       bash "$here/gpu_session.sh" ;;
   6)  # 5 tiles at 5 shapes: 25 forced runs, each checked bitwise (about 1 minute). Files: env.txt, configs.md,
       # tune.log.
-    STEPS="tune" TUNE_TIMEOUT=150 TUNE_ARGS="--points waves --replace --candidates $waves" bash "$here/gpu_session.sh" ;;
+    STEPS="tune" TUNE_TIMEOUT=150 TUNE_ARGS="--points waves --replace --candidates $waves" \
+      bash "$here/gpu_session.sh" ;;
   *) echo "no prepared call $1: 1 to 6" >&2; exit 2 ;;
 esac
