@@ -50,8 +50,8 @@ halves="per_group_scales=$HP per_group_colwise_scales_dual=$HD"
 # Call 6: does the last, partial wave of programs cost the colwise op at 16640x2048 G = 64? 64-row tiles make 2048
 # programs there, 5.17 waves of the 396 that 3 programs per SM hold; the stripped one-read ceiling reaches only
 # 79-83% of copy at that shape against 87-90% at 16640x5120. tune_configs.py --points waves times the op at 1792,
-# 2048, 2304, 2368 and 2560 columns (WAVE_POINTS, where the grid model's predictions are): if programs run at a
-# fixed speed, 2304 columns take about the time of 2048. Two tiles at 3 programs per SM (the autotuner's pick and its
+# 2048, 2304, 2368 and 2560 columns (WAVE_POINTS, where the grid model's predictions are; read the table with
+# tune_configs.py --tile-percentages): if programs run at a fixed speed, 2304 columns take about the time of 2048. Two tiles at 3 programs per SM (the autotuner's pick and its
 # /g twin) beside two at 4 (64x64/w4/g/o128/x1/l, 32x128/w8/g/t; benchmarks/results/cpu-sm90-registers-s26.md) and
 # one at 2: 64x128/w8/g/o256/l, the listed 64x128/w4/g/o256/l with 8 warps (sm_90, triton 3.6: 128 registers,
 # 2 programs of 8 warps per SM, so 264 programs per wave and 7.76 waves at 2048 columns, where the grid model

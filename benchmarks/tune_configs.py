@@ -7,6 +7,7 @@
     python benchmarks/tune_configs.py --points waves --out ...     # colwise G64 at column counts that fill waves
     python benchmarks/tune_configs.py --standing TABLE    # no GPU: best listed tile against best timed, per point
     python benchmarks/tune_configs.py --layout-ratios TABLE...   # no GPU: each layout's time over aligned16's
+    python benchmarks/tune_configs.py --tile-percentages TABLE   # no GPU: each tile's % of copy at every point
 
 fp8moe.configs lists, per kernel, the candidates CUDA autotuning chooses among, and the one candidate small
 problems take without tuning (the smallest tile). This script is the measurement behind those lists: for each
@@ -375,6 +376,23 @@ def layout_ratios(paths: list[str]) -> list[str]:
     return lines
 
 
+def tile_percentages(path: str) -> list[str]:
+    """Per tile of a table this script wrote, every point it ran at with its time and % of copy bandwidth (ideal
+    bytes over the table's own copy bandwidth), bitwise rows only, in the table's order of points: how one tile's
+    efficiency moves with the shape (``--points waves``: the colwise op at column counts that fill the last wave of
+    programs differently)."""
+    bandwidth, rows = _table_rows(path)
+    lines = ["| tile | op | shape | variant | us | % of copy |", "|---|---|---|---|---:|---:|"]
+    tiles = dict.fromkeys(config for *_, config, _, _ in rows)
+    for tile in tiles:
+        for op, shape, variant, config, us, bitwise in rows:
+            if config != tile or not bitwise:
+                continue
+            pct = f"{100 * _point_bytes(op, shape) / (us * 1e-6) / 1e9 / bandwidth:.0f}%" if bandwidth else "-"
+            lines.append(f"| {tile} | {op} | {shape} | {variant} | {us:.1f} | {pct} |")
+    return lines
+
+
 def summarize(paths: list[str]) -> list[str]:
     """Per candidate list and candidate, over every measured point in the given tables: how often it was best, how
     often within NEAR_BEST of best, and its best and median ratio to the best. The first measurement of a point
@@ -443,6 +461,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TABLE",
         help="no GPU: per op, shape and tile of tables this script wrote, each offs layout's time over aligned16's",
     )
+    parser.add_argument(
+        "--tile-percentages",
+        metavar="TABLE",
+        help="no GPU: per tile of a table this script wrote, its time and %% of copy bandwidth at every point",
+    )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
@@ -489,6 +512,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.layout_ratios:
         print("\n".join(layout_ratios(args.layout_ratios)))
+        return 0
+    if args.tile_percentages:
+        print("\n".join(tile_percentages(args.tile_percentages)))
         return 0
     from triton.testing import do_bench_cudagraph
 

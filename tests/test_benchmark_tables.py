@@ -906,6 +906,29 @@ def test_layout_ratios_divide_each_tiles_time_by_its_aligned16_time_and_skip_wro
     assert tune_configs.main(["--layout-ratios", str(first)]) == 0
 
 
+def test_tile_percentages_list_each_tiles_points_with_percent_of_copy_and_skip_wrong_bytes(tmp_path):
+    """tune_configs --tile-percentages: per tile, in the table's order, every bitwise point with its % of copy
+    (16640 x N bf16 read, fp8 written, 64 x N f32 scales: 50,176 bytes per column, so 2048 columns in 40 us at
+    4000 GB/s is 64% and 2304 in 40 us 72%); a wrong-bytes row is left out."""
+    table = tmp_path / "t.md"
+    row = "| per_group_colwise_scales | 16640x{} G=64 | offs=aligned16 | {} | {} | 1.00 | - | {} |\n"
+    table.write_text(
+        "Device copy bandwidth (read + write, CUDA graph), same run: 4000 GB/s.\n\n"
+        "| op | shape | variant | config | us | x best | | bitwise |\n|---|---|---|---|---:|---:|---|---|\n"
+        + row.format(2048, "64x128/w4", "40.0", "yes")
+        + row.format(2048, "64x128/w8/g/o256/l", "38.0", "NO")
+        + row.format(2304, "64x128/w4", "40.0", "yes")
+        + row.format(2304, "64x128/w8/g/o256/l", "45.0", "yes")
+    )
+    lines = tune_configs.tile_percentages(str(table))
+    assert lines[2:] == [
+        "| 64x128/w4 | per_group_colwise_scales | 16640x2048 G=64 | offs=aligned16 | 40.0 | 64% |",
+        "| 64x128/w4 | per_group_colwise_scales | 16640x2304 G=64 | offs=aligned16 | 40.0 | 72% |",
+        "| 64x128/w8/g/o256/l | per_group_colwise_scales | 16640x2304 G=64 | offs=aligned16 | 45.0 | 64% |",
+    ]
+    assert tune_configs.main(["--tile-percentages", str(table)]) == 0
+
+
 @needs_interpreter
 @pytest.mark.parametrize("op", sorted(tune_configs.CANONICAL_VIEW))
 def test_the_standing_tables_view_of_each_per_group_op_is_the_view_its_bench_input_launches_with(op, monkeypatch):
