@@ -504,18 +504,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.groups_fastest_twins:
         for name, twins in groups_fastest_twins().items():
             extra.setdefault(name, []).extend(twins)
-    if args.summarize:
-        print("\n".join(summarize(args.summarize)))
-        return 0
-    if args.standing:
-        print("\n".join(standing(args.standing)))
-        return 0
-    if args.layout_ratios:
-        print("\n".join(layout_ratios(args.layout_ratios)))
-        return 0
-    if args.tile_percentages:
-        print("\n".join(tile_percentages(args.tile_percentages)))
-        return 0
+    for reader in (summarize, standing, layout_ratios, tile_percentages):  # the no-GPU readers, each its option's dest
+        tables = getattr(args, reader.__name__)
+        if tables:
+            print("\n".join(reader(tables)))
+            return 0
     from triton.testing import do_bench_cudagraph
 
     header = [
