@@ -62,7 +62,6 @@ SPAN_FLAGS = {
     "EDGES_IN_TILE": False,
     "EDGE_LOOP": False,
     "EXTRA_CHUNKS": 0,
-    "LOOP_HALVES": False,
 }
 
 

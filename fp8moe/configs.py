@@ -276,14 +276,14 @@ _CHOSEN: dict[tuple, triton.Config] = {}
 LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
-#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/h][/l]``, the form :func:`describe` writes
+#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l]``, the form :func:`describe` writes
 #: and :func:`parse_config` reads.
 _DESCRIPTION = re.compile(
     r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?"
     r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?:(?P<edges_in_tile>/e)|/x(?P<extra_chunks>\d+))?)"
-    r"(?P<loop_halves>/h)?(?P<edge_loop>/l)?"
+    r"(?P<edge_loop>/l)?"
 )
-_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/h][/l]"
+_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l]"
 
 
 def describe(config: triton.Config | None) -> str:
@@ -293,8 +293,7 @@ def describe(config: triton.Config | None) -> str:
     (ONE_READ=False, fp8moe.kernels._span.quantize_group_span), ``/o<n>`` for one whose one-read tile is n
     columns wide (ONE_READ_K), ``/e`` for one whose one-read tile holds the edges (EDGES_IN_TILE) and ``/l`` for
     one that takes the partial edge chunks one at a time (EDGE_LOOP), ``/x<n>`` for one whose one-read path also
-    takes spans n 16-column chunks longer (EXTRA_CHUNKS), ``/h`` for one whose two-pass loop takes the rows in two
-    halves (LOOP_HALVES); ``-`` for None."""
+    takes spans n 16-column chunks longer (EXTRA_CHUNKS); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
@@ -304,10 +303,8 @@ def describe(config: triton.Config | None) -> str:
     one_read_k = f"/o{config.kwargs['ONE_READ_K']}" if config.kwargs.get("ONE_READ_K") else ""
     edges_in_tile = "/e" if config.kwargs.get("EDGES_IN_TILE") else ""
     extra = f"/x{config.kwargs['EXTRA_CHUNKS']}" if config.kwargs.get("EXTRA_CHUNKS") else ""
-    loop_halves = "/h" if config.kwargs.get("LOOP_HALVES") else ""
     edge_loop = "/l" if config.kwargs.get("EDGE_LOOP") else ""
-    flags = f"{order}{two_pass}{one_read_k}{edges_in_tile}{extra}{loop_halves}{edge_loop}"
-    return f"{tile}/w{config.num_warps}{cap}{flags}"
+    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}{extra}{edge_loop}"
 
 
 def parse_config(description: str, block_names: list[str]) -> triton.Config:
@@ -334,8 +331,6 @@ def parse_config(description: str, block_names: list[str]) -> triton.Config:
         kwargs["EDGES_IN_TILE"] = True
     if match.group("extra_chunks"):
         kwargs["EXTRA_CHUNKS"] = int(match.group("extra_chunks"))
-    if match.group("loop_halves"):
-        kwargs["LOOP_HALVES"] = True
     if match.group("edge_loop"):
         kwargs["EDGE_LOOP"] = True
     cap = int(match.group("cap")) if match.group("cap") else None

@@ -21,8 +21,7 @@ which the interpreter this process runs has replaced):
   (``sass_counts.py --candidates``, which reports any candidate named as tune_configs.py names it);
 - the long-slice probe's pipelined loops (benchmarks/probe_long_slices.py, ``/s<S>`` with S > 1) load through
   cp.async into shared memory, and its unpipelined controls do not;
-- EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own;
-- LOOP_HALVES (the ``/h`` candidates) gives the rowwise 64x128/w4 tile one more program per SM.
+- EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own.
 """
 
 from __future__ import annotations
@@ -269,14 +268,3 @@ def test_edge_loop_takes_the_edge_chunks_in_loops_of_their_own():
     for view in ("rowwise", "colwise"):
         assert len(base[view]["loops"]) == 2, (view, base[view]["loops"])
         assert len(looped[view]["loops"]) > len(base[view]["loops"]), (view, looped[view]["loops"])
-
-
-def test_loop_halves_give_the_rowwise_64x128_tile_one_more_program_per_sm():
-    """``/h`` (LOOP_HALVES, fp8moe.kernels._per_group.quantize_group_rows) runs the two-pass loop on half the rows
-    at a time beside the full one-read tile. On the view along K, 64x128/w4 then holds one more program per SM
-    (sm_90; triton 3.6: 139 -> 116 registers, triton 3.9: 160 -> 119, 3 -> 4 programs). Its binary holds the halves
-    unrolled: more instructions than the tile it halves."""
-    report = _sass_counts("--candidates", "per_group_scales=64x128/w4,64x128/w4/h")
-    plain, halves = report["per_group_scales rowwise 64x128/w4"], report["per_group_scales rowwise 64x128/w4/h"]
-    assert halves["blocks_per_sm"] == plain["blocks_per_sm"] + 1, report
-    assert halves["instructions"] > plain["instructions"], report

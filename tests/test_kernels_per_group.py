@@ -608,14 +608,12 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
 #:   unaligned within one chunk) too;
 #: - EDGES_IN_TILE: on transposing views the one-read tile covers the partial edge chunks;
 #: - EDGE_LOOP: the partial edge chunks one at a time in a run-time loop;
-#: - EXTRA_CHUNKS: the one-read path also takes interiors one 16-column chunk past its tile;
-#: - LOOP_HALVES: the two-pass loop takes the program's rows in two halves (the second partly masked at 12 rows).
+#: - EXTRA_CHUNKS: the one-read path also takes interiors one 16-column chunk past its tile.
 SPAN_FLAGS = {
     "ONE_READ": (False, 19, (20, 21)),
     "EDGES_IN_TILE": (True, 26, (27, 28)),
     "EDGE_LOOP": (True, 30, (32, 33)),
     "EXTRA_CHUNKS": (1, 34, (35, 36)),
-    "LOOP_HALVES": (True, 38, (39, 40)),
 }
 
 
@@ -730,25 +728,6 @@ def test_edge_loop_at_every_kind_of_edge(op, paths, span_flags, device):
     span_flags(BLOCK_K=16, EDGE_LOOP=True, **paths)
     x = _values(op.shape(ROWS, COVER_BOUNDARY_ENDS[-1]), torch.bfloat16, seed=31)
     _check_against_reference(op, x, COVER_BOUNDARY_ENDS, E4, False, device)
-
-
-@ON_THE_SPAN_KERNEL
-@pytest.mark.parametrize(
-    "paths", [{}, {"ONE_READ": False}, {"EDGE_LOOP": True}], ids=["one_read_and_loop", "loop_only", "edge_loop"]
-)
-@pytest.mark.parametrize("op", OPS[:2], ids=lambda op: op.name)
-def test_loop_halves_at_every_kind_of_edge(op, paths, span_flags, device):
-    """BLOCK_K = 16 with LOOP_HALVES over COVER_BOUNDARY_ENDS: every group past one chunk loops over its program's
-    rows in two halves (12 rows in 8-row blocks: halves of 4, the second block's second half all masked), partial
-    edges, empty and one-chunk groups included. A half left out, or one half's scales stored for the other's rows,
-    fails it."""
-    span_flags(BLOCK_K=16, LOOP_HALVES=True, **paths)
-    configs.LAST_CONFIG.pop(configs.PER_GROUP.name, None)
-    x = _values(op.shape(ROWS, COVER_BOUNDARY_ENDS[-1]), torch.bfloat16, seed=41)
-    _check_against_reference(op, x, COVER_BOUNDARY_ENDS, E4, False, device)
-    launched = configs.LAST_CONFIG[configs.PER_GROUP.name].kwargs
-    assert launched["LOOP_HALVES"] is True, launched
-    assert launched["BLOCK_R"] == 8, launched  # the halves of 4 rows this test's docstring counts on
 
 
 @ON_THE_SPAN_KERNEL

@@ -23,7 +23,7 @@ import triton.language as tl
 from fp8moe import configs
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import fp8_constexprs
-from fp8moe.kernels._span import group_span_fits, pack_k, quantize_group_span, quantize_span
+from fp8moe.kernels._span import pack_k, quantize_group_span
 
 __all__ = ["jagged_grid", "jagged_program", "launch_jagged_rows", "quantize_group_rows"]
 
@@ -105,7 +105,6 @@ def quantize_group_rows(
     EDGES_IN_TILE: tl.constexpr = False,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
-    LOOP_HALVES: tl.constexpr = False,
 ):
     """Scale and cast rows [pid_r * BLOCK_R, +BLOCK_R) of an (R, Ktot) view within group pid_g; store
     scales[g * R + r]. q has unit stride along K.
@@ -115,60 +114,25 @@ def quantize_group_rows(
     branch, that tile's width when it differs from BLOCK_K, whether it holds the edges, whether the edge chunks are
     taken one at a time, and how many chunks past the tile the one-read branch takes
     (fp8moe.kernels._span.quantize_group_span).
-
-    LOOP_HALVES (the ``/h`` candidates): a group that does not fit the one-read tile is quantized in two halves of
-    the rows, one after the other, each a two-pass loop over (BLOCK_R // 2, BLOCK_K) tiles with its own scales; a
-    group that fits keeps all BLOCK_R rows in one read. Rows are independent, so the bytes written are the same.
-    The loop holds about three tiles at once (running max, current, next), so beside a one-read tile of its own
-    width it sets the kernel's registers: the one-read gap ladder's largest factor left on the H200, 1.15-1.21x
-    (benchmarks/results/issue11-misses.md). In halves it holds three half tiles. Compiled for sm_90 (triton 3.6,
-    benchmarks/sass_counts.py --candidates) the dual op's 64x64/w4/g goes from 161 to 128 registers and 32x128/w4/g
-    from 142 to 128 (3 -> 4 programs per SM), rowwise 64x128/w4 from 139 to 116 (3 -> 4). The colwise view's
-    32-row tiles go the other way: 32x128/w8/g from 63 to 107 registers (4 -> 2). The halves are unrolled: a
-    run-time loop over them compiled to more registers for the dual op and rowwise tiles. Not timed yet
-    (benchmarks/prepared_calls.sh).
     """
     start = tl.load(offs_ptr + pid_g - 1, mask=pid_g > 0, other=0)
     end = tl.load(offs_ptr + pid_g)
     start, end = clamped_group_bounds(start, end, K)
+    rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
     if INT64_INDEX:
         pid_g = pid_g.to(tl.int64)
+        rows = rows.to(tl.int64)
         start = start.to(tl.int64)
         end = end.to(tl.int64)
-    halves = LOOP_HALVES and BLOCK_R >= 2
-    if halves:
-        fits = group_span_fits(start, end, BLOCK_K, PACK_K, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EXTRA_CHUNKS)
-    else:
-        fits = True
-    if fits:
-        rows = _block_rows(pid_r * BLOCK_R, BLOCK_R, INT64_INDEX)
-        row_mask = rows < R
-        scale = quantize_group_span(
-            x_ptr + rows[:, None] * stride_xr, q_ptr + rows[:, None] * stride_qr, row_mask, start, end, stride_xk,
-            BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
-            ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS, TWO_PASS=not halves,
-        )  # fmt: skip
-        tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
-    else:
-        HALF: tl.constexpr = BLOCK_R // 2
-        for half in tl.static_range(2):
-            half_rows = _block_rows(pid_r * BLOCK_R + half * HALF, HALF, INT64_INDEX)
-            half_mask = half_rows < R
-            half_scale = quantize_span(
-                x_ptr + half_rows[:, None] * stride_xr, q_ptr + half_rows[:, None] * stride_qr, half_mask, start,
-                end, stride_xk, HALF, BLOCK_K, False, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ,
-                ROUND_POW2, CAST_MODE, EDGE_LOOP,
-            )  # fmt: skip
-            tl.store(scales_ptr + pid_g * R + half_rows, half_scale, mask=half_mask)
-
-
-@triton.jit
-def _block_rows(first, BLOCK: tl.constexpr, INT64_INDEX: tl.constexpr):
-    """Rows [first, first + BLOCK), in int64 where INT64_INDEX says offsets need it."""
-    rows = first + tl.arange(0, BLOCK)
-    if INT64_INDEX:
-        rows = rows.to(tl.int64)
-    return rows
+    row_mask = rows < R
+    x_rows = x_ptr + rows[:, None] * stride_xr  # (BLOCK_R, 1)
+    q_rows = q_ptr + rows[:, None] * stride_qr
+    scale = quantize_group_span(
+        x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
+        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, ONE_READ, ONE_READ_K, EDGES_IN_TILE,
+        EDGE_LOOP, EXTRA_CHUNKS,
+    )  # fmt: skip
+    tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
 
 
 @triton.jit
@@ -200,11 +164,10 @@ def _per_group_rows_kernel(
     EDGES_IN_TILE: tl.constexpr = False,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
-    LOOP_HALVES: tl.constexpr = False,
 ):
     """x (R, K) any strides -> q (R, K) with unit stride along K. Grid :func:`jagged_grid` of cdiv(R, BLOCK_R) row
-    blocks and G groups; GROUPS_FASTEST orders it, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS and
-    LOOP_HALVES shape the span code (all a config's).
+    blocks and G groups; GROUPS_FASTEST orders it, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP and EXTRA_CHUNKS
+    shape the span code (all a config's).
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
@@ -212,7 +175,7 @@ def _per_group_rows_kernel(
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, pid_r, pid_g, stride_xr, stride_xk,
         stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-        CAST_MODE, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS, LOOP_HALVES,
+        CAST_MODE, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS,
     )  # fmt: skip
 
 

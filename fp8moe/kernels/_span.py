@@ -55,7 +55,6 @@ from fp8moe.kernels._common import (
 __all__ = [
     "cast_span",
     "fold_quad_magnitudes",
-    "group_span_fits",
     "load_quad",
     "pack_k",
     "quantize_group_span",
@@ -532,34 +531,18 @@ def quantize_span(
 
 
 @triton.jit
-def group_span_fits(
-    start, end, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, ONE_READ: tl.constexpr, ONE_READ_K: tl.constexpr,
-    EDGES_IN_TILE: tl.constexpr, EXTRA_CHUNKS: tl.constexpr,
-):  # fmt: skip
-    """Whether :func:`quantize_group_span` reads the span [start, end) once (its one-read path) under these flags."""
-    ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
-    if not ONE_READ:
-        fits = False
-    elif EDGES_IN_TILE and PACK_K == 4:
-        fits = (end + 15) // 16 * 16 - start // 16 * 16 <= ONE_K
-    else:
-        fits = end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_K + 16 * EXTRA_CHUNKS
-    return fits
-
-
-@triton.jit
 def quantize_group_span(
     x_rows, q_rows, row_mask, start, end, stride_xk,
     BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, PACK_K: tl.constexpr, INT64_INDEX: tl.constexpr,
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, ONE_READ: tl.constexpr = True,
     ONE_READ_K: tl.constexpr = 0, EDGES_IN_TILE: tl.constexpr = False, EDGE_LOOP: tl.constexpr = False,
-    EXTRA_CHUNKS: tl.constexpr = 0, TWO_PASS: tl.constexpr = True,
+    EXTRA_CHUNKS: tl.constexpr = 0,
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's).
 
-    One read when the span fits one tile (:func:`group_span_fits`), two otherwise (both paths compiled, one branch
-    taken). Five launch-config flags (fp8moe.configs) shape it, and its caller may leave the loop out (TWO_PASS):
+    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Five launch-config
+    flags (fp8moe.configs) shape it:
 
     - ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
       then read twice (the second read mostly from L2), but the kernel no longer holds the registers of the branch
@@ -590,10 +573,6 @@ def quantize_group_span(
       whole span twice. In the bench's aligned layouts 16 of 64 groups are 272 tokens, one chunk past a 256 one-read
       tile, and 16 of 128 are 144 (per-group-ledger.md).
 
-    - TWO_PASS=False compiles the one-read path alone, for a caller that has checked :func:`group_span_fits` and
-      runs the spans that do not fit through a loop of its own (LOOP_HALVES, fp8moe.kernels._per_group
-      .quantize_group_rows).
-
     Timed on an H100 in session 23 (benchmarks/results/h100-s23-summary.md): ONE_READ_K with EDGES_IN_TILE or
     EDGE_LOOP took 0.91-0.99x the time of the best tile without them at the aligned colwise points, ONE_READ=False
     0.95-0.97x at random groups and at the dual op's G = 128. On the H200 in session 24
@@ -604,10 +583,12 @@ def quantize_group_span(
     tl.static_assert(EXTRA_CHUNKS == 0 or not EDGES_IN_TILE, "EXTRA_CHUNKS is for the one-read tile without edges")
     ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
     COVER: tl.constexpr = EDGES_IN_TILE and PACK_K == 4
-    if TWO_PASS:
-        fits = group_span_fits(start, end, BLOCK_K, PACK_K, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EXTRA_CHUNKS)
+    if not ONE_READ:
+        fits = False
+    elif COVER:
+        fits = (end + 15) // 16 * 16 - start // 16 * 16 <= ONE_K
     else:
-        fits = True
+        fits = end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_K + 16 * EXTRA_CHUNKS
     if fits:
         if COVER:
             scale = _quantize_cover_tile(

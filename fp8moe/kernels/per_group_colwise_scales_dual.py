@@ -60,7 +60,6 @@ def _per_group_colwise_scales_dual_kernel(
     EDGES_IN_TILE: tl.constexpr = False,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
-    LOOP_HALVES: tl.constexpr = False,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
@@ -98,7 +97,6 @@ def _per_group_colwise_scales_dual_kernel(
             EDGES_IN_TILE,
             EDGE_LOOP,
             EXTRA_CHUNKS,
-            LOOP_HALVES,
         )
     else:
         quantize_group_rows(
@@ -129,7 +127,6 @@ def _per_group_colwise_scales_dual_kernel(
             EDGES_IN_TILE,
             EDGE_LOOP,
             EXTRA_CHUNKS,
-            LOOP_HALVES,
         )
 
 
