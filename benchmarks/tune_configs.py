@@ -103,7 +103,8 @@ WAVE_COLUMNS: tuple[int, ...] = (1792, 2048, 2304, 2368, 2560)
 #: N/64 --slots 396) finishes 64-row tiles at 3 programs per SM 1.114 / 1.155 / 1.045 / 1.026 / 1.085x the
 #: balanced time at these N: 2304 columns would take about the time of 2048 (12.5% more bytes, 0.90x the
 #: imbalance). If instead the last wave's programs speed up as they get the bandwidth to themselves, time grows
-#: with N.
+#: with N. Measured on the H200 in session 29 (h200-s29-call6-waves-configs.md): time grows with N at every tile
+#: (2304 columns 1.12x the time of 2048 for 1.125x the bytes), so the partial wave is not what limits this shape.
 WAVE_POINTS: tuple[Point, ...] = tuple(
     Point("per_group_colwise_scales", (16640, n), 64, "aligned16") for n in WAVE_COLUMNS
 )

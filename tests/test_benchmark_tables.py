@@ -688,63 +688,31 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
     assert probe.slabs_in_flight(compiled(32, 98304), "512x16/w4/s4/p0", shape, 132)[0] == 2
 
 
-def _prepared_candidate_specs() -> list[str]:
-    """benchmarks/prepared_calls.sh's candidate lists, as PREPARED_PRINT prints them (calls 2, 5 and 6)."""
-    import os
+def test_the_prepared_device_calls_profile_the_size_points_and_refuse_an_unknown_call():
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its Nsight calls name a point set and ops that
+    profile_kernels selects points from (a typo would cost a device call: an op filter matching nothing profiles
+    nothing), and an unknown call number runs nothing."""
+    import re
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    env = {**os.environ, "PREPARED_PRINT": "1"}
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
-    return done.stdout.split()
-
-
-@needs_interpreter
-def test_prepared_call_5_tiles_are_bitwise_where_their_halves_run(monkeypatch):
-    """Every tile of prepared call 5 (the /h tiles and their sources), forced through tune_point in the interpreter at
-    small twins of its points: 600 tokens in groups of 416 and 184 (aligned16_spread128), the first past every
-    one-read tile of the lists (256 at most), so each /h tile's loop runs on both halves of its rows; every forced
-    run must be bitwise."""
-    from fp8moe import configs
-
-    monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
-    extra = tune_configs.parse_candidates(_prepared_candidate_specs()[2:4])
-    points = [
-        bench.Point("per_group_rowwise_scales", (40, 600), 2, "aligned16_spread128"),
-        bench.Point("per_group_colwise_scales", (600, 40), 2, "aligned16_spread128"),
-        bench.Point("per_group_colwise_scales_dual", (600, 40, 24), 2, "aligned16_spread128"),
-    ]
-    _, offs = bench.make_inputs(contract(points[0].op), points[0], "cpu")
-    assert offs.tolist() == [416, 600]
-    with tune_configs.extra_candidates(extra, replace=True):
-        rows = [row for point in points for row in tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")]
-    timed = [row.split("|")[4].strip() for row in rows]
-    assert len(timed) == 2 * len(extra[configs.PER_GROUP.name]) + len(extra[configs.PER_GROUP_DUAL.name])
-    assert sum("/h" in name for name in timed) == len(timed) // 2
-    assert all(row.endswith("| yes |") for row in rows), rows
-
-
-def test_the_prepared_device_calls_name_candidates_that_parse_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 2, 5 and 6, one
-    --candidates argument per line) must parse as tune_configs reads them (a typo would cost a device call), each
-    candidate once per call, and an unknown call number must run nothing."""
-    import subprocess
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    specs = _prepared_candidate_specs()
-    lists = ["per_group_scales", "per_group_colwise_scales_dual"]
-    assert [spec.partition("=")[0] for spec in specs] == [*lists, *lists, "per_group_scales"]
-    for call in (specs[:2], specs[2:4], specs[4:]):
-        extra = tune_configs.parse_candidates(call)
-        for spec in call:
-            tiles = spec.partition("=")[2].split(",")
-            assert len(tiles) == len(set(tiles)), spec
-        assert sum(len(configs) for configs in extra.values()) == sum(len(s.split(",")) for s in call)
-    halves = [tile for spec in specs[2:4] for tile in spec.partition("=")[2].split(",")]
-    assert {tile for tile in halves if "/h" not in tile} == {tile.replace("/h", "") for tile in halves if "/h" in tile}
+    text = script.read_text()
+    profiled = re.findall(r'PROFILE_ARGS="--points (\w+) --only (\w+)"', text)
+    assert profiled == [("sizes", "per_group_colwise_scales"), ("sizes", "per_group_rowwise_scales")]
+    ops = {point.op for point in tune_configs.SIZE_POINTS}
+    covered = {op for _, only in profiled for op in ops if only in op}
+    assert (
+        covered
+        == ops
+        == {
+            "per_group_rowwise_scales",
+            "per_group_colwise_scales",
+            "per_group_colwise_scales_dual",
+        }
+    )
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 to 6" in refused.stderr
+    assert "no prepared call 9: 1 to 3" in refused.stderr
 
 
 def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_sizes_sorted_both_ways():
@@ -770,9 +738,10 @@ def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_s
 
 
 def test_size_points_hold_each_random16_point_beside_aligned16_its_spreads_and_its_orders():
-    """tune_configs --points sizes (prepared call 2): every random16 point of issue #11 at aligned16, aligned16 with
-    its sizes spread by each of SPREADS, random16 and its two orders; the spread layouts move sizes without changing
-    the total, and the widest gives aligned16's sizes random16's spread (population standard deviation within 2%)."""
+    """tune_configs --points sizes (timed in session 29, profiled by prepared calls 1 and 2): every random16 point
+    of issue #11 at aligned16, aligned16 with its sizes spread by each of SPREADS, random16 and its two orders; the
+    spread layouts move sizes without changing the total, and the widest gives aligned16's sizes random16's spread
+    (population standard deviation within 2%)."""
     import statistics
 
     random16 = [p for p in bench.ISSUE11_POINTS if p.offs == "random16"]
@@ -794,9 +763,10 @@ def test_size_points_hold_each_random16_point_beside_aligned16_its_spreads_and_i
 
 
 def test_wave_points_hold_the_colwise_g64_point_at_column_counts_in_whole_row_blocks():
-    """tune_configs --points waves (prepared call 6): per_group_colwise_scales at 16640 tokens in 64 aligned16 groups,
-    2048 columns (the issue #11 point) among column counts that are whole 64-row blocks; the grid model the comment
-    quotes gives 64-row tiles at 3 programs per SM its worst finish at 2048 and its best at 2368."""
+    """tune_configs --points waves (timed in session 29): per_group_colwise_scales at 16640 tokens in 64 aligned16
+    groups, 2048 columns (the issue #11 point) among column counts that are whole 64-row blocks; the grid model gives
+    64-row tiles at 3 programs per SM its worst finish at 2048 and its best at 2368 (the H200 ran 2048 and 2304
+    columns in proportion to their bytes, h200-s29-call6-waves-configs.md)."""
     import grid_schedule_model as model
 
     points = tune_configs.WAVE_POINTS
