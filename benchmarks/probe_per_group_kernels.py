@@ -2,7 +2,12 @@
 points) timed with the span kernel (autotuned) and the chunked kernel under each candidate config, in one process,
 CUDA-graph replay; every output checked against the span kernel's bytes first.
 
-    python benchmarks/probe_per_group_kernels.py [--configs 0,2,5] [--points all|issue11|moe]
+    python benchmarks/probe_per_group_kernels.py [--configs 0,2,5] [--points all|issue11|moe|<tune_configs set>]
+
+``--points sizes`` (or another point set of benchmarks/tune_configs.py) times them at that set's points, e.g. the
+three G = 64 random16 points at aligned16, its sizes spread apart, random16 and its orders: the chunked kernel
+bounds every program's tokens (CHUNK_TILES x BLOCK_K), so where the span kernel's time grows with the size spread
+and the chunked kernel's does not, a program's group size is what costs.
 """
 
 from __future__ import annotations
@@ -56,25 +61,40 @@ def _name(cfg) -> str:
     return f"{configs.describe(cfg)}/c{cfg.kwargs['CHUNK_TILES']}/p{cfg.kwargs['PROGRAMS_PER_SM']}{hints}"
 
 
+def select_points(points: str, select: str | None) -> list[Point]:
+    """The points of ``points``: ``all`` (the grouped-GEMM step's long-group points, then issue #11's per-group
+    points), ``issue11``, ``moe``, or a point set of benchmarks/tune_configs.py (POINT_SETS); the transposing ops
+    first, so that a time limit cuts the rowwise op last. ``select``: semicolon-separated substrings of the label."""
+    from tune_configs import POINT_SETS
+
+    if points in ("all", "issue11", "moe"):
+        chosen = list(MOE_POINTS) if points != "issue11" else []
+        if points != "moe":
+            chosen += [p for p in ISSUE11_POINTS if p.op.startswith("per_group")]
+    elif points in POINT_SETS:
+        chosen = [p for p in POINT_SETS[points]() if p.op.startswith("per_group")]
+    else:
+        raise SystemExit(f"--points: {points!r} is none of all, issue11, moe, {', '.join(POINT_SETS)}")
+    chosen.sort(key=lambda p: p.op == "per_group_rowwise_scales")
+    if select:
+        chosen = [p for p in chosen if any(k in _label(p) for k in select.split(";"))]
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> None:
     from triton.testing import do_bench_cudagraph
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="all", help="indices into fp8moe.configs.GROUP_CHUNKS.cuda, or all")
-    parser.add_argument("--points", default="all", choices=("all", "issue11", "moe"))
+    parser.add_argument("--points", default="all", help="all, issue11, moe, or a point set of tune_configs.py")
     parser.add_argument("--select", default=None, help="semicolon-separated substrings of '<op> <shape> G=<g> <offs>'")
     args = parser.parse_args(argv)
+    points = select_points(args.points, args.select)
     candidates = list(configs.GROUP_CHUNKS.cuda)
     if args.configs != "all":
         candidates = [candidates[int(i)] for i in args.configs.split(",")]
     copy = copy_bandwidth_gbps()
     print(f"copy bandwidth {copy:.0f} GB/s; {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    points = list(MOE_POINTS) if args.points != "issue11" else []
-    if args.points != "moe":  # the transposing ops first (a time limit cuts the rowwise op last)
-        jagged = [p for p in ISSUE11_POINTS if p.op.startswith("per_group")]
-        points += sorted(jagged, key=lambda p: p.op == "per_group_rowwise_scales")
-    if args.select:
-        points = [p for p in points if any(k in _label(p) for k in args.select.split(";"))]
     for point in points:
         c = contract(point.op)
         xs, offs = make_inputs(c, point)

@@ -688,10 +688,15 @@ def test_long_slice_footprint_is_the_resident_programs_slabs():
     assert probe.slabs_in_flight(compiled(32, 98304), "512x16/w4/s4/p0", shape, 132)[0] == 2
 
 
+def probe_points(points: str, select: str | None):
+    return pytest.importorskip("probe_per_group_kernels").select_points(points, select)
+
+
 def test_the_prepared_device_calls_profile_the_size_points_and_refuse_an_unknown_call():
     """benchmarks/prepared_calls.sh is what the next GPU session runs: its Nsight calls name a point set and ops that
     profile_kernels selects points from (a typo would cost a device call: an op filter matching nothing profiles
-    nothing), and an unknown call number runs nothing."""
+    nothing), its kernel probe runs the chunked configs its comment describes at the colwise and dual size points,
+    and an unknown call number runs nothing."""
     import re
     import subprocess
 
@@ -704,7 +709,17 @@ def test_the_prepared_device_calls_profile_the_size_points_and_refuse_an_unknown
     assert {op for _, only in profiled for op in ops if only in op} == ops  # every op of the points, profiled
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 to 3" in refused.stderr
+    assert "no prepared call 9: 1 to 4" in refused.stderr
+    probed = re.findall(r"probe_per_group_kernels.py --points (\w+) --configs ([\d,]+) --select (\w+)", text)
+    assert probed == [("sizes", "5,12", "per_group_colwise")]
+    from fp8moe import configs
+
+    chunked = [configs.GROUP_CHUNKS.cuda[int(i)].kwargs for i in probed[0][1].split(",")]
+    # transposing-view configs (the probe runs BLOCK_R >= 16 there), chunks of 256 and 512 tokens as the comment says
+    assert [(k["BLOCK_R"] >= 16, k["CHUNK_TILES"] * k["BLOCK_K"]) for k in chunked] == [(True, 256), (True, 512)]
+    points = probe_points("sizes", probed[0][2])
+    assert len(points) == 14
+    assert {p.op for p in points} == {"per_group_colwise_scales", "per_group_colwise_scales_dual"}
 
 
 def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_sizes_sorted_both_ways():
@@ -1035,3 +1050,24 @@ def test_scale_division_check_agrees_near_eps_and_one_and_catches_a_wrong_clamp(
         assert check.check_device(dtype, pow2, "cpu", eps_bits - 4096, eps_bits + 4096) == 0
     monkeypatch.setattr(check, "EPS_F32_BELOW", tl.constexpr(1e-11))
     assert check.check_numpy(448.0, eps_bits, eps_bits + (1 << 16)) > 0
+
+
+def test_kernel_probe_takes_a_tune_configs_point_set_and_refuses_an_unknown_one():
+    """probe_per_group_kernels --points: its own sets as before (the grouped-GEMM step's points, then issue #11's
+    per-group points, the rowwise op last) and any tune_configs point set, e.g. the size spreads (prepared call 3);
+    an unknown name stops before touching a device."""
+    probe = pytest.importorskip("probe_per_group_kernels")
+
+    everything = probe.select_points("all", None)
+    assert everything[: len(probe.MOE_POINTS)] == list(probe.MOE_POINTS)
+    rowwise = [p.op == "per_group_rowwise_scales" for p in everything]
+    assert rowwise == sorted(rowwise)
+    assert any(rowwise)
+    sizes = probe.select_points("sizes", None)
+    assert {(p.op, p.shape, p.offs) for p in sizes} == {(p.op, p.shape, p.offs) for p in tune_configs.SIZE_POINTS}
+    assert [p.op for p in sizes][-7:] == ["per_group_rowwise_scales"] * 7
+    spread = probe.select_points("sizes", "spread240")
+    assert len(spread) == 3
+    assert all(p.offs == "aligned16_spread240" for p in spread)
+    with pytest.raises(SystemExit, match="'nope' is none of all, issue11, moe, "):
+        probe.select_points("nope", None)
