@@ -24,11 +24,13 @@ the GPU's forced-tile runs measure it. Session 27 did on an H100 (h100-s27-call5
 fastest, random16's sizes sorted largest first ran 0.98-1.06x their random16 time and smallest first 0.98-1.12x,
 where the model predicts 0.85-0.94x and 1.05-1.21x: what random sizes cost those ops is not this imbalance.
 
-The layouts it prints include aligned16's sizes spread apart (fp8ref.layouts SIZE_SPREAD, timed by
-benchmarks/prepared_calls.sh 2), so its prediction is on record before they are timed: spreads up to 240 tokens
-keep every group within 496 tokens, and in the grid's two orders the model finishes them at 0.94-1.04x aligned16's
-time at the three G = 64 points, where random16, with a group of 1040, takes 1.03-1.06x with row blocks fastest
-and 1.14-1.33x with groups fastest.
+The layouts it prints include aligned16's sizes spread apart (fp8ref.layouts SIZE_SPREAD). Its prediction was on
+record before they were timed: spreads up to 240 tokens keep every group within 496 tokens, and in the grid's two
+orders the model finishes them at 0.94-1.04x aligned16's time at the three G = 64 points, where random16, with a
+group of 1040, takes 1.03-1.06x with row blocks fastest and 1.14-1.33x with groups fastest. The H200 in session 29
+ran spread240 at 1.01-1.33x aligned16's time on the same tiles (benchmarks/results/h200-s29-summary.md): the cost
+grows with the spread, which this model, with programs at a fixed speed, does not see. The same session refuted its
+partial-wave reading of colwise 16640x2048 G = 64: time followed the bytes from 1792 to 2560 columns.
 """
 
 from __future__ import annotations
