@@ -3,45 +3,42 @@
 # measured"), one per argument, each inside the 600 s a call may run and bringing back at most 8 files. In order of
 # importance: a budget that fits one call runs call 1.
 #
-#   bash benchmarks/prepared_calls.sh 1   # Nsight Compute, colwise and dual ops at the size points (about 4 minutes)
-#   bash benchmarks/prepared_calls.sh 2   # Nsight Compute, rowwise op at the size points (about 2 minutes)
-#   bash benchmarks/prepared_calls.sh 3   # the chunked kernel beside the span kernel at the size points (2 minutes)
-#   bash benchmarks/prepared_calls.sh 4   # the per-group bench (about 3 minutes)
+#   bash benchmarks/prepared_calls.sh 1   # L2 hints (/ev1, /ev2) beside their tiles at the size points (about 4 min)
+#   bash benchmarks/prepared_calls.sh 2   # the same tiles at the issue #11 per-group points (about 4 minutes)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
+#
+# Why: on an H100 in session 30 Nsight Compute put the cost of spread group sizes in DRAM bytes
+# (h100-s30-call{1,2}-ncu.md, each shape under the tile tuned at aligned16): rowwise 5120x16640 G = 64 read 1.02x
+# its ideal bytes at aligned16 and 1.39x with the sizes spread by 240 tokens (108.6 -> 163.7 us), the dual op
+# 16640x2048x2048 1.09x -> 1.36x (94.2 -> 122.6 us), colwise 16640x2048 0.87x -> 0.91x. Pass 2 of the groups
+# past the one-read tile misses L2 while the one-read groups' lines, which nothing reads again, hold it. L2_HINTS
+# (/ev1: last reads and stores evict-first; /ev2: also pass 1's reads evict-last) tells the L2 which is which.
+# Each tile is timed beside its two hinted twins, every row checked bitwise, so a row's ratio to its plain twin
+# is the hint's effect on that tile.
 set -uo pipefail
 here="$(dirname "$0")"
 
-# Calls 1 and 2: why do uneven group sizes cost? On the H200 in session 29 (h200-s29-call2-sizes-configs.md, read
-# with tune_configs.py --layout-ratios) aligned16's sizes spread apart by 240 tokens, with no group past 496, ran
-# 1.01-1.33x the aligned16 time on the same tiles, against random16's 1.08-1.35x; spread 64 and 128 ran 0.95-1.16x.
-# The grid model, which runs programs at a fixed speed, predicted 0.94-1.04x for every spread. These calls measure
-# DRAM bytes, L2 hit rate, achieved occupancy and stall reasons at the seven layouts of each G = 64 random16 point
-# (tune_configs.py SIZE_POINTS: aligned16, its three spreads, random16 and its sizes sorted both ways), each shape
-# under the tile the autotuner picks at its aligned16 point: whether the spread layouts move more bytes (pass 2
-# re-reading long groups from DRAM) or wait longer for the same bytes.
-# --only matches the op name as a substring: per_group_colwise_scales takes the dual op too.
-# Call 3 asks the same question another way: the chunked kernel (fp8moe.kernels._group_chunks) cuts every group
-# into chunks of at most CHUNK_TILES x BLOCK_K tokens, so no chunk's work grows with its group beyond that. If the
-# span kernel's time grows with the spread and the chunked kernel's does not (each over its own aligned16 time), the
-# size of a program's group is what costs. GROUP_CHUNKS.cuda indices 5 (64x64/w4, 4 tiles: 256-token chunks, so
-# spread240's 496-token groups take two) and 12 (64x128/w8, 4 tiles: 512-token chunks, L2 hints); both are for
-# transposing views, so only the colwise and dual points run (the rowwise view's chunked configs take 2048-token
-# chunks, longer than any group here).
-case "${1:?which call: 1 to 4}" in
-  1)  # 14 points. Files: env.txt, ncu.csv, ncu.md, ncu.err.
-    STEPS="profile" PROFILE_TIMEOUT=360 PROFILE_ARGS="--points sizes --only per_group_colwise_scales" \
+P="32x128/w8/g/t 32x128/w8/g 64x128/w4/g 64x128/w4/g/o256/l"
+D="32x128/w4/g 64x64/w4/g"
+
+# Each tile of the arguments beside its /ev1 and /ev2 twins, comma-separated.
+with_hints() { local t out=""; for t in "$@"; do out+="$t,$t/ev1,$t/ev2,"; done; echo "${out%,}"; }
+hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
+
+if [ -n "${PREPARED_PRINT:-}" ]; then
+  printf '%s\n' $hints
+  exit 0
+fi
+
+case "${1:?which call: 1 or 2}" in
+  1)  # 12 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 210 forced runs,
+      # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
       bash "$here/gpu_session.sh" ;;
-  2)  # 7 points. Files: env.txt, ncu.csv, ncu.md, ncu.err.
-    STEPS="profile" PROFILE_TIMEOUT=240 PROFILE_ARGS="--points sizes --only per_group_rowwise_scales" \
+  2)  # the same at the 17 per-group points of issue #11: 13 x 12 + 4 x 6 = 180 forced runs. Files: env.txt,
+      # configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $hints)" \
       bash "$here/gpu_session.sh" ;;
-  3)  # 14 points, the span kernel (autotuned at each shape's aligned16 point) and 2 chunked configs, each chunked
-      # output checked against the span kernel's bytes. Files: env.txt, kernels.log.
-    source "$here/device_setup.sh"
-    timeout 300 python3 benchmarks/probe_per_group_kernels.py --points sizes --configs 5,12 --select per_group_colwise \
-      >"$OUT/kernels.log" 2>&1
-    echo "kernels exit $? after ${SECONDS}s" >>"$OUT/env.txt" ;;
-  4)  # the per-group bench, each jagged point tuned on its own layout. Files: env.txt, bench.{md,json,png,log}.
-    STEPS="bench" BENCH_TIMEOUT=175 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 4" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 or 2" >&2; exit 2 ;;
 esac

@@ -62,6 +62,7 @@ SPAN_FLAGS = {
     "EDGES_IN_TILE": False,
     "EDGE_LOOP": False,
     "EXTRA_CHUNKS": 0,
+    "L2_HINTS": 0,
 }
 
 
@@ -209,10 +210,24 @@ def loops(compiled) -> dict:
     return {"registers": registers, "instructions": len(instructions), "loops": found}
 
 
+def _l2_policy_counts(compiled) -> dict:
+    """A compiled kernel's PTX loads with an evict-last and with an evict-first L2 cache policy, its stores with an
+    evict-first one, and the L2 policies it creates."""
+    ptx = compiled.asm["ptx"].splitlines()
+    loads = [line for line in ptx if "ld.global" in line]
+    stores = [line for line in ptx if "st.global" in line]
+    return {
+        "loads_evict_last": sum("evict_last" in line and "L2::cache_hint" in line for line in loads),
+        "loads_evict_first": sum("evict_first" in line and "L2::cache_hint" in line for line in loads),
+        "stores_evict_first": sum("evict_first" in line and "L2::cache_hint" in line for line in stores),
+        "l2_policies": sum("createpolicy" in line and "L2::evict_" in line for line in ptx),
+    }
+
+
 def l2_hints() -> dict:
-    """The chunked per-group kernel (64x64/w4, transposing view, fused launch) compiled with and without L2_HINTS:
-    per setting, its PTX loads with an evict-last and with an evict-first L2 cache policy, its stores with an
-    evict-first one, and the L2 policies it creates (fp8moe.kernels._group_chunks, L2 hints)."""
+    """L2 cache policies as compiled (:func:`_l2_policy_counts`): under "off" and "on", the chunked per-group kernel
+    (64x64/w4, transposing view, fused launch) without and with its L2_HINTS (fp8moe.kernels._group_chunks); under
+    "span <view> <n>", the span kernel (64x64/w4) with L2_HINTS = n (fp8moe.kernels._span.quantize_span)."""
     import torch
 
     from fp8moe.kernels._group_chunks import _group_chunks_kernel
@@ -231,15 +246,12 @@ def l2_hints() -> dict:
             "PACK_K": 4, "L2_HINTS": hints, "INT64_INDEX": False,
             **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
         }  # fmt: skip
-        ptx = compile_sm90(_group_chunks_kernel, constants, pointers, list(pointers), 4).asm["ptx"].splitlines()
-        loads = [line for line in ptx if "ld.global" in line]
-        stores = [line for line in ptx if "st.global" in line]
-        result["on" if hints else "off"] = {
-            "loads_evict_last": sum("evict_last" in line and "L2::cache_hint" in line for line in loads),
-            "loads_evict_first": sum("evict_first" in line and "L2::cache_hint" in line for line in loads),
-            "stores_evict_first": sum("evict_first" in line and "L2::cache_hint" in line for line in stores),
-            "l2_policies": sum("createpolicy" in line and "L2::evict_" in line for line in ptx),
-        }
+        compiled = compile_sm90(_group_chunks_kernel, constants, pointers, list(pointers), 4)
+        result["on" if hints else "off"] = _l2_policy_counts(compiled)
+    for colwise in (False, True):
+        for level in (0, 1, 2):
+            compiled = compile_per_group(64, 64, 4, colwise, CAST_SATURATING_NATIVE, flags={"L2_HINTS": level})
+            result[f"span {'colwise' if colwise else 'rowwise'} {level}"] = _l2_policy_counts(compiled)
     return result
 
 
@@ -436,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         help="PACK_K (default: the launchers' rule: 4 colwise, 1 rowwise)",
     )
     parser.add_argument("--folds", action="store_true", help="the fold kernels' barriers and atomics (JSON) instead")
-    parser.add_argument("--l2-hints", action="store_true", help="the chunked kernel's L2 cache policies (JSON) instead")
+    parser.add_argument(
+        "--l2-hints", action="store_true", help="the chunked and span kernels' L2 cache policies (JSON) instead"
+    )
     parser.add_argument(
         "--gap", action="store_true", help="registers and residency of probe_one_read_gap.py's kernels (JSON) instead"
     )

@@ -276,14 +276,14 @@ _CHOSEN: dict[tuple, triton.Config] = {}
 LAST_CONFIG: dict[str, triton.Config | None] = {}
 
 
-#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l]``, the form :func:`describe` writes
-#: and :func:`parse_config` reads.
+#: ``<blocks>/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l][/ev<1|2>]``, the form
+#: :func:`describe` writes and :func:`parse_config` reads.
 _DESCRIPTION = re.compile(
     r"(?P<blocks>\d+(?:x\d+)*)/w(?P<warps>\d+)(?:/r(?P<cap>\d+))?(?P<order>/g)?"
     r"(?:(?P<two_pass>/t)|(?:/o(?P<one_read_k>\d+))?(?:(?P<edges_in_tile>/e)|/x(?P<extra_chunks>\d+))?)"
-    r"(?P<edge_loop>/l)?"
+    r"(?P<edge_loop>/l)?(?:/ev(?P<l2_hints>[12]))?"
 )
-_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l]"
+_DESCRIPTION_FORM = "/w<warps>[/r<registers>][/g][/t|[/o<columns>][/e|/x<chunks>]][/l][/ev<1|2>]"
 
 
 def describe(config: triton.Config | None) -> str:
@@ -293,7 +293,8 @@ def describe(config: triton.Config | None) -> str:
     (ONE_READ=False, fp8moe.kernels._span.quantize_group_span), ``/o<n>`` for one whose one-read tile is n
     columns wide (ONE_READ_K), ``/e`` for one whose one-read tile holds the edges (EDGES_IN_TILE) and ``/l`` for
     one that takes the partial edge chunks one at a time (EDGE_LOOP), ``/x<n>`` for one whose one-read path also
-    takes spans n 16-column chunks longer (EXTRA_CHUNKS); ``-`` for None."""
+    takes spans n 16-column chunks longer (EXTRA_CHUNKS), ``/ev<n>`` for one whose accesses carry L2 eviction
+    priorities (L2_HINTS = n: 1 evicts last reads and stores first, 2 also keeps pass 1's reads); ``-`` for None."""
     if config is None:
         return "-"
     tile = "x".join(str(v) for k, v in config.kwargs.items() if k.startswith("BLOCK_"))
@@ -304,7 +305,8 @@ def describe(config: triton.Config | None) -> str:
     edges_in_tile = "/e" if config.kwargs.get("EDGES_IN_TILE") else ""
     extra = f"/x{config.kwargs['EXTRA_CHUNKS']}" if config.kwargs.get("EXTRA_CHUNKS") else ""
     edge_loop = "/l" if config.kwargs.get("EDGE_LOOP") else ""
-    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}{extra}{edge_loop}"
+    hints = f"/ev{config.kwargs['L2_HINTS']}" if config.kwargs.get("L2_HINTS") else ""
+    return f"{tile}/w{config.num_warps}{cap}{order}{two_pass}{one_read_k}{edges_in_tile}{extra}{edge_loop}{hints}"
 
 
 def parse_config(description: str, block_names: list[str]) -> triton.Config:
@@ -333,6 +335,8 @@ def parse_config(description: str, block_names: list[str]) -> triton.Config:
         kwargs["EXTRA_CHUNKS"] = int(match.group("extra_chunks"))
     if match.group("edge_loop"):
         kwargs["EDGE_LOOP"] = True
+    if match.group("l2_hints"):
+        kwargs["L2_HINTS"] = int(match.group("l2_hints"))
     cap = int(match.group("cap")) if match.group("cap") else None
     return triton.Config(kwargs, num_warps=int(match.group("warps")), maxnreg=cap)
 

@@ -218,7 +218,7 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
         [
             "rowwise_scale_and_cast=64x256/w8,32x256/w4,16x512/w4",
             f"{per_group}=8x1024/w8,64x128/w4/g,64x64/w4/r96/g,32x128/w8/t,64x64/w4/g/t,64x64/w4/g/o128,64x64/w4/o128/e",
-            f"{per_group}=64x64/w4/g/l,32x128/w8/t/l,64x64/w4/o128/e/l",
+            f"{per_group}=64x64/w4/g/l,32x128/w8/t/l,64x64/w4/o128/e/l,32x128/w8/g/t/ev2,64x64/w4/o128/x1/l/ev1",
         ]
     )
     assert [configs.describe(c) for c in extra["rowwise_scale_and_cast"]] == ["64x256/w8", "32x256/w4", "16x512/w4"]
@@ -231,12 +231,22 @@ def test_tune_candidates_parse_as_describe_writes_them_and_extend_or_replace_a_l
     assert extra[per_group][6].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ_K": 128, "EDGES_IN_TILE": True}
     assert extra[per_group][7].kwargs == {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "EDGE_LOOP": True}
     assert extra[per_group][8].kwargs == {"BLOCK_R": 32, "BLOCK_K": 128, "ONE_READ": False, "EDGE_LOOP": True}
+    assert extra[per_group][10].kwargs == {
+        "BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False, "L2_HINTS": 2,
+    }  # fmt: skip
+    assert extra[per_group][11].kwargs == {
+        "BLOCK_R": 64, "BLOCK_K": 64, "ONE_READ_K": 128, "EXTRA_CHUNKS": 1, "EDGE_LOOP": True, "L2_HINTS": 1,
+    }  # fmt: skip
     assert [configs.describe(c) for c in extra[per_group]] == [
         "8x1024/w8", "64x128/w4/g", "64x64/w4/r96/g", "32x128/w8/t", "64x64/w4/g/t", "64x64/w4/g/o128",
-        "64x64/w4/o128/e", "64x64/w4/g/l", "32x128/w8/t/l", "64x64/w4/o128/e/l",
+        "64x64/w4/o128/e", "64x64/w4/g/l", "32x128/w8/t/l", "64x64/w4/o128/e/l", "32x128/w8/g/t/ev2",
+        "64x64/w4/o128/x1/l/ev1",
     ]  # fmt: skip
     with pytest.raises(ValueError, match="64x128/w4/s64"):  # LARGEST_FIRST (sessions 26-27) was removed
         configs.parse_config("64x128/w4/s64", ["BLOCK_R", "BLOCK_K"])
+    for level in ("ev0", "ev3", "ev"):  # L2_HINTS is 1 or 2 (fp8moe.kernels._span.quantize_group_span)
+        with pytest.raises(ValueError, match=level):
+            configs.parse_config(f"64x64/w4/g/{level}", ["BLOCK_R", "BLOCK_K"])
     assert extra[per_group][2].maxnreg == 96
     assert extra[per_group][0].maxnreg is None
     listed, smallest = configs.ROWWISE.cuda, configs.ROWWISE.smallest_cuda
@@ -692,34 +702,63 @@ def probe_points(points: str, select: str | None):
     return pytest.importorskip("probe_per_group_kernels").select_points(points, select)
 
 
-def test_the_prepared_device_calls_profile_the_size_points_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its Nsight calls name a point set and ops that
-    profile_kernels selects points from (a typo would cost a device call: an op filter matching nothing profiles
-    nothing), its kernel probe runs the chunked configs its comment describes at the colwise and dual size points,
-    and an unknown call number runs nothing."""
-    import re
+def _prepared_candidate_specs() -> list[str]:
+    """benchmarks/prepared_calls.sh's candidate lists, as PREPARED_PRINT prints them."""
+    import os
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    text = script.read_text()
-    profiled = re.findall(r'PROFILE_ARGS="--points (\w+) --only (\w+)"', text)
-    assert profiled == [("sizes", "per_group_colwise_scales"), ("sizes", "per_group_rowwise_scales")]
-    ops = {point.op for name, _ in profiled for point in tune_configs.POINT_SETS[name]()}
-    assert ops == {"per_group_rowwise_scales", "per_group_colwise_scales", "per_group_colwise_scales_dual"}
-    assert {op for _, only in profiled for op in ops if only in op} == ops  # every op of the points, profiled
-    refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
-    assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 to 4" in refused.stderr
-    probed = re.findall(r"probe_per_group_kernels.py --points (\w+) --configs ([\d,]+) --select (\w+)", text)
-    assert probed == [("sizes", "5,12", "per_group_colwise")]
+    env = {**os.environ, "PREPARED_PRINT": "1"}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.split()
+
+
+def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_refuse_an_unknown_call():
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists must parse as tune_configs
+    reads them (a typo would cost a device call), hold each plain tile once beside exactly its /ev1 and /ev2 twins,
+    and an unknown call number must run nothing."""
+    import subprocess
+
     from fp8moe import configs
 
-    chunked = [configs.GROUP_CHUNKS.cuda[int(i)].kwargs for i in probed[0][1].split(",")]
-    # transposing-view configs (the probe runs BLOCK_R >= 16 there), chunks of 256 and 512 tokens as the comment says
-    assert [(k["BLOCK_R"] >= 16, k["CHUNK_TILES"] * k["BLOCK_K"]) for k in chunked] == [(True, 256), (True, 512)]
-    points = probe_points("sizes", probed[0][2])
-    assert len(points) == 14
-    assert {p.op for p in points} == {"per_group_colwise_scales", "per_group_colwise_scales_dual"}
+    specs = _prepared_candidate_specs()
+    assert [spec.partition("=")[0] for spec in specs] == [configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name]
+    extra = tune_configs.parse_candidates(specs)
+    for spec in specs:
+        tiles = spec.partition("=")[2].split(",")
+        assert len(tiles) == len(set(tiles)), spec
+        plain = [tile for tile in tiles if "/ev" not in tile]
+        assert sorted(tiles) == sorted(f"{tile}{suffix}" for tile in plain for suffix in ("", "/ev1", "/ev2")), spec
+    levels = [config.kwargs.get("L2_HINTS", 0) for config in extra[configs.PER_GROUP.name]]
+    assert levels == [0, 1, 2] * (len(levels) // 3)
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused
+    assert "no prepared call 9: 1 or 2" in refused.stderr
+
+
+@needs_interpreter
+def test_prepared_hinted_tiles_are_bitwise_at_small_twins_of_the_size_points(monkeypatch):
+    """Every tile of the prepared calls, forced through tune_point in the interpreter at small twins of the size
+    points: 600 tokens in groups of 416 and 184 (aligned16_spread128), the first past every one-read tile of the
+    lists (256 at most), so both passes of the loop run with their hints; every forced run must be bitwise."""
+    from fp8moe import configs
+
+    monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
+    extra = tune_configs.parse_candidates(_prepared_candidate_specs())
+    points = [
+        bench.Point("per_group_rowwise_scales", (40, 600), 2, "aligned16_spread128"),
+        bench.Point("per_group_colwise_scales", (600, 40), 2, "aligned16_spread128"),
+        bench.Point("per_group_colwise_scales_dual", (600, 40, 24), 2, "aligned16_spread128"),
+    ]
+    _, offs = bench.make_inputs(contract(points[0].op), points[0], "cpu")
+    assert offs.tolist() == [416, 600]
+    with tune_configs.extra_candidates(extra, replace=True):
+        rows = [row for point in points for row in tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")]
+    timed = [row.split("|")[4].strip() for row in rows]
+    assert len(timed) == 2 * len(extra[configs.PER_GROUP.name]) + len(extra[configs.PER_GROUP_DUAL.name])
+    assert sum("/ev" in name for name in timed) == 2 * len(timed) // 3
+    assert all(row.endswith("| yes |") for row in rows), rows
 
 
 def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_sizes_sorted_both_ways():

@@ -12,7 +12,8 @@ which the interpreter this process runs has replaced):
 - the colwise view's pass 2 moves its tile through shared memory as 4-byte words, not bytes, and keeps 16-byte
   global stores (fp8moe.kernels._span, PACK_K);
 - the amax folds by atomic max are relaxed: reductions with no memory barrier before them;
-- the chunked kernel's L2 hints reach its loads and stores as cache policies;
+- the chunked kernel's L2 hints, and the span kernel's (L2_HINTS 1 and 2), reach their loads and stores as cache
+  policies;
 - the groups-fastest grid order costs the per-group kernel no resident program;
 - the two-pass-only candidates (ONE_READ=False) compile without the one-read branch;
 - a loop tile half the one-read tile (ONE_READ_K) fits one more program per SM than the one-read tile's loop;
@@ -147,6 +148,22 @@ def test_the_chunked_kernels_l2_hints_reach_its_loads_and_stores():
     for access in ("loads_evict_last", "loads_evict_first", "stores_evict_first"):
         assert on[access] > 0, on
     assert on["l2_policies"] >= 2, on
+
+
+def test_the_span_kernels_l2_hints_reach_its_loads_and_stores_by_level():
+    """The span kernel's L2_HINTS (the ``/ev<n>`` candidates, fp8moe.kernels._span.quantize_span), both views of
+    64x64/w4: 0 sets no cache policy; 1 puts evict-first on loads (the one-read tile's, pass 2's) and on stores and
+    evict-last nowhere; 2 adds evict-last loads (pass 1's) and keeps 1's evict-first ones. PTX for sm_90."""
+    hints = _sass_counts("--l2-hints")
+    for view in ("rowwise", "colwise"):
+        off, first, keep = (hints[f"span {view} {level}"] for level in (0, 1, 2))
+        assert off == {"loads_evict_last": 0, "loads_evict_first": 0, "stores_evict_first": 0, "l2_policies": 0}
+        assert first["loads_evict_first"] > 0, first
+        assert first["stores_evict_first"] > 0, first
+        assert first["loads_evict_last"] == 0, first
+        assert keep["loads_evict_last"] > 0, keep
+        assert keep["loads_evict_first"] == first["loads_evict_first"], (first, keep)
+        assert keep["stores_evict_first"] == first["stores_evict_first"], (first, keep)
 
 
 def test_the_groups_fastest_grid_costs_no_resident_program():

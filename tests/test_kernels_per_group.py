@@ -608,12 +608,14 @@ def test_groups_fastest_grid_matches_reference_bitwise_on_the_dual_op(groups_fas
 #:   unaligned within one chunk) too;
 #: - EDGES_IN_TILE: on transposing views the one-read tile covers the partial edge chunks;
 #: - EDGE_LOOP: the partial edge chunks one at a time in a run-time loop;
-#: - EXTRA_CHUNKS: the one-read path also takes interiors one 16-column chunk past its tile.
+#: - EXTRA_CHUNKS: the one-read path also takes interiors one 16-column chunk past its tile;
+#: - L2_HINTS: L2 eviction priorities on the one-read tile, both passes and the stores (2: every kind it sets).
 SPAN_FLAGS = {
     "ONE_READ": (False, 19, (20, 21)),
     "EDGES_IN_TILE": (True, 26, (27, 28)),
     "EDGE_LOOP": (True, 30, (32, 33)),
     "EXTRA_CHUNKS": (1, 34, (35, 36)),
+    "L2_HINTS": (2, 38, (39, 40)),
 }
 
 

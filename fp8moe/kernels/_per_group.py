@@ -105,15 +105,16 @@ def quantize_group_rows(
     EDGES_IN_TILE: tl.constexpr = False,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
+    L2_HINTS: tl.constexpr = 0,
 ):
     """Scale and cast rows [pid_r * BLOCK_R, +BLOCK_R) of an (R, Ktot) view within group pid_g; store
     scales[g * R + r]. q has unit stride along K.
 
     INT64_INDEX: element offsets in int64, needed once an offset passes 2^31 - 1 (e.g. 16384 rows x 131072 tokens).
-    ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS: whether groups that fit one tile take the one-read
-    branch, that tile's width when it differs from BLOCK_K, whether it holds the edges, whether the edge chunks are
-    taken one at a time, and how many chunks past the tile the one-read branch takes
-    (fp8moe.kernels._span.quantize_group_span).
+    ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS, L2_HINTS: whether groups that fit one tile take the
+    one-read branch, that tile's width when it differs from BLOCK_K, whether it holds the edges, whether the edge
+    chunks are taken one at a time, how many chunks past the tile the one-read branch takes, and which L2 eviction
+    priorities the accesses carry (fp8moe.kernels._span.quantize_group_span).
     """
     start = tl.load(offs_ptr + pid_g - 1, mask=pid_g > 0, other=0)
     end = tl.load(offs_ptr + pid_g)
@@ -130,7 +131,7 @@ def quantize_group_rows(
     scale = quantize_group_span(
         x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX,
         FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, ONE_READ, ONE_READ_K, EDGES_IN_TILE,
-        EDGE_LOOP, EXTRA_CHUNKS,
+        EDGE_LOOP, EXTRA_CHUNKS, L2_HINTS,
     )  # fmt: skip
     tl.store(scales_ptr + pid_g * R + rows, scale, mask=row_mask)
 
@@ -164,10 +165,11 @@ def _per_group_rows_kernel(
     EDGES_IN_TILE: tl.constexpr = False,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
+    L2_HINTS: tl.constexpr = 0,
 ):
     """x (R, K) any strides -> q (R, K) with unit stride along K. Grid :func:`jagged_grid` of cdiv(R, BLOCK_R) row
-    blocks and G groups; GROUPS_FASTEST orders it, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP and EXTRA_CHUNKS
-    shape the span code (all a config's).
+    blocks and G groups; GROUPS_FASTEST orders it, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS and
+    L2_HINTS shape the span code (all a config's).
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
@@ -175,7 +177,7 @@ def _per_group_rows_kernel(
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, pid_r, pid_g, stride_xr, stride_xk,
         stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-        CAST_MODE, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS,
+        CAST_MODE, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS, L2_HINTS,
     )  # fmt: skip
 
 

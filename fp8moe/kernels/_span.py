@@ -109,15 +109,16 @@ def _quantize_one_tile(
     x_rows, q_rows, row_mask, inner_lo, inner_hi, edge_amax, stride_xk,
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
-    CAST_MODE: tl.constexpr,
+    CAST_MODE: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """An aligned interior [inner_lo, inner_hi) of at most BLOCK_K columns, read once and kept in registers; returns
-    the row scales (the amax folds in ``edge_amax``, the head and tail chunks')."""
+    the row scales (the amax folds in ``edge_amax``, the head and tail chunks'). EVICT: the L2 eviction priority of
+    its loads and stores ("" for none)."""
     cols = inner_lo + tl.arange(0, BLOCK_K)
-    x = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX)
+    x = _load_cols(x_rows, row_mask, cols, inner_lo, inner_hi, stride_xk, INT64_INDEX, EVICT)
     scale = scale_from_amax(max_of_amaxes(abs_max_keep_nan(x, 1), edge_amax), FP8_MAX, ROUND_POW2)
     q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-    _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+    _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, EVICT)
     return scale
 
 
@@ -126,27 +127,28 @@ def _quantize_cover_tile(
     x_rows, q_rows, row_mask, start, end, stride_xk,
     BLOCK_K: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
-    CAST_MODE: tl.constexpr,
+    CAST_MODE: tl.constexpr, EVICT: tl.constexpr = NO_HINT,
 ):  # fmt: skip
     """A span on a transposing view whose 16-column cover [floor16(start), ceil16(end)) fits one BLOCK_K tile, read
-    once with the span's exact mask, edges included; returns the row scales.
+    once with the span's exact mask, edges included; returns the row scales. EVICT: the L2 eviction priority of its
+    loads and stores ("" for none).
 
     The loads run along R, so the exact mask along K splits no vector load (as in :func:`_span_amax_packed`), and
     the amax needs no edge loads or cross-warp folds of its own (:func:`_edges_amax`). The interior is stored under
     its 16-aligned mask (vector stores), the partial edge chunks from the same registers under the exact mask.
     """
     cols = start // 16 * 16 + tl.arange(0, BLOCK_K)
-    x = _load_cols(x_rows, row_mask, cols, start, end, stride_xk, INT64_INDEX)
+    x = _load_cols(x_rows, row_mask, cols, start, end, stride_xk, INT64_INDEX, EVICT)
     scale = scale_from_amax(abs_max_keep_nan(x, 1), FP8_MAX, ROUND_POW2)
     q = quantize(x, scale[:, None], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
     inner_lo = (start + 15) // 16 * 16
     inner_hi = tl.maximum(end // 16 * 16, inner_lo)
-    _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX)
+    _store_cols(q_rows, row_mask, cols, inner_lo, inner_hi, q, INT64_INDEX, EVICT)
     if (start < inner_lo) | (inner_hi < end):
         if INT64_INDEX:
             cols = cols.to(tl.int64)
         edge = (cols >= start) & (cols < end) & ((cols < inner_lo) | (cols >= inner_hi))
-        tl.store(q_rows + cols[None, :], q, mask=row_mask[:, None] & edge[None, :])
+        tl.store(q_rows + cols[None, :], q, mask=row_mask[:, None] & edge[None, :], eviction_policy=EVICT)
     return scale
 
 
@@ -477,6 +479,7 @@ def quantize_span(
     CAST_MODE: tl.constexpr,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
+    L2_HINTS: tl.constexpr = 0,
 ):
     """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
 
@@ -494,7 +497,15 @@ def quantize_span(
         EDGE_LOOP: the partial edge chunks in a run-time loop, one at a time (:func:`_edges_amax`).
         EXTRA_CHUNKS: in the ONE_PASS path, the interior's columns past the tile's BLOCK_K (at most EXTRA_CHUNKS
             whole chunks of 16) are read twice, one chunk at a time, as the partial edges are.
+        L2_HINTS: L2 eviction priorities of the interior's accesses. 0: none. 1: a read that is the element's
+            last (the one-read tile's, pass 2's) and every code store are evict-first, so lines that are never read
+            again leave L2 before those pass 2 will read. 2: 1, and pass 1's loads evict-last. The partial edge
+            chunks and the EXTRA_CHUNKS columns (16 columns each) take none.
     """
+    # L2 priorities (L2_HINTS): what pass 2 reads again is kept, what is read for the last time and what is
+    # stored goes first.
+    KEEP: tl.constexpr = "evict_last" if L2_HINTS == 2 else ""
+    DROP: tl.constexpr = "evict_first" if L2_HINTS > 0 else ""
     if ONE_PASS:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
         edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX, EDGE_LOOP)
@@ -506,7 +517,7 @@ def quantize_span(
                 edge_amax = _fold_cols_amax(edge_amax, x_rows, row_mask, cols, chunk, inner_hi, stride_xk, INT64_INDEX)
         scale = _quantize_one_tile(
             x_rows, q_rows, row_mask, inner_lo, tile_hi, edge_amax, stride_xk, BLOCK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, DROP,
         )  # fmt: skip
         if EXTRA_CHUNKS > 0:
             for chunk in range(tile_hi, inner_hi, 16):
@@ -520,12 +531,12 @@ def quantize_span(
         )  # fmt: skip
     else:
         amax = span_amax(
-            x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, EDGE_LOOP=EDGE_LOOP
+            x_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, KEEP, EDGE_LOOP
         )
         scale = scale_from_amax(amax, FP8_MAX, ROUND_POW2)
         cast_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, scale, BLOCK_K, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, EDGE_LOOP=EDGE_LOOP,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE, DROP, DROP, EDGE_LOOP,
         )  # fmt: skip
     return scale
 
@@ -537,11 +548,11 @@ def quantize_group_span(
     FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr, ONE_READ: tl.constexpr = True,
     ONE_READ_K: tl.constexpr = 0, EDGES_IN_TILE: tl.constexpr = False, EDGE_LOOP: tl.constexpr = False,
-    EXTRA_CHUNKS: tl.constexpr = 0,
+    EXTRA_CHUNKS: tl.constexpr = 0, L2_HINTS: tl.constexpr = 0,
 ):  # fmt: skip
     """:func:`quantize_span` of a span whose length is known only at run time (a group's).
 
-    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Five launch-config
+    One read when the span fits one tile, two otherwise (both paths compiled, one branch taken). Six launch-config
     flags (fp8moe.configs) shape it:
 
     - ONE_READ=False compiles the two-pass loop alone and runs every span through it: a group that fits one tile is
@@ -572,6 +583,12 @@ def quantize_group_span(
       in the tile and reads the rest twice, one chunk at a time (:func:`quantize_span`), instead of looping over the
       whole span twice. In the bench's aligned layouts 16 of 64 groups are 272 tokens, one chunk past a 256 one-read
       tile, and 16 of 128 are 144 (per-group-ledger.md).
+    - L2_HINTS (1 or 2) sets L2 eviction priorities (:func:`quantize_span`): reads that are an element's last and
+      the code stores go first, and with 2 pass 1's reads are kept for pass 2. With the group sizes spread apart
+      the ops read more from DRAM than their input (an H100 in session 30, Nsight Compute at G = 64, the tile
+      tuned at aligned groups: rowwise 5120x16640 1.02x the ideal bytes at aligned16, 1.39x with the sizes spread
+      by 240 tokens; dual 16640x2048x2048 1.09x -> 1.36x; benchmarks/results/h100-s30-call{1,2}-ncu.md): pass 2
+      of the long groups misses L2, while the one-read groups' lines, never read again, hold it.
 
     Timed on an H100 in session 23 (benchmarks/results/h100-s23-summary.md): ONE_READ_K with EDGES_IN_TILE or
     EDGE_LOOP took 0.91-0.99x the time of the best tile without them at the aligned colwise points, ONE_READ=False
@@ -581,6 +598,7 @@ def quantize_group_span(
     fp8moe.configs lists the winning tiles.
     """
     tl.static_assert(EXTRA_CHUNKS == 0 or not EDGES_IN_TILE, "EXTRA_CHUNKS is for the one-read tile without edges")
+    tl.static_assert(L2_HINTS == 0 or L2_HINTS == 1 or L2_HINTS == 2, "L2_HINTS is 0, 1 or 2")
     ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
     COVER: tl.constexpr = EDGES_IN_TILE and PACK_K == 4
     if not ONE_READ:
@@ -591,18 +609,19 @@ def quantize_group_span(
         fits = end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_K + 16 * EXTRA_CHUNKS
     if fits:
         if COVER:
+            COVER_EVICT: tl.constexpr = "evict_first" if L2_HINTS > 0 else ""
             scale = _quantize_cover_tile(
                 x_rows, q_rows, row_mask, start, end, stride_xk, ONE_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                EMIN, FNUZ, ROUND_POW2, CAST_MODE, COVER_EVICT,
             )  # fmt: skip
         else:
             scale = quantize_span(
                 x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_K, True, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, EXTRA_CHUNKS,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, EXTRA_CHUNKS, L2_HINTS,
             )  # fmt: skip
     else:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, 0, L2_HINTS,
         )  # fmt: skip
     return scale

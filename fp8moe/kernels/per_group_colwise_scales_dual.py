@@ -60,6 +60,7 @@ def _per_group_colwise_scales_dual_kernel(
     EDGES_IN_TILE: tl.constexpr = False,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
+    L2_HINTS: tl.constexpr = 0,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
@@ -97,6 +98,7 @@ def _per_group_colwise_scales_dual_kernel(
             EDGES_IN_TILE,
             EDGE_LOOP,
             EXTRA_CHUNKS,
+            L2_HINTS,
         )
     else:
         quantize_group_rows(
@@ -127,6 +129,7 @@ def _per_group_colwise_scales_dual_kernel(
             EDGES_IN_TILE,
             EDGE_LOOP,
             EXTRA_CHUNKS,
+            L2_HINTS,
         )
 
 
