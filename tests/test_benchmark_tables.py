@@ -784,7 +784,7 @@ def test_order_points_hold_each_random16_point_beside_its_aligned_twin_and_its_s
 
 
 def test_size_points_hold_each_random16_point_beside_aligned16_its_spreads_and_its_orders():
-    """tune_configs --points sizes (timed in session 29, profiled by prepared calls 1 and 2): every random16 point
+    """tune_configs --points sizes (timed in session 29, profiled in session 30): every random16 point
     of issue #11 at aligned16, aligned16 with its sizes spread by each of SPREADS, random16 and its two orders; the
     spread layouts move sizes without changing the total, and the widest gives aligned16's sizes random16's spread
     (population standard deviation within 2%)."""
@@ -1093,8 +1093,8 @@ def test_scale_division_check_agrees_near_eps_and_one_and_catches_a_wrong_clamp(
 
 def test_kernel_probe_takes_a_tune_configs_point_set_and_refuses_an_unknown_one():
     """probe_per_group_kernels --points: its own sets as before (the grouped-GEMM step's points, then issue #11's
-    per-group points, the rowwise op last) and any tune_configs point set, e.g. the size spreads (prepared call 3);
-    an unknown name stops before touching a device."""
+    per-group points, the rowwise op last) and any tune_configs point set, e.g. the size spreads (session 30,
+    h100-s30-call3-kernels.log); an unknown name stops before touching a device."""
     probe = pytest.importorskip("probe_per_group_kernels")
 
     everything = probe.select_points("all", None)
