@@ -52,36 +52,55 @@ def use_jagged_kernel(kernel: str) -> None:
     use(kind, configs.GROUP_CHUNKS.cuda[int(index)] if index else None)
 
 
-def profile(select: str | None, only: str | None, points: str = "issue11") -> None:
+def profile(select: str | None, only: str | None, points: str = "issue11", force: list[str] | None = None) -> None:
     """Call each selected point's op until tuned, then once under the profiler. ``points`` names a point set of
     benchmarks/tune_configs.py (POINT_SETS: the bench's, or e.g. ``order``, the random16 points beside their
     aligned twins and sorted sizes). The autotune key cannot see offs, so the points of one shape run the tile
-    tuned at the first of them."""
+    tuned at the first of them.
+
+    ``force``: candidate lists as tune_configs.py --candidates names them (``per_group_scales=64x64/w4/g,...``),
+    all of one length n. Then the points run n times, the i-th time with candidate i of each named list forced
+    instead of autotuned (tune_configs.forced), and each point's variant names the tile it ran.
+    """
+    import contextlib
+
     import torch
-    from tune_configs import POINT_SETS
+    from tune_configs import POINT_SETS, extra_candidates, forced, kernel_configs_of, parse_candidates
 
     import fp8moe
     from fp8moe.bench import ideal_bytes, make_inputs
+    from fp8moe.configs import describe
     from fp8ref.contracts import contract
 
     if points not in POINT_SETS:
         raise SystemExit(f"--points: no point set {points!r}; sets: {', '.join(POINT_SETS)}")
+    lists = parse_candidates(force) if force else {}
+    rounds = {len(tiles) for tiles in lists.values()} or {1}
+    if len(rounds) > 1:
+        raise SystemExit(f"--force: every list needs as many tiles; got {', '.join(map(str, sorted(rounds)))}")
     marker = torch.zeros(1, dtype=torch.float64, device="cuda")  # FillFunctor<double>: no kernel here fills f64
-    for point in POINT_SETS[points]():
-        shape = "x".join(map(str, point.shape))
-        label = f"{point.op} {shape} G={point.groups} {point.variant} {point.layout}"
-        if (only and only not in point.op) or (select and not any(s in label for s in select.split(","))):
-            continue
-        c = contract(point.op)
-        xs, offs = make_inputs(c, point, "cuda")
-        kernel = getattr(fp8moe, point.op)
-        args = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False, **point.kwargs}
-        _profiled_call(
-            marker,
-            f"{point.op} | {shape} G={point.groups} | {point.variant} | {point.layout}",
-            ideal_bytes(c, point.shape, point.groups),
-            lambda c=c, kernel=kernel, xs=xs, offs=offs, args=args: c.call(kernel, xs, offs, **args),
-        )
+    for i in range(rounds.pop()):
+        policy = forced(set(lists), i) if lists else contextlib.nullcontext()
+        with extra_candidates(lists, replace=True), policy:
+            for point in POINT_SETS[points]():
+                shape = "x".join(map(str, point.shape))
+                label = f"{point.op} {shape} G={point.groups} {point.variant} {point.layout}"
+                if (only and only not in point.op) or (select and not any(s in label for s in select.split(","))):
+                    continue
+                tiles = [
+                    describe(lists[k.name][i]) for k in kernel_configs_of(point.op, point.kwargs) if k.name in lists
+                ]
+                variant = " ".join([point.variant, *tiles])
+                c = contract(point.op)
+                xs, offs = make_inputs(c, point, "cuda")
+                kernel = getattr(fp8moe, point.op)
+                args = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False, **point.kwargs}
+                _profiled_call(
+                    marker,
+                    f"{point.op} | {shape} G={point.groups} | {variant} | {point.layout}",
+                    ideal_bytes(c, point.shape, point.groups),
+                    lambda c=c, kernel=kernel, xs=xs, offs=offs, args=args: c.call(kernel, xs, offs, **args),
+                )
 
 
 def _profiled_call(marker, label: str, ideal: int, call) -> None:
@@ -233,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--jagged-kernel", default=None, help="span, chunks, tiles or chunks:I (GROUP_CHUNKS.cuda[I] forced)"
     )
+    parser.add_argument(
+        "--force",
+        action="append",
+        default=None,
+        metavar="LIST=RxK/wN,...",
+        help="candidates forced in turn instead of autotuned (tune_configs.py --candidates form; lists of one length)",
+    )
     parser.add_argument("--summarize", default=None, help="an ncu --csv --page details log to turn into Markdown")
     parser.add_argument("--marker", default=MARKER, help="kernel name part of the marker fill (--summarize)")
     args = parser.parse_args(argv)
@@ -244,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.activations or args.weights:
         profile_pairs(args.activations, args.weights)
     else:
-        profile(args.select, args.only, args.points)
+        profile(args.select, args.only, args.points, args.force)
     return 0
 
 

@@ -714,17 +714,22 @@ def _prepared_candidate_specs() -> list[str]:
 
 
 def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_refuse_an_unknown_call():
-    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists must parse as tune_configs
-    reads them (a typo would cost a device call), hold each plain tile once beside exactly its /ev1 and /ev2 twins,
-    and an unknown call number must run nothing."""
+    """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 1 and 3, then the
+    tiles call 2 profiles) must parse as tune_configs reads them (a typo would cost a device call), hold each plain
+    tile once beside exactly its /ev1 and /ev2 twins, the profiled tiles among the timed ones, and an unknown call
+    number must run nothing."""
     import subprocess
 
     from fp8moe import configs
 
-    specs = _prepared_candidate_specs()
-    assert [spec.partition("=")[0] for spec in specs] == [configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name]
+    lists = [configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name]
+    everything = _prepared_candidate_specs()
+    specs, profiled = everything[:2], everything[2:]
+    assert [spec.partition("=")[0] for spec in everything] == [*lists, *lists]
     extra = tune_configs.parse_candidates(specs)
-    for spec in specs:
+    for timed, forced in zip(specs, profiled):
+        assert set(forced.partition("=")[2].split(",")) <= set(timed.partition("=")[2].split(",")), forced
+    for spec in everything:
         tiles = spec.partition("=")[2].split(",")
         assert len(tiles) == len(set(tiles)), spec
         plain = [tile for tile in tiles if "/ev" not in tile]
@@ -734,7 +739,7 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 or 2" in refused.stderr
+    assert "no prepared call 9: 1 to 3" in refused.stderr
 
 
 @needs_interpreter
@@ -745,7 +750,7 @@ def test_prepared_hinted_tiles_are_bitwise_at_small_twins_of_the_size_points(mon
     from fp8moe import configs
 
     monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
-    extra = tune_configs.parse_candidates(_prepared_candidate_specs())
+    extra = tune_configs.parse_candidates(_prepared_candidate_specs()[:2])
     points = [
         bench.Point("per_group_rowwise_scales", (40, 600), 2, "aligned16_spread128"),
         bench.Point("per_group_colwise_scales", (600, 40), 2, "aligned16_spread128"),
@@ -834,6 +839,18 @@ def test_profile_kernels_refuses_an_unknown_point_set_before_touching_a_device()
 
     with pytest.raises(SystemExit, match="no point set 'nope'; sets: issue11, moe, uniform, order, sizes, waves"):
         profile_kernels.profile(None, None, "nope")
+
+
+def test_profile_kernels_refuses_forced_lists_of_unequal_length_before_touching_a_device():
+    """--force runs the points once per candidate index, candidate i of every named list forced together: lists of
+    different lengths would leave a round without a tile, so they stop before any CUDA call."""
+    import profile_kernels
+
+    force = ["per_group_scales=64x64/w4/g,64x64/w4/g/ev2", "per_group_colwise_scales_dual=64x64/w4/g"]
+    with pytest.raises(SystemExit, match="every list needs as many tiles; got 1, 2"):
+        profile_kernels.profile(None, None, "sizes", force)
+    with pytest.raises(SystemExit, match="64x64/w4/g/ev3"):
+        profile_kernels.profile(None, None, "sizes", ["per_group_scales=64x64/w4/g/ev3"])
 
 
 def test_grid_schedule_model_finishes_longest_first_earlier_and_balances_equal_groups():
