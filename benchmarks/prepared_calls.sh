@@ -3,9 +3,9 @@
 # measured"), one per argument, each inside the 600 s a call may run and bringing back at most 8 files. In order of
 # importance: a budget that fits one call runs call 1.
 #
-#   bash benchmarks/prepared_calls.sh 1   # L2 hints (/ev1, /ev2) beside their tiles at the size points (about 4 min)
+#   bash benchmarks/prepared_calls.sh 1   # L2 hints (/ev1, /ev2) beside their tiles at the size points (about 3 min)
 #   bash benchmarks/prepared_calls.sh 2   # Nsight Compute of the rowwise and dual tiles and their twins there (3 min)
-#   bash benchmarks/prepared_calls.sh 3   # the call 1 tiles at the issue #11 per-group points (about 4 minutes)
+#   bash benchmarks/prepared_calls.sh 3   # the call 1 tiles at the issue #11 per-group points (about 3 minutes)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -22,8 +22,8 @@ here="$(dirname "$0")"
 
 # The tiles the autotuner picks at the G = 64 points (H100 and H200 benches), and those session 30 profiled:
 # rowwise 64x64/w4/g (76 registers, 6 programs per SM), colwise 64x128/w4/g/o256/l, dual 64x64/w4/g/t.
-P="32x128/w8/g/t 32x128/w8/g 64x64/w4/g 64x128/w4/g/o256/l"
-D="32x128/w4/g 64x64/w4/g 64x64/w4/g/t"
+P="64x64/w4/g 32x128/w8/g/t 64x128/w4/g/o256/l"
+D="64x64/w4/g/t 32x128/w4/g"
 
 # Each tile of the arguments beside its /ev1 and /ev2 twins, comma-separated.
 with_hints() { local t out=""; for t in "$@"; do out+="$t,$t/ev1,$t/ev2,"; done; echo "${out%,}"; }
@@ -36,7 +36,7 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
 fi
 
 case "${1:?which call: 1 to 3}" in
-  1)  # 12 per-group candidates at the 14 rowwise and colwise size points, 9 dual ones at its 7: 231 forced runs,
+  1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
       bash "$here/gpu_session.sh" ;;
@@ -44,7 +44,7 @@ case "${1:?which call: 1 to 3}" in
       # /ev2 twins, each forced: are the DRAM bytes back at the ideal? Files: env.txt, ncu.csv, ncu.md, ncu.err.
     STEPS="profile" PROFILE_TIMEOUT=360 PROFILE_ARGS="--points sizes --select 5120x16640,16640x2048x2048 \
       $(printf -- '--force %s ' $profiled)" bash "$here/gpu_session.sh" ;;
-  3)  # call 1's candidates at the 17 per-group points of issue #11: 13 x 12 + 4 x 9 = 192 forced runs. Files:
+  3)  # call 1's candidates at the 17 per-group points of issue #11: 13 x 9 + 4 x 6 = 141 forced runs. Files:
       # env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--only per_group --replace $(printf -- '--candidates %s ' $hints)" \
       bash "$here/gpu_session.sh" ;;
