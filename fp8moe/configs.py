@@ -551,9 +551,9 @@ def per_group_view(args: Mapping[str, object]) -> str:
 
 #: The candidates of PER_GROUP each view autotunes over. A tile measured more than 5% slower than the best listed tile
 #: at every point of one view where it was timed (H200 runs, and the H100's of session 23) is left out of that view (the
-#: rule that keeps a candidate in a list, SPEC §10.3), so a new key times 9 candidates instead of 14. The evidence, as
-#: time over the best listed tile at that view's points: the wide tiles 4x512/w4, 8x512/w8 and 4x1024/w8 on the
-#: transposing view 1.56-9.9x (h200-configs-2026-12-01.md, h200-s7-tune-candidates.md; 4x1024/w8/g 2.48-2.87x,
+#: rule that keeps a candidate in a list, SPEC §10.3), so a new key times 9 or 10 candidates instead of 15. The
+#: evidence, as time over the best listed tile at that view's points: the wide tiles 4x512/w4, 8x512/w8 and 4x1024/w8
+#: on the transposing view 1.56-9.9x (h200-configs-2026-12-01.md, h200-s7-tune-candidates.md; 4x1024/w8/g 2.48-2.87x,
 #: h100-s23-call1-ab-main.md and h200-s24-call1-ab-main.md), 32x128/w8/g 1.11-1.32x and 32x128/w4/g/o256 1.10-1.16x
 #: there (the same two files, h200-s24-call3-uniform.md); the tall tiles on the view along K: 128x64/w8 1.12-1.53x
 #: (h200-configs-2026-12-01.md), 128x32/w4/g 1.79-1.90x, 64x128/w4 1.18-1.29x, 64x128/w4/g 1.07-1.16x, 64x64/w4/g/o128/e
@@ -568,6 +568,7 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
         "32x128/w8/g/t",
         "32x128/w4/g/o256",
         "64x64/w4/g",
+        "64x64/w4/g/ev2",
         "64x64/w4/g/o128/x1/l",
         "64x128/w4/g/o256/l",
     ),
@@ -620,7 +621,12 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
 #: but not at G64 (64x128/w4/g/o256/l 1.02-1.03x of 64x128/w4/g; kept for the H100, where it won); the two-pass
 #: twins 64x128/w4/g/t and 64x64/w4/g/t were 0.98-1.00x of the best listed tile at 5 colwise points, too little
 #: for two more autotune candidates per new key.
-#: Each view autotunes over its own 9 of the 14 (PER_GROUP_VIEWS), not all of them.
+#: L2 eviction priorities (``/ev2``, L2_HINTS = 2, session 30, on an H100: h100-s30-call6-hints-configs.md, each
+#: forced and bitwise at the seven size layouts of rowwise 5120x16640 G64): 64x64/w4/g/ev2 took 0.91-0.98x the time
+#: of 64x64/w4/g at every layout (random16 157.4 -> 145.4 us), and Nsight Compute put its DRAM bytes at 1.14x the
+#: ideal at random16 against 1.29x (h100-s30-call7-rowwise-ncu.md). It joined the rowwise view beside its source;
+#: not yet timed on the H200 or on the colwise view.
+#: Each view autotunes over its own 10 (rowwise) or 9 (colwise) of the 15 (PER_GROUP_VIEWS), not all of them.
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
@@ -631,6 +637,7 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ_K": 256}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "L2_HINTS": 2}, num_warps=4),
         triton.Config(
             {
                 "BLOCK_R": 64,
@@ -670,11 +677,18 @@ PER_GROUP = KernelConfigs(
 #: H200, under the f32 scale, 0.91x the best listed tile at random multiple-of-16 groups (16640x2048x2048 G64
 #: random16: 85.4 against 94.1 us for 64x64/w4/g/t), 1.06x at the aligned G64 points and 1.44x at G128, where the
 #: autotuner keeps the 64x64 tiles (h200-s26-call4-ab-main.md; random16 is what an FP8 MoE step feeds the op).
+#: 64x64/w4/g/t/ev2 (L2 eviction priorities, L2_HINTS = 2) joined in session 30: on an H100, forced and bitwise at
+#: the seven size layouts of 16640x2048x2048 G64, 0.86-0.90x the time of 64x64/w4/g/t at every one (aligned16 93.6
+#: -> 84.2 us, random16 124.5 -> 109.1), DRAM bytes 1.08 -> 0.93x the ideal at aligned16 and 1.28 -> 1.06x at
+#: random16 (h100-s30-call6-hints-configs.md, h100-s30-call8-dual-ncu.md); not yet timed on the H200.
 PER_GROUP_DUAL = KernelConfigs(
     name="per_group_colwise_scales_dual",
     cuda=(
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=4),
+        triton.Config(
+            {"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "ONE_READ": False, "L2_HINTS": 2}, num_warps=4
+        ),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=4),
     ),

@@ -1089,6 +1089,29 @@ def test_each_per_group_views_list_keeps_the_best_listed_tile_of_every_point_it_
         assert keep <= set(view), (op, shape, variant, sorted(keep - set(view)))
 
 
+def test_each_listed_hinted_tile_beat_its_source_at_every_point_of_the_table_that_added_it():
+    """The /ev tiles of the span kernel's lists (L2_HINTS) joined on session 30's H100 table: each must have been
+    timed there, bitwise, at all seven size layouts beside the tile it extends, and have run faster at every one."""
+    from fp8moe import configs
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h100-s30-call6-hints-configs.md"
+    _, rows = tune_configs._table_rows(str(path))
+    assert all(bitwise for *_, bitwise in rows), path
+    times = {(op, variant, config): us for op, _, variant, config, us, _ in rows}
+    hinted = [
+        configs.describe(c)
+        for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL)
+        for c in k.cuda
+        if c.kwargs.get("L2_HINTS")
+    ]
+    assert sorted(hinted) == ["64x64/w4/g/ev2", "64x64/w4/g/t/ev2"]
+    for tile in hinted:
+        source = tile.removesuffix("/ev2")
+        pairs = [(times[key], times[(*key[:2], source)]) for key in times if key[2] == tile]
+        assert len(pairs) == 7, (tile, pairs)
+        assert all(with_hints < without for with_hints, without in pairs), (tile, pairs)
+
+
 @needs_interpreter  # CPU tensors for the helper's part; the GPU runs the whole script (benchmarks/prepared_calls.sh)
 def test_scale_division_check_agrees_near_eps_and_one_and_catches_a_wrong_clamp(monkeypatch):
     """benchmarks/scale_division_exhaustive.py: the kernels' f32 scale rule agrees with the reference's f64 division
