@@ -7,6 +7,7 @@
 #   bash benchmarks/prepared_calls.sh 2   # Nsight Compute of the rowwise and dual tiles and their twins there (3 min)
 #   bash benchmarks/prepared_calls.sh 3   # the call 1 tiles at the issue #11 per-group points (about 3 minutes)
 #   bash benchmarks/prepared_calls.sh 4   # call 1 cut to the profiled rowwise and dual tiles (under a minute)
+#   bash benchmarks/prepared_calls.sh 5   # the per-group bench under the lists with the hinted tiles (about 3 minutes)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -36,7 +37,7 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 4}" in
+case "${1:?which call: 1 to 5}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -53,5 +54,8 @@ case "${1:?which call: 1 to 4}" in
       # their twins, 42 forced runs. Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--points sizes --only per_group_rowwise,per_group_colwise_scales_dual \
       --replace $(printf -- '--candidates %s ' $profiled)" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 4" >&2; exit 2 ;;
+  5)  # the per-group bench, each jagged point tuned on its own layout, the two hinted tiles (session 30) in the lists.
+      # Files: env.txt, bench.{md,json,png,log}.
+    STEPS="bench" BENCH_TIMEOUT=175 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 5" >&2; exit 2 ;;
 esac

@@ -739,7 +739,7 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 to 4" in refused.stderr
+    assert "no prepared call 9: 1 to 5" in refused.stderr
 
 
 @needs_interpreter
