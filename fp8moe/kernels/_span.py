@@ -479,7 +479,8 @@ def quantize_span(
     CAST_MODE: tl.constexpr,
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
-    L2_HINTS: tl.constexpr = 0,
+    KEEP: tl.constexpr = NO_HINT,
+    DROP: tl.constexpr = NO_HINT,
 ):
     """Scale and cast x[r, start:end] of BLOCK_R rows into q[r, start:end]; returns the (BLOCK_R,) f32 scales.
 
@@ -497,15 +498,11 @@ def quantize_span(
         EDGE_LOOP: the partial edge chunks in a run-time loop, one at a time (:func:`_edges_amax`).
         EXTRA_CHUNKS: in the ONE_PASS path, the interior's columns past the tile's BLOCK_K (at most EXTRA_CHUNKS
             whole chunks of 16) are read twice, one chunk at a time, as the partial edges are.
-        L2_HINTS: L2 eviction priorities of the interior's accesses. 0: none. 1: a read that is the element's
-            last (the one-read tile's, pass 2's) and every code store are evict-first, so lines that are never read
-            again leave L2 before those pass 2 will read. 2: 1, and pass 1's loads evict-last. The partial edge
-            chunks and the EXTRA_CHUNKS columns (16 columns each) take none.
+        KEEP, DROP: L2 eviction priorities of the interior's accesses ("" for none): KEEP for pass 1's loads,
+            which pass 2 reads again; DROP for the reads that are an element's last (the one-read tile's, pass
+            2's) and for every code store. The partial edge chunks and the EXTRA_CHUNKS columns (16 columns each)
+            take none (:func:`quantize_group_span`'s L2_HINTS sets both).
     """
-    # L2 priorities (L2_HINTS): what pass 2 reads again is kept, what is read for the last time and what is
-    # stored goes first.
-    KEEP: tl.constexpr = "evict_last" if L2_HINTS == 2 else ""
-    DROP: tl.constexpr = "evict_first" if L2_HINTS > 0 else ""
     if ONE_PASS:
         inner_lo, inner_hi, _, _, _, _ = _span_edges(start, end)
         edge_amax = _edges_amax(x_rows, row_mask, start, end, stride_xk, BLOCK_R, INT64_INDEX, EDGE_LOOP)
@@ -583,12 +580,15 @@ def quantize_group_span(
       in the tile and reads the rest twice, one chunk at a time (:func:`quantize_span`), instead of looping over the
       whole span twice. In the bench's aligned layouts 16 of 64 groups are 272 tokens, one chunk past a 256 one-read
       tile, and 16 of 128 are 144 (per-group-ledger.md).
-    - L2_HINTS (1 or 2) sets L2 eviction priorities (:func:`quantize_span`): reads that are an element's last and
-      the code stores go first, and with 2 pass 1's reads are kept for pass 2. With the group sizes spread apart
-      the ops read more from DRAM than their input (an H100 in session 30, Nsight Compute at G = 64, the tile
-      tuned at aligned groups: rowwise 5120x16640 1.02x the ideal bytes at aligned16, 1.39x with the sizes spread
-      by 240 tokens; dual 16640x2048x2048 1.09x -> 1.36x; benchmarks/results/h100-s30-call{1,2}-ncu.md): pass 2
-      of the long groups misses L2, while the one-read groups' lines, never read again, hold it.
+    - L2_HINTS (1 or 2) sets L2 eviction priorities (:func:`quantize_span`'s KEEP and DROP): reads that are an
+      element's last and the code stores go first (evict-first), and with 2 pass 1's reads are kept for pass 2
+      (evict-last), so lines that are never read again leave L2 before those pass 2 will read. With the group
+      sizes spread apart the ops read more from DRAM than their input (an H100 in session 30, Nsight Compute at
+      G = 64, the tile tuned at aligned groups: rowwise 5120x16640 1.02x the ideal bytes at aligned16, 1.39x with
+      the sizes spread by 240 tokens; dual 16640x2048x2048 1.09x -> 1.36x; benchmarks/results/h100-s30-call{1,2}-
+      ncu.md): pass 2 of the long groups misses L2, while the one-read groups' lines, never read again, hold it.
+      With /ev2 the same H100 ran the dual op's 64x64/w4/g/t 0.86-0.90x and the rowwise 64x64/w4/g 0.91-0.98x
+      their time at every size layout (h100-s30-call6-hints-configs.md).
 
     Timed on an H100 in session 23 (benchmarks/results/h100-s23-summary.md): ONE_READ_K with EDGES_IN_TILE or
     EDGE_LOOP took 0.91-0.99x the time of the best tile without them at the aligned colwise points, ONE_READ=False
@@ -601,6 +601,8 @@ def quantize_group_span(
     tl.static_assert(L2_HINTS == 0 or L2_HINTS == 1 or L2_HINTS == 2, "L2_HINTS is 0, 1 or 2")
     ONE_K: tl.constexpr = ONE_READ_K if ONE_READ_K > 0 else BLOCK_K
     COVER: tl.constexpr = EDGES_IN_TILE and PACK_K == 4
+    KEEP: tl.constexpr = "evict_last" if L2_HINTS == 2 else ""
+    DROP: tl.constexpr = "evict_first" if L2_HINTS > 0 else ""
     if not ONE_READ:
         fits = False
     elif COVER:
@@ -609,19 +611,18 @@ def quantize_group_span(
         fits = end // 16 * 16 - (start + 15) // 16 * 16 <= ONE_K + 16 * EXTRA_CHUNKS
     if fits:
         if COVER:
-            COVER_EVICT: tl.constexpr = "evict_first" if L2_HINTS > 0 else ""
             scale = _quantize_cover_tile(
                 x_rows, q_rows, row_mask, start, end, stride_xk, ONE_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS,
-                EMIN, FNUZ, ROUND_POW2, CAST_MODE, COVER_EVICT,
+                EMIN, FNUZ, ROUND_POW2, CAST_MODE, DROP,
             )  # fmt: skip
         else:
             scale = quantize_span(
                 x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, ONE_K, True, PACK_K, INT64_INDEX,
-                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, EXTRA_CHUNKS, L2_HINTS,
+                FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, EXTRA_CHUNKS, KEEP, DROP,
             )  # fmt: skip
     else:
         scale = quantize_span(
             x_rows, q_rows, row_mask, start, end, stride_xk, BLOCK_R, BLOCK_K, False, PACK_K, INT64_INDEX,
-            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, 0, L2_HINTS,
+            FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE, EDGE_LOOP, 0, KEEP, DROP,
         )  # fmt: skip
     return scale
