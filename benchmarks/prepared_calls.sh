@@ -8,6 +8,8 @@
 #   bash benchmarks/prepared_calls.sh 3   # the call 1 tiles at the issue #11 per-group points (about 3 minutes)
 #   bash benchmarks/prepared_calls.sh 4   # call 1 cut to the profiled rowwise and dual tiles (under a minute)
 #   bash benchmarks/prepared_calls.sh 5   # the per-group bench under the lists with the hinted tiles (about 3 minutes)
+#   bash benchmarks/prepared_calls.sh 6   # /ev1 twins of the colwise and dual tiles calls 1 and 3 left out (2 minutes)
+#   bash benchmarks/prepared_calls.sh 7   # /ev1 twins of the rowwise tiles calls 1 and 3 left out (about a minute)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -29,15 +31,24 @@ D="64x64/w4/g/t 32x128/w4/g"
 
 # Each tile of the arguments beside its /ev1 and /ev2 twins, comma-separated.
 with_hints() { local t out=""; for t in "$@"; do out+="$t,$t/ev1,$t/ev2,"; done; echo "${out%,}"; }
+# The listed tiles calls 1 and 3 did not time with hints (session 31), by the view or op that lists them.
+ALONG_K_REST="4x512/w4 4x1024/w8/g 8x512/w8 32x128/w8/g 32x128/w4/g/o256 64x64/w4/g/o128/x1/l"
+TRANSPOSING_REST="64x64/w4/g/o128/x1/l 64x64/w4/g/o128/e 64x128/w4 64x128/w4/g 128x32/w4/g 128x64/w8"
+DUAL_REST="64x64/w4/g 128x32/w4/g"
+
+# Each tile of the arguments beside its /ev1 twin (on the H200 /ev1 was within 1% of /ev2 or ahead), comma-separated.
+with_ev1() { local t out=""; for t in "$@"; do out+="$t,$t/ev1,"; done; echo "${out%,}"; }
+rest_colwise="per_group_scales=$(with_ev1 $TRANSPOSING_REST) per_group_colwise_scales_dual=$(with_ev1 $DUAL_REST)"
+rest_rowwise="per_group_scales=$(with_ev1 $ALONG_K_REST)"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
 if [ -n "${PREPARED_PRINT:-}" ]; then
-  printf '%s\n' $hints $profiled
+  printf '%s\n' $hints $profiled $rest_colwise $rest_rowwise
   exit 0
 fi
 
-case "${1:?which call: 1 to 5}" in
+case "${1:?which call: 1 to 7}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -57,5 +68,13 @@ case "${1:?which call: 1 to 5}" in
   5)  # the per-group bench, each jagged point tuned on its own layout, the two hinted tiles (session 30) in the lists.
       # Files: env.txt, bench.{md,json,png,log}.
     STEPS="bench" BENCH_TIMEOUT=175 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 5" >&2; exit 2 ;;
+  6)  # the colwise view's and the dual op's other listed tiles beside their /ev1 twins at the 12 colwise and dual
+      # points of issue #11: 8 x 12 + 4 x 4 = 112 forced runs. Files: env.txt, configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=300 TUNE_ARGS="--only per_group_colwise_scales --replace \
+      $(printf -- '--candidates %s ' $rest_colwise)" bash "$here/gpu_session.sh" ;;
+  7)  # the rowwise view's other listed tiles beside their /ev1 twins at the 5 rowwise points of issue #11: 60
+      # forced runs. Files: env.txt, configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only per_group_rowwise --replace \
+      $(printf -- '--candidates %s ' $rest_rowwise)" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 7" >&2; exit 2 ;;
 esac

@@ -566,6 +566,7 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
         "8x512/w8",
         "32x128/w8/g",
         "32x128/w8/g/t",
+        "32x128/w8/g/t/ev1",
         "32x128/w4/g/o256",
         "64x64/w4/g",
         "64x64/w4/g/ev2",
@@ -574,7 +575,9 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
     ),
     "transposing": (
         "32x128/w8/g/t",
+        "32x128/w8/g/t/ev1",
         "64x64/w4/g",
+        "64x64/w4/g/ev1",
         "64x64/w4/g/o128/x1/l",
         "64x64/w4/g/o128/e",
         "64x128/w4",
@@ -624,9 +627,14 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
 #: L2 eviction priorities (``/ev2``, L2_HINTS = 2, session 30, on an H100: h100-s30-call6-hints-configs.md, each
 #: forced and bitwise at the seven size layouts of rowwise 5120x16640 G64): 64x64/w4/g/ev2 took 0.91-0.98x the time
 #: of 64x64/w4/g at every layout (random16 157.4 -> 145.4 us), and Nsight Compute put its DRAM bytes at 1.14x the
-#: ideal at random16 against 1.29x (h100-s30-call7-rowwise-ncu.md). It joined the rowwise view beside its source;
-#: not yet timed on the H200 or on the colwise view.
-#: Each view autotunes over its own 10 (rowwise) or 9 (colwise) of the 15 (PER_GROUP_VIEWS), not all of them.
+#: ideal at random16 against 1.29x (h100-s30-call7-rowwise-ncu.md). It joined the rowwise view beside its source.
+#: On the H200 (session 31, h200-s31-call1-hints-sizes-configs.md and h200-s31-call3-hints-points-configs.md, forced
+#: and bitwise) /ev1 (last reads and stores evict-first) was within 1% of /ev2 or ahead, and two /ev1 twins joined
+#: where they beat their source and the autotuned bench of the same machine (h200-s31-call5-bench.json, the lists
+#: before them) by 2% or more: 32x128/w8/g/t/ev1 (rowwise random16 77.1 -> 73.3 us, colwise random 53.1 -> 50.9 us;
+#: both views) and 64x64/w4/g/ev1 (colwise G128: 16640x5120 83.8 -> 79.6 us, 16640x2048 35.1 -> 34.0 us). The hints
+#: cost 1-4% where every group fits the one-read tile or the groups are long (G=16), so no tile is hinted alone.
+#: Each view autotunes over its own 11 of the 17 (PER_GROUP_VIEWS), not all of them.
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
@@ -635,8 +643,12 @@ PER_GROUP = KernelConfigs(
         triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=8),
+        triton.Config(
+            {"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False, "L2_HINTS": 1}, num_warps=8
+        ),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ_K": 256}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "L2_HINTS": 1}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 64, "GROUPS_FASTEST": True, "L2_HINTS": 2}, num_warps=4),
         triton.Config(
             {
@@ -680,7 +692,10 @@ PER_GROUP = KernelConfigs(
 #: 64x64/w4/g/t/ev2 (L2 eviction priorities, L2_HINTS = 2) joined in session 30: on an H100, forced and bitwise at
 #: the seven size layouts of 16640x2048x2048 G64, 0.86-0.90x the time of 64x64/w4/g/t at every one (aligned16 93.6
 #: -> 84.2 us, random16 124.5 -> 109.1), DRAM bytes 1.08 -> 0.93x the ideal at aligned16 and 1.28 -> 1.06x at
-#: random16 (h100-s30-call6-hints-configs.md, h100-s30-call8-dual-ncu.md); not yet timed on the H200.
+#: random16 (h100-s30-call6-hints-configs.md, h100-s30-call8-dual-ncu.md). On the H200 (session 31) its DRAM bytes
+#: were 0.91-1.01x the ideal at all seven size layouts against 0.99-1.26x unhinted (h200-s31-call2-ncu.md), and
+#: 32x128/w4/g/ev1 joined: 0.95x the autotuned bench at random16 (82.3 -> 78.3 us) and 0.98x at 16640x2048x1408
+#: (58.2 -> 56.8 us; h200-s31-call3-hints-points-configs.md beside h200-s31-call5-bench.json).
 PER_GROUP_DUAL = KernelConfigs(
     name="per_group_colwise_scales_dual",
     cuda=(
@@ -691,6 +706,7 @@ PER_GROUP_DUAL = KernelConfigs(
         ),
         triton.Config({"BLOCK_R": 128, "BLOCK_K": 32, "GROUPS_FASTEST": True}, num_warps=4),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "L2_HINTS": 1}, num_warps=4),
     ),
     rocm=PER_GROUP.rocm,
     interpreter=InterpreterTiles({"BLOCK_R": ("N1", "N2"), "BLOCK_K": ("K",)}, reduced="BLOCK_K"),
