@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import platform
 import sys
@@ -377,6 +378,42 @@ def layout_ratios(paths: list[str]) -> list[str]:
     return lines
 
 
+def bench_times(path: str) -> dict[tuple[str, str, str], tuple[float, str]]:
+    """(op, shape cell, variant cell) -> (CUDA-graph us, config) of fp8moe's bitwise rows in a bench JSON
+    (fp8moe.bench --json), keyed as this script's tables key their points: "16640x2048 G=64", "-" for the
+    aligned16 variant the issue #11 points take by default."""
+    times = {}
+    with open(path) as f:
+        for row in json.load(f)["rows"]:
+            if row["impl"] != "fp8moe" or not row["bitwise_ok"] or not row["us"]:
+                continue
+            shape = "x".join(map(str, row["shape"])) + (f" G={row['groups']}" if row["groups"] else "")
+            variant = "-" if row["variant"] in _ALIGNED16_VARIANTS else row["variant"]
+            times[(row["op"], shape, variant)] = (row["us"], row["config"] or "-")
+    return times
+
+
+def against_bench(paths: list[str]) -> list[str]:
+    """Per bitwise row of a table of forced candidates (the first path) whose point the bench JSON (the second) also
+    ran: the tile's time over the autotuned bench's, run on the same machine under the lists as they were. A tile
+    under 1.00 there beats every tile the autotuner could pick; the lists take one in at 0.98 or less
+    (benchmarks/results/per-group-ledger.md, row 31)."""
+    table, bench_json = paths
+    autotuned = bench_times(bench_json)
+    lines = [
+        "| op | shape | variant | tile | us | autotuned us | autotuned tile | tile / autotuned |",
+        "|---|---|---|---|---:|---:|---|---:|",
+    ]
+    for op, shape, variant, config, us, bitwise in _table_rows(table)[1]:
+        if bitwise and (op, shape, variant) in autotuned:
+            bench_us, bench_config = autotuned[(op, shape, variant)]
+            lines.append(
+                f"| {op} | {shape} | {variant} | {config} | {us:.1f} | {bench_us:.1f} | {bench_config} "
+                f"| {us / bench_us:.3f} |"
+            )
+    return lines
+
+
 def tile_percentages(path: str) -> list[str]:
     """Per tile of a table this script wrote, every point it ran at with its time and % of copy bandwidth (ideal
     bytes over the table's own copy bandwidth), bitwise rows only, in the table's order of points: how one tile's
@@ -467,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="TABLE",
         help="no GPU: per tile of a table this script wrote, its time and %% of copy bandwidth at every point",
     )
+    parser.add_argument(
+        "--against-bench",
+        nargs=2,
+        metavar=("TABLE", "BENCH_JSON"),
+        help="no GPU: each bitwise row of a table this script wrote over the autotuned bench's time at its point",
+    )
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
@@ -505,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.groups_fastest_twins:
         for name, twins in groups_fastest_twins().items():
             extra.setdefault(name, []).extend(twins)
-    for reader in (summarize, standing, layout_ratios, tile_percentages):  # the no-GPU readers, each its option's dest
+    # The no-GPU readers, each its option's dest.
+    for reader in (summarize, standing, layout_ratios, tile_percentages, against_bench):
         tables = getattr(args, reader.__name__)
         if tables:
             print("\n".join(reader(tables)))
