@@ -169,8 +169,10 @@ def _value(text: str) -> float:
 MARKER = "FillFunctor<double>"
 
 
-def summarize(path: str, marker: str = MARKER) -> str:
-    """One Markdown row per profiled kernel launch of an ncu ``--csv --page details`` log."""
+def launches(path: str, marker: str = MARKER) -> list[tuple[list[str] | None, str, dict, dict]]:
+    """The profiled kernel launches of an ncu ``--csv --page details`` log in launch order, each (its point's cells
+    from the ``# point |`` line: op, shape, variant, layout, ideal bytes; or None before the first marker, kernel
+    name, metric values, metric units). The marker fills that start each point are left out."""
     points, rows_by_launch = [], {}
     with open(path) as f:
         text = f.read()
@@ -181,34 +183,41 @@ def summarize(path: str, marker: str = MARKER) -> str:
         elif line.startswith('"'):
             csv_lines.append(line)
     for rec in csv.DictReader(io.StringIO("\n".join(csv_lines))):
-        launch = rec["ID"]
-        entry = rows_by_launch.setdefault(launch, {"kernel": rec["Kernel Name"], "metrics": {}, "units": {}})
+        entry = rows_by_launch.setdefault(rec["ID"], {"kernel": rec["Kernel Name"], "metrics": {}, "units": {}})
         entry["metrics"][rec["Metric Name"]] = rec["Metric Value"]
         entry["units"][rec["Metric Name"]] = rec["Metric Unit"]
+    point_iter, current, found = iter(points), None, []
+    for launch in sorted(rows_by_launch, key=int):
+        entry = rows_by_launch[launch]
+        if marker in entry["kernel"]:  # the marker before each point's call
+            current = next(point_iter, None)
+            continue
+        found.append((current, entry["kernel"], entry["metrics"], entry["units"]))
+    return found
+
+
+def summarize(path: str, marker: str = MARKER) -> str:
+    """One Markdown row per profiled kernel launch of an ncu ``--csv --page details`` log."""
     header = [
         "point",
         "kernel",
         *SUMMARY_METRICS.values(),
+        "SMs idle %",
         "DRAM read MB",
         "DRAM write MB",
         "DRAM bytes / ideal",
         "top stalls (warps per issue)",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    point_iter = iter(points)
-    current = None
-    for launch in sorted(rows_by_launch, key=int):
-        entry = rows_by_launch[launch]
-        if marker in entry["kernel"]:  # the marker before each point's call
-            current = next(point_iter, None)
-            continue
-        m, units = entry["metrics"], entry["units"]
-        cells = [_point_label(current) if current else "?", entry["kernel"][:40]]
+    for current, kernel, m, units in launches(path, marker):
+        cells = [_point_label(current) if current else "?", kernel[:40]]
         for name in SUMMARY_METRICS:
             value = _value(m.get(name, ""))
             if name == "Duration":
-                value *= {"ns": 1e-3, "nsecond": 1e-3, "ms": 1e3, "msecond": 1e3}.get(units.get(name, "us"), 1.0)
+                value = _microseconds(m, units)
             cells.append(f"{value:.1f}" if value == value else "-")
+        idle = _idle_percent(m)
+        cells.append(f"{idle:.1f}" if idle == idle else "-")
         read, write = (_dram_bytes(m, units, k) for k in ("dram__bytes_read.sum", "dram__bytes_write.sum"))
         dram = read + write
         cells += [f"{read / 1e6:.1f}" if read else "-", f"{write / 1e6:.1f}" if write else "-"]
@@ -224,12 +233,59 @@ def summarize(path: str, marker: str = MARKER) -> str:
     return "\n".join(lines)
 
 
+def idle_split(path: str, marker: str = MARKER) -> str:
+    """Per launch of a point whose aligned16 twin (same op, shape, tile and kernel) the log also profiled: its time
+    over the twin's, split into the factor of SM idle time (the twin's active share over this launch's, from
+    :func:`_idle_percent`) and the factor of active cycles (the rest). Idle grows where a few long programs hold
+    their SMs while the others wait; active cycles grow with bytes and with slower programs."""
+    rows, aligned = [], {}
+    for current, kernel, m, units in launches(path, marker):
+        if not current:
+            continue
+        op, shape, variant = current[:3]
+        layout, _, tile = variant.partition(" ")
+        key = (op, shape, tile, kernel)
+        us, idle = _microseconds(m, units), _idle_percent(m)
+        if layout in ("-", "offs=aligned16"):
+            aligned[key] = (us, idle)
+        rows.append((key, layout, us, idle))
+    lines = [
+        "| op | shape | tile | layout | us | x aligned16 | SMs idle % | idle factor | active factor |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, layout, us, idle in rows:
+        if key not in aligned:
+            continue
+        base_us, base_idle = aligned[key]
+        ratio, idle_factor = us / base_us, (100 - base_idle) / (100 - idle)
+        lines.append(
+            f"| {key[0]} | {key[1]} | {key[2] or '-'} | {layout} | {us:.1f} | {ratio:.2f} | {idle:.1f} "
+            f"| {idle_factor:.3f} | {ratio / idle_factor:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def _microseconds(metrics: dict, units: dict) -> float:
+    """The launch's Duration in us, whatever unit ncu reported it in."""
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "ms": 1e3, "msecond": 1e3}.get(units.get("Duration", "us"), 1.0)
+    return _value(metrics.get("Duration", "")) * scale
+
+
 def _point_label(point: list[str]) -> str:
     """op and shape, then the variant and layout where they are not the bench's defaults (two points of one shape
     differ only there, e.g. colwise 3D on row- and column-major input)."""
     op, shape, variant, layout = point[:4]
     extra = [v for v, default in ((variant, ("-", "offs=aligned16")), (layout, ("row_major",))) if v not in default]
     return " ".join([op, shape, *extra])
+
+
+def _idle_percent(metrics: dict) -> float:
+    """The share of the launch's elapsed cycles an SM spent with no warp resident, averaged over the SMs: 100 x (1 -
+    SM Active Cycles / Elapsed Cycles), both of SpeedOfLight. It grows where some programs run much longer than the
+    others and the last of them hold a few SMs while the rest wait (long groups late in the grid); nan where either
+    metric is missing."""
+    active, elapsed = (_value(metrics.get(name, "")) for name in ("SM Active Cycles", "Elapsed Cycles"))
+    return 100 * (1 - active / elapsed) if elapsed == elapsed and active == active and elapsed else float("nan")
 
 
 def _dram_bytes(metrics: dict, units: dict, name: str) -> float:
@@ -260,10 +316,15 @@ def main(argv: list[str] | None = None) -> int:
         help="candidates forced in turn instead of autotuned (tune_configs.py --candidates form; lists of one length)",
     )
     parser.add_argument("--summarize", default=None, help="an ncu --csv --page details log to turn into Markdown")
+    parser.add_argument(
+        "--idle-split",
+        default=None,
+        help="an ncu --csv --page details log: each layout's time over aligned16's, split into SM idle and active",
+    )
     parser.add_argument("--marker", default=MARKER, help="kernel name part of the marker fill (--summarize)")
     args = parser.parse_args(argv)
-    if args.summarize:
-        print(summarize(args.summarize, args.marker))
+    if args.summarize or args.idle_split:
+        print(summarize(args.summarize, args.marker) if args.summarize else idle_split(args.idle_split, args.marker))
         return 0
     if args.jagged_kernel:
         use_jagged_kernel(args.jagged_kernel)

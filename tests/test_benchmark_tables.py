@@ -325,6 +325,8 @@ def test_ncu_summary_groups_launches_by_marker_and_converts_units(tmp_path):
         (1, "_per_group_rows_kernel", "dram__bytes_write.sum", "Mbyte", "85"),
         (1, "_per_group_rows_kernel", "Registers Per Thread", "register/thread", "80"),
         (1, "_per_group_rows_kernel", stall, "", "2.24"),
+        (1, "_per_group_rows_kernel", "Elapsed Cycles", "cycle", "200,000"),
+        (1, "_per_group_rows_kernel", "SM Active Cycles", "cycle", "170,000"),
         (2, "at::FillFunctor<double> fill", "Duration", "ns", "1000"),
         (3, "at::FillFunctor<float> zero", "Duration", "ns", "1000"),
         (4, "_transpose_rhs_amax_kernel", "Duration", "us", "303.4"),
@@ -351,8 +353,40 @@ def test_ncu_summary_groups_launches_by_marker_and_converts_units(tmp_path):
     assert body[0][2] == "86.2"  # us, from ns with a thousands separator
     assert (body[0][-4], body[0][-3]) == ("170.0", "85.0")  # DRAM read and written, MB
     assert body[0][-2] == "1.00"  # (170 MB + 85 MB) / 255 MB ideal
+    assert (body[0][-5], body[2][-5]) == ("15.0", "-")  # SMs idle: 1 - 170k / 200k active cycles; none reported
     assert body[0][-1].startswith("not_selected 2.24")
     assert (body[2][2], body[3][2]) == ("303.4", "470.0")
+
+
+def test_ncu_idle_split_divides_each_layouts_time_into_idle_and_active_factors(tmp_path):
+    """profile_kernels --idle-split: a layout's time over its aligned16 twin's (same op, shape and tile) is the
+    factor of SM idle time times the factor of active cycles: aligned16 at 100 us with 5% idle, random16 at 132 us
+    with 14.5% idle: x1.32 = 1.111 (95 / 85.5) x 1.188. A point without an aligned16 twin gives no line."""
+    profile_kernels = pytest.importorskip("profile_kernels")
+    header = '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+    launches = [("aligned16", "100", "100,000", "95,000"), ("random16", "132", "132,000", "112,860")]
+    rows, points = [], []
+    for i, (layout, us, elapsed, active) in enumerate(launches):
+        points.append(
+            f"# point | per_group_colwise_scales_dual | 16640x2048x2048 G=64 | offs={layout} 64x64/w4/g/t "
+            "| row_major | 205520896"
+        )
+        rows += [
+            (2 * i, "at::FillFunctor<double> fill", "Duration", "ns", "1000"),
+            (2 * i + 1, "_dual_kernel", "Duration", "us", us),
+            (2 * i + 1, "_dual_kernel", "Elapsed Cycles", "cycle", elapsed),
+            (2 * i + 1, "_dual_kernel", "SM Active Cycles", "cycle", active),
+        ]
+    points.append("# point | per_group_rowwise_scales | 5120x16640 G=64 | offs=random16 64x64/w4/g | row_major | 1")
+    rows += [(4, "at::FillFunctor<double> fill", "Duration", "ns", "1000"), (5, "_rows", "Duration", "us", "9")]
+    log = tmp_path / "ncu.csv"
+    log.write_text("\n".join([*points, header, *(",".join(f'"{v}"' for v in row) for row in rows)]) + "\n")
+    _, _, aligned, random = profile_kernels.idle_split(str(log)).splitlines()
+    assert aligned.endswith("| offs=aligned16 | 100.0 | 1.00 | 5.0 | 1.000 | 1.000 |")
+    assert random == (
+        "| per_group_colwise_scales_dual | 16640x2048x2048 G=64 | 64x64/w4/g/t | offs=random16 | 132.0 | 1.32 | 14.5 "
+        "| 1.111 | 1.188 |"
+    )
 
 
 @pytest.mark.parametrize("frozen", [False, True])
