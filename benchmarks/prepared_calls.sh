@@ -10,6 +10,7 @@
 #   bash benchmarks/prepared_calls.sh 5   # the per-group bench under the lists with the hinted tiles (about 3 minutes)
 #   bash benchmarks/prepared_calls.sh 6   # /ev1 twins of the colwise and dual tiles calls 1 and 3 left out (2 minutes)
 #   bash benchmarks/prepared_calls.sh 7   # /ev1 twins of the rowwise tiles calls 1 and 3 left out (about a minute)
+#   bash benchmarks/prepared_calls.sh 8   # ncu: is random16's SM idle time the grid order's? (about 2 minutes)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -40,15 +41,19 @@ DUAL_REST="64x64/w4/g 128x32/w4/g"
 with_ev1() { local t out=""; for t in "$@"; do out+="$t,$t/ev1,"; done; echo "${out%,}"; }
 rest_colwise="per_group_scales=$(with_ev1 $TRANSPOSING_REST) per_group_colwise_scales_dual=$(with_ev1 $DUAL_REST)"
 rest_rowwise="per_group_scales=$(with_ev1 $ALONG_K_REST)"
+# Call 8: the colwise and dual tiles that take random16 with groups fastest (/g) beside the same tiles with row
+# blocks fastest, where random16_desc (sizes sorted largest first) starts the longest groups' programs first.
+orders="per_group_scales=64x128/w4/g/o256/l/ev1,64x128/w4/o256/l/ev1 \
+per_group_colwise_scales_dual=64x64/w4/g/t/ev1,64x64/w4/t/ev1"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
 if [ -n "${PREPARED_PRINT:-}" ]; then
-  printf '%s\n' $hints $profiled $rest_colwise $rest_rowwise
+  printf '%s\n' $hints $profiled $rest_colwise $rest_rowwise $orders
   exit 0
 fi
 
-case "${1:?which call: 1 to 7}" in
+case "${1:?which call: 1 to 8}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -76,5 +81,12 @@ case "${1:?which call: 1 to 7}" in
       # forced runs. Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only per_group_rowwise --replace \
       $(printf -- '--candidates %s ' $rest_rowwise)" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 7" >&2; exit 2 ;;
+  8)  # Nsight Compute at the colwise and dual size points (14), each under its /g tile, then the same tile with row
+      # blocks fastest: session 31 found random16 adding 4-10 points of SM idle time at every op, sorted sizes
+      # included (s31-ncu-idle-split.md). With row blocks fastest random16_desc is a longest-first schedule; if its
+      # idle time falls to aligned16's, the idle is the order's. Read with profile_kernels.py --idle-split ncu.csv.
+      # Files: env.txt, ncu.csv, ncu.md, ncu.err.
+    STEPS="profile" PROFILE_TIMEOUT=300 PROFILE_ARGS="--points sizes --select 16640x2048 \
+      $(printf -- '--force %s ' $orders)" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 8" >&2; exit 2 ;;
 esac

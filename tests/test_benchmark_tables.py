@@ -751,22 +751,30 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     """benchmarks/prepared_calls.sh is what the next GPU session runs: its candidate lists (calls 1 and 3, the tiles
     call 2 profiles, then calls 6 and 7) must parse as tune_configs reads them (a typo would cost a device call), hold
     each plain tile once beside exactly its hinted twins (/ev1 and /ev2 in calls 1 and 3, /ev1 in calls 6 and 7), the
-    profiled tiles among the timed ones; calls 1, 3, 6 and 7 together must cover every plain tile of the lists; an
-    unknown call number must run nothing."""
+    profiled tiles among the timed ones; calls 1, 3, 6 and 7 together must cover every plain tile of the lists;
+    call 8 must force each /g tile beside its row-blocks-fastest twin, lists of one length; an unknown call number
+    must run nothing."""
     import subprocess
 
     from fp8moe import configs
 
     lists = [configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name]
     everything = _prepared_candidate_specs()
-    specs, profiled, rest = everything[:2], everything[2:4], everything[4:]
-    assert [spec.partition("=")[0] for spec in everything] == [*lists, *lists, *lists, configs.PER_GROUP.name]
+    specs, profiled, rest, orders = everything[:2], everything[2:4], everything[4:7], everything[7:]
+    assert [spec.partition("=")[0] for spec in everything] == [*lists, *lists, *lists, lists[0], *lists]
     extra = tune_configs.parse_candidates(specs)
     tune_configs.parse_candidates(rest[:2])
     tune_configs.parse_candidates(rest[2:])
+    for spec in orders:  # call 8: a /g tile, then the same tile with row blocks fastest
+        grouped, plain = spec.partition("=")[2].split(",")
+        assert "/g/" in grouped, spec
+        assert plain == grouped.replace("/g/", "/", 1), spec
+    order_lists = tune_configs.parse_candidates(orders)
+    assert {len(tiles) for tiles in order_lists.values()} == {2}  # profile_kernels --force needs equal lengths
+    assert [c.kwargs.get("GROUPS_FASTEST", False) for c in order_lists[lists[1]]] == [True, False]
     for timed, forced in zip(specs, profiled):
         assert set(forced.partition("=")[2].split(",")) <= set(timed.partition("=")[2].split(",")), forced
-    for spec in everything:
+    for spec in everything[:7]:
         tiles = spec.partition("=")[2].split(",")
         suffixes = ("", "/ev1") if spec in rest else ("", "/ev1", "/ev2")
         assert len(tiles) == len(set(tiles)), spec
@@ -780,7 +788,7 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 to 7" in refused.stderr
+    assert "no prepared call 9: 1 to 8" in refused.stderr
 
 
 @needs_interpreter
@@ -791,7 +799,10 @@ def test_prepared_hinted_tiles_are_bitwise_at_small_twins_of_the_size_points(mon
     from fp8moe import configs
 
     monkeypatch.setitem(configs.PER_GROUP_KERNEL, "interpreter", "span")
-    extra = tune_configs.parse_candidates(_prepared_candidate_specs()[:2])
+    specs = _prepared_candidate_specs()
+    extra = tune_configs.parse_candidates(specs[:2])
+    for name, tiles in tune_configs.parse_candidates(specs[7:]).items():  # call 8's tiles, profiled forced
+        extra[name] += tiles
     points = [
         bench.Point("per_group_rowwise_scales", (40, 600), 2, "aligned16_spread128"),
         bench.Point("per_group_colwise_scales", (600, 40), 2, "aligned16_spread128"),
@@ -803,7 +814,10 @@ def test_prepared_hinted_tiles_are_bitwise_at_small_twins_of_the_size_points(mon
         rows = [row for point in points for row in tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")]
     timed = [row.split("|")[4].strip() for row in rows]
     assert len(timed) == 2 * len(extra[configs.PER_GROUP.name]) + len(extra[configs.PER_GROUP_DUAL.name])
-    assert sum("/ev" in name for name in timed) == 2 * len(timed) // 3
+    hinted = {name: sum(bool(c.kwargs.get("L2_HINTS")) for c in tiles) for name, tiles in extra.items()}
+    assert (
+        sum("/ev" in name for name in timed) == 2 * hinted[configs.PER_GROUP.name] + hinted[configs.PER_GROUP_DUAL.name]
+    )
     assert all(row.endswith("| yes |") for row in rows), rows
 
 
