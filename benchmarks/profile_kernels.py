@@ -212,9 +212,7 @@ def summarize(path: str, marker: str = MARKER) -> str:
     for current, kernel, m, units in launches(path, marker):
         cells = [_point_label(current) if current else "?", kernel[:40]]
         for name in SUMMARY_METRICS:
-            value = _value(m.get(name, ""))
-            if name == "Duration":
-                value = _microseconds(m, units)
+            value = _microseconds(m, units) if name == "Duration" else _value(m.get(name, ""))
             cells.append(f"{value:.1f}" if value == value else "-")
         idle = _idle_percent(m)
         cells.append(f"{idle:.1f}" if idle == idle else "-")
