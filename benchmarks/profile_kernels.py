@@ -168,6 +168,9 @@ def _value(text: str) -> float:
 #: atomic transpose's own zero-fill also is: pass ``--marker 'FillFunctor<float>'`` for those, whose int fill differs).
 MARKER = "FillFunctor<double>"
 
+#: The variant cells of a point at the bench's default layout, aligned16 groups: older logs wrote "-".
+ALIGNED16_VARIANTS = ("-", "offs=aligned16")
+
 
 def launches(path: str, marker: str = MARKER) -> list[tuple[list[str] | None, str, dict, dict]]:
     """The profiled kernel launches of an ncu ``--csv --page details`` log in launch order, each (its point's cells
@@ -244,7 +247,7 @@ def idle_split(path: str, marker: str = MARKER) -> str:
         layout, _, tile = variant.partition(" ")
         key = (op, shape, tile, kernel)
         us, idle = _microseconds(m, units), _idle_percent(m)
-        if layout in ("-", "offs=aligned16"):
+        if layout in ALIGNED16_VARIANTS:
             aligned[key] = (us, idle)
         rows.append((key, layout, us, idle))
     lines = [
@@ -273,7 +276,7 @@ def _point_label(point: list[str]) -> str:
     """op and shape, then the variant and layout where they are not the bench's defaults (two points of one shape
     differ only there, e.g. colwise 3D on row- and column-major input)."""
     op, shape, variant, layout = point[:4]
-    extra = [v for v, default in ((variant, ("-", "offs=aligned16")), (layout, ("row_major",))) if v not in default]
+    extra = [v for v, default in ((variant, ALIGNED16_VARIANTS), (layout, ("row_major",))) if v not in default]
     return " ".join([op, shape, *extra])
 
 

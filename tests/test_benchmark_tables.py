@@ -1187,17 +1187,6 @@ HINTED_TILES_ADDED_BY = {
 }
 
 
-def _listed_hinted_tiles() -> list[str]:
-    from fp8moe import configs
-
-    return sorted(
-        configs.describe(c)
-        for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL)
-        for c in k.cuda
-        if c.kwargs.get("L2_HINTS")
-    )
-
-
 def test_each_listed_hinted_tile_was_added_by_a_table_that_shows_it_winning():
     """Every /ev tile of the span kernel's lists names the session that added it, and that session's tables show why:
     session 30's (H100) beat their source at all seven size layouts; each of session 31's (H200), at one issue #11
@@ -1206,13 +1195,13 @@ def test_each_listed_hinted_tile_was_added_by_a_table_that_shows_it_winning():
     the two runs: colwise random, 32x128/w8/g/t, 51.5 against 53.1 us)."""
     from fp8moe import configs
 
-    assert _listed_hinted_tiles() == sorted(HINTED_TILES_ADDED_BY)
+    listed = [c for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda]
+    assert sorted(configs.describe(c) for c in listed if c.kwargs.get("L2_HINTS")) == sorted(HINTED_TILES_ADDED_BY)
     _, s30_rows = tune_configs._table_rows(str(RESULTS / "h100-s30-call6-hints-configs.md"))
     _, s31_rows = tune_configs._table_rows(str(RESULTS / "h200-s31-call3-hints-points-configs.md"))
     bench_times = tune_configs.bench_times(str(RESULTS / "h200-s31-call5-bench.json"))
     s31_tiles = {tile for tile, session in HINTED_TILES_ADDED_BY.items() if session == "s31"}
-    listed_before = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
-    listed_before -= s31_tiles
+    listed_before = {configs.describe(c) for c in listed} - s31_tiles
     for tile, session in HINTED_TILES_ADDED_BY.items():
         rows = s30_rows if session == "s30" else s31_rows
         assert all(bitwise for *_, bitwise in rows), session
