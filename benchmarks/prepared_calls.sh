@@ -11,6 +11,7 @@
 #   bash benchmarks/prepared_calls.sh 6   # /ev1 twins of the colwise and dual tiles calls 1 and 3 left out (2 minutes)
 #   bash benchmarks/prepared_calls.sh 7   # /ev1 twins of the rowwise tiles calls 1 and 3 left out (about a minute)
 #   bash benchmarks/prepared_calls.sh 8   # ncu: is random16's SM idle time the grid order's? (about 2 minutes)
+#   bash benchmarks/prepared_calls.sh 9   # colwise: the G64 tile with row blocks fastest, at the points (a minute)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -45,15 +46,20 @@ rest_rowwise="per_group_scales=$(with_ev1 $ALONG_K_REST)"
 # blocks fastest, where random16_desc (sizes sorted largest first) starts the longest groups' programs first.
 orders="per_group_scales=64x128/w4/g/o256/l/ev1,64x128/w4/o256/l/ev1 \
 per_group_colwise_scales_dual=64x64/w4/g/t/ev1,64x64/w4/t/ev1"
+# Call 9: session 32's call 8 (h100-s32-call8-ncu.md) ran 64x128/w4/o256/l/ev1 (row blocks fastest) with the SMs idle
+# 12.8% of the time at random16 against 20.1% for its /g twin, and ahead at every layout but random16_desc: timed
+# here beside the listed colwise tiles it would join, at the colwise and dual points of issue #11.
+row_order="per_group_scales=64x128/w4/g/o256/l,64x128/w4/g/o256/l/ev1,64x128/w4/o256/l,64x128/w4/o256/l/ev1,\
+64x128/w4,64x128/w4/ev1,64x128/w4/g/ev1"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
 if [ -n "${PREPARED_PRINT:-}" ]; then
-  printf '%s\n' $hints $profiled $rest_colwise $rest_rowwise $orders
+  printf '%s\n' $hints $profiled $rest_colwise $rest_rowwise $orders $row_order
   exit 0
 fi
 
-case "${1:?which call: 1 to 8}" in
+case "${1:?which call: 1 to 9}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -88,5 +94,9 @@ case "${1:?which call: 1 to 8}" in
       # Files: env.txt, ncu.csv, ncu.md, ncu.err.
     STEPS="profile" PROFILE_TIMEOUT=300 PROFILE_ARGS="--points sizes --select 16640x2048 \
       $(printf -- '--force %s ' $orders)" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 8" >&2; exit 2 ;;
+  9)  # the seven tiles forced at the 9 colwise points of issue #11 and the dual list at its 4: 87 runs. Files: env.txt,
+      # configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only per_group_colwise_scales --replace \
+      $(printf -- '--candidates %s ' $row_order)" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 9" >&2; exit 2 ;;
 esac

@@ -563,6 +563,7 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
     "along_k": (
         "4x512/w4",
         "4x1024/w8/g",
+        "4x1024/w8/g/ev1",
         "8x512/w8",
         "32x128/w8/g",
         "32x128/w8/g/t",
@@ -581,7 +582,9 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
         "64x64/w4/g/o128/x1/l",
         "64x64/w4/g/o128/e",
         "64x128/w4",
+        "64x128/w4/ev1",
         "64x128/w4/g",
+        "64x128/w4/g/ev1",
         "64x128/w4/g/o256/l",
         "128x32/w4/g",
         "128x64/w8",
@@ -641,6 +644,7 @@ PER_GROUP = KernelConfigs(
     cuda=(
         triton.Config({"BLOCK_R": 4, "BLOCK_K": 512}, num_warps=4),
         triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "GROUPS_FASTEST": True}, num_warps=8),
+        triton.Config({"BLOCK_R": 4, "BLOCK_K": 1024, "GROUPS_FASTEST": True, "L2_HINTS": 1}, num_warps=8),
         triton.Config({"BLOCK_R": 8, "BLOCK_K": 512}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=8),
         triton.Config({"BLOCK_R": 32, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ": False}, num_warps=8),
@@ -667,7 +671,9 @@ PER_GROUP = KernelConfigs(
             num_warps=4,
         ),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 128}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "L2_HINTS": 1}, num_warps=4),
         triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True}, num_warps=4),
+        triton.Config({"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True, "L2_HINTS": 1}, num_warps=4),
         triton.Config(
             {"BLOCK_R": 64, "BLOCK_K": 128, "GROUPS_FASTEST": True, "ONE_READ_K": 256, "EDGE_LOOP": True}, num_warps=4
         ),

@@ -752,16 +752,26 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     call 2 profiles, then calls 6 and 7) must parse as tune_configs reads them (a typo would cost a device call), hold
     each plain tile once beside exactly its hinted twins (/ev1 and /ev2 in calls 1 and 3, /ev1 in calls 6 and 7), the
     profiled tiles among the timed ones; calls 1, 3, 6 and 7 together must cover every plain tile of the lists;
-    call 8 must force each /g tile beside its row-blocks-fastest twin, lists of one length; an unknown call number
-    must run nothing."""
+    call 8 must force each /g tile beside its row-blocks-fastest twin, lists of one length; call 9 must time the
+    colwise G64 tile in both orders, each beside its /ev1 twin; an unknown call number must run nothing."""
     import subprocess
 
     from fp8moe import configs
 
     lists = [configs.PER_GROUP.name, configs.PER_GROUP_DUAL.name]
     everything = _prepared_candidate_specs()
-    specs, profiled, rest, orders = everything[:2], everything[2:4], everything[4:7], everything[7:]
-    assert [spec.partition("=")[0] for spec in everything] == [*lists, *lists, *lists, lists[0], *lists]
+    specs, profiled, rest, orders, row_order = (
+        everything[:2],
+        everything[2:4],
+        everything[4:7],
+        everything[7:9],
+        everything[9],
+    )
+    assert [spec.partition("=")[0] for spec in everything] == [*lists, *lists, *lists, lists[0], *lists, lists[0]]
+    row_tiles = set(row_order.partition("=")[2].split(","))  # call 9
+    tune_configs.parse_candidates([row_order])
+    assert {"64x128/w4/g/o256/l", "64x128/w4/o256/l"} <= row_tiles
+    assert all(f"{tile}/ev1" in row_tiles for tile in row_tiles if "/ev" not in tile)
     extra = tune_configs.parse_candidates(specs)
     tune_configs.parse_candidates(rest[:2])
     tune_configs.parse_candidates(rest[2:])
@@ -786,9 +796,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "9"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "10"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 9: 1 to 8" in refused.stderr
+    assert "no prepared call 10: 1 to 9" in refused.stderr
 
 
 @needs_interpreter
@@ -1175,44 +1185,62 @@ def test_each_per_group_views_list_keeps_the_best_listed_tile_of_every_point_it_
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 
 #: The hinted tiles (L2_HINTS) of the span kernel's lists and the session whose tables added them: session 30 on an
-#: H100 (h100-s30-call6-hints-configs.md, the seven size layouts), session 31 on an H200 (its /ev1 twins timed
+#: H100 (h100-s30-call6-hints-configs.md, the seven size layouts); session 31 on an H200 (its /ev1 twins timed
 #: forced at the issue #11 per-group points, h200-s31-call3-hints-points-configs.md, beside the per-group bench the
-#: same machine ran under the lists before they joined, h200-s31-call5-bench.json).
+#: same machine ran under the lists before they joined, h200-s31-call5-bench.json); session 32 on an H100 (the /ev1
+#: twins of the other listed tiles at the same points, h100-s32-call{6,7}-rest-*-configs.md, beside
+#: h100-s32-call5-bench.json, the bench under session 31's lists).
 HINTED_TILES_ADDED_BY = {
     "64x64/w4/g/ev2": "s30",
     "64x64/w4/g/t/ev2": "s30",
     "32x128/w8/g/t/ev1": "s31",
     "64x64/w4/g/ev1": "s31",
     "32x128/w4/g/ev1": "s31",
+    "4x1024/w8/g/ev1": "s32",
+    "64x128/w4/ev1": "s32",
+    "64x128/w4/g/ev1": "s32",
 }
+#: The forced tables and the autotuned bench of each session that added tiles at the issue #11 points.
+HINTED_TILE_EVIDENCE = {
+    "s31": (("h200-s31-call3-hints-points-configs.md",), "h200-s31-call5-bench.json"),
+    "s32": (
+        ("h100-s32-call6-rest-colwise-configs.md", "h100-s32-call7-rest-rowwise-configs.md"),
+        "h100-s32-call5-bench.json",
+    ),
+}
+
+
+def _forced_rows(*tables: str) -> list[tuple]:
+    return [row for table in tables for row in tune_configs._table_rows(str(RESULTS / table))[1]]
 
 
 def test_each_listed_hinted_tile_was_added_by_a_table_that_shows_it_winning():
     """Every /ev tile of the span kernel's lists names the session that added it, and that session's tables show why:
-    session 30's (H100) beat their source at all seven size layouts; each of session 31's (H200), at one issue #11
-    point at least, beat every tile listed before it that the same table timed there and ran 0.98x or less the
-    autotuned bench under the lists without it (the forced and autotuned times of one tile differ by up to 3% between
-    the two runs: colwise random, 32x128/w8/g/t, 51.5 against 53.1 us)."""
+    session 30's (H100) beat their source at all seven size layouts; each of session 31's (H200) and 32's (H100), at
+    one issue #11 point at least, beat every tile listed before it that the same tables timed there and ran 0.98x or
+    less the autotuned bench of the same machine under the lists without it (the forced and autotuned times of one
+    tile differ by up to 3% between the two runs: colwise random, 32x128/w8/g/t, 51.5 against 53.1 us)."""
     from fp8moe import configs
 
     listed = [c for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda]
     assert sorted(configs.describe(c) for c in listed if c.kwargs.get("L2_HINTS")) == sorted(HINTED_TILES_ADDED_BY)
-    _, s30_rows = tune_configs._table_rows(str(RESULTS / "h100-s30-call6-hints-configs.md"))
-    _, s31_rows = tune_configs._table_rows(str(RESULTS / "h200-s31-call3-hints-points-configs.md"))
-    bench_times = tune_configs.bench_times(str(RESULTS / "h200-s31-call5-bench.json"))
-    s31_tiles = {tile for tile, session in HINTED_TILES_ADDED_BY.items() if session == "s31"}
-    listed_before = {configs.describe(c) for c in listed} - s31_tiles
+    s30_rows = _forced_rows("h100-s30-call6-hints-configs.md")
     for tile, session in HINTED_TILES_ADDED_BY.items():
-        rows = s30_rows if session == "s30" else s31_rows
-        assert all(bitwise for *_, bitwise in rows), session
-        times = {(op, shape, variant, config): us for op, shape, variant, config, us, _ in rows}
         source = tile.rpartition("/ev")[0]
-        points = [key[:3] for key in times if key[3] == tile]
         if session == "s30":
-            pairs = [(times[(*p, tile)], times[(*p, source)]) for p in points]
+            times = {(op, shape, variant, config): us for op, shape, variant, config, us, _ in s30_rows}
+            pairs = [(us, times[(*key[:3], source)]) for key, us in times.items() if key[3] == tile]
             assert len(pairs) == 7, (tile, pairs)
             assert all(hinted < plain for hinted, plain in pairs), (tile, pairs)
             continue
+        tables, bench = HINTED_TILE_EVIDENCE[session]
+        rows = _forced_rows(*tables)
+        assert all(bitwise for *_, bitwise in rows), session
+        bench_times = tune_configs.bench_times(str(RESULTS / bench))
+        later = {t for t, s in HINTED_TILES_ADDED_BY.items() if s >= session}
+        listed_before = {configs.describe(c) for c in listed} - later
+        times = {(op, shape, variant, config): us for op, shape, variant, config, us, _ in rows}
+        points = [key[:3] for key in times if key[3] == tile]
         assert len(points) >= 4, (tile, points)
         wins = []
         for p in points:
