@@ -40,6 +40,7 @@ def test_bench_row_derives_bandwidth_and_speedup_from_graph_time():
         "layout": "row_major",
         "us": 1000.0,
         "eager_us": 1500.0,
+        "eager_us_runs": [],
         "loop_us": None,
         "gbps": 4.0,
         "pct_of_copy_bw": 50.0,
@@ -73,6 +74,17 @@ def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missin
     assert lines[3] == (
         "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | - | NO | - | - |"
     )
+
+
+def test_eager_time_is_the_smaller_run_and_the_table_shows_the_larger_where_they_disagree():
+    """Two eager runs per call (before and after its graph): the row keeps both, its eager time is the smaller one,
+    and the table brackets the larger only past EAGER_DISAGREE_US (session 32's 98.9 / 227.6 us pair)."""
+    stalled = bench.make_row(_point(), "fp8moe", 98.2, None, 1, 8.0, None, True, eager_runs=(227.6, 98.9))
+    assert (stalled["eager_us"], stalled["eager_us_runs"]) == (98.9, [227.6, 98.9])
+    assert bench.eager_cell(stalled) == "98.9 (227.6)"
+    close = bench.make_row(_point(), "fp8moe", 98.2, None, 1, 8.0, None, True, eager_runs=(105.0, 98.9))
+    assert bench.eager_cell(close) == "98.9"
+    assert "| 98.2 | 98.9 (227.6) |" in bench.markdown_table([stalled])[2]
 
 
 @pytest.mark.parametrize(
@@ -167,7 +179,7 @@ def test_bench_bitwise_check_needs_same_count_strides_and_bits():
 
 def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
     """On the CPU, without fp8moe's kernels: the reference passes, a kernel with doubled scales is marked False."""
-    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, 6.0))[1])
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 9.0)))[1])
     reference = contract("rowwise_2d_scale_and_cast").reference
 
     def doubled_scales(x, **kwargs):
@@ -176,9 +188,9 @@ def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
 
     point = bench.Point("rowwise_2d_scale_and_cast", (8, 40))
     rows = bench.bench_point(point, {"reference": reference, "mine": doubled_scales}, 4000.0, 1 << 12, device="cpu")
-    assert [(r["impl"], r["bitwise_ok"], r["us"], r["eager_us"]) for r in rows] == [
-        ("reference", True, 5.0, 6.0),
-        ("mine", False, 5.0, 6.0),
+    assert [(r["impl"], r["bitwise_ok"], r["us"], r["eager_us"], r["eager_us_runs"]) for r in rows] == [
+        ("reference", True, 5.0, 6.0, [6.0, 9.0]),
+        ("mine", False, 5.0, 6.0, [6.0, 9.0]),
     ]
     assert all(r["loop_us"] > 0 for r in rows)  # the back-to-back loop ran the call itself (CPU: its wall time)
 
@@ -537,7 +549,7 @@ def test_bench_reports_the_config_of_the_jagged_kernel_that_ran(groups, kernel_l
 
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "auto"))
     monkeypatch.setattr(configs, "CHUNKS_MEAN_GROUP", (64, 256))  # interpreter-sized: 300 / 3 = 100 is inside
-    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, 6.0))[1])
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 6.5)))[1])
     monkeypatch.setattr(bench, "loop_us", lambda fn, device, per_call_us: 7.0)
     fp8moe.replay.forget()
     configs.LAST_CONFIG["group_chunks"] = configs.GROUP_CHUNKS.cuda[0]  # stale: from some earlier call
@@ -557,7 +569,7 @@ def test_bench_forgets_the_autotuners_choice_before_each_jagged_point_and_only_t
 
     forgotten = []
     monkeypatch.setattr(configs, "forget_tuning", lambda names: forgotten.append(sorted(names)))
-    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, 6.0))[1])
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 6.5)))[1])
     monkeypatch.setattr(bench, "loop_us", lambda fn, device, per_call_us: 7.0)
     jagged = bench.Point("per_group_rowwise_scales", (24, 300), 3, "random16")
     dense = bench.Point("rowwise_2d_scale_and_cast", (24, 40))
