@@ -638,7 +638,12 @@ PER_GROUP_VIEWS: dict[str, tuple[str, ...]] = {
 #: source and 77.1 autotuned; colwise random 50.9 against 51.5 and 53.1) and 64x64/w4/g/ev1, colwise (G128:
 #: 16640x5120 79.6 against 83.2 and 83.8 us, 16640x2048 34.0 against 35.0 and 35.1 us). The hints
 #: cost 1-4% where every group fits the one-read tile or the groups are long (G=16), so no tile is hinted alone.
-#: Each view autotunes over its own 11 of the 17 (PER_GROUP_VIEWS), not all of them.
+#: Session 32 (on an H100, h100-s32-call6-7-against-call5.md) timed the other listed tiles beside their /ev1 twins
+#: and three joined by the same rule: 4x1024/w8/g/ev1, rowwise (G16: 271.8 us against 303.9 for its source and 305.4
+#: autotuned), 64x128/w4/ev1, colwise (random16: 47.0 against 49.1 and 49.4) and 64x128/w4/g/ev1, colwise (16640x2048
+#: G64: 41.3 against 42.9 and 42.4). The bench under the new lists took those points from 87% to 98%, 69% to 73% and
+#: 80% to 82% of the H100's copy bandwidth (h100-s32-call10-bench.md).
+#: Each view autotunes over its own 12 or 13 of the 20 (PER_GROUP_VIEWS), not all of them.
 PER_GROUP = KernelConfigs(
     name="per_group_scales",
     cuda=(
