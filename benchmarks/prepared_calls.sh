@@ -48,7 +48,8 @@ orders="per_group_scales=64x128/w4/g/o256/l/ev1,64x128/w4/o256/l/ev1 \
 per_group_colwise_scales_dual=64x64/w4/g/t/ev1,64x64/w4/t/ev1"
 # Call 9: session 32's call 8 (h100-s32-call8-ncu.md) ran 64x128/w4/o256/l/ev1 (row blocks fastest) with the SMs idle
 # 12.8% of the time at random16 against 20.1% for its /g twin, and ahead at every layout but random16_desc: timed
-# here beside the listed colwise tiles it would join, at the colwise and dual points of issue #11.
+# here beside the listed colwise tiles it would join, at the colwise and dual points of issue #11. Ran in session 32
+# (h100-s32-call11-row-order-configs.md): 0.96x its /g twin at random16, 1.03-1.05x the autotuned bench; not kept.
 row_order="per_group_scales=64x128/w4/g/o256/l,64x128/w4/g/o256/l/ev1,64x128/w4/o256/l,64x128/w4/o256/l/ev1,\
 64x128/w4,64x128/w4/ev1,64x128/w4/g/ev1"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
