@@ -18,7 +18,8 @@
 #  11. gap: the one-read per-group path against the stripped ceiling kernel, one difference at a time
 #      (benchmarks/probe_one_read_gap.py).
 #  12. long: long transposing slices with few programs and cp.async pipelines against the op
-#      (benchmarks/probe_long_slices.py).
+#      (benchmarks/probe_long_slices.py; LONG_ARGS="--points short --variants short": short slices read
+#      through tensor descriptors, the bulk tensor copy engine).
 #  13. scale: fp8moe's f32 scale helper against fp8ref.amax_to_scale for every non-negative f32 amax, on the GPU
 #      (benchmarks/scale_division_exhaustive.py --device cuda); runs before the tests.
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned
@@ -118,7 +119,7 @@ if [[ $steps == *" gap "* ]]; then
 fi
 if [[ $steps == *" long "* ]]; then
   # The table goes to stdout row by row: one file (the log) holds it and any error.
-  timeout "${LONG_TIMEOUT:-240}" python3 benchmarks/probe_long_slices.py >"$OUT/long_slices.log" 2>&1
+  timeout "${LONG_TIMEOUT:-240}" python3 benchmarks/probe_long_slices.py ${LONG_ARGS:-} >"$OUT/long_slices.log" 2>&1
   echo "long exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ $steps == *" host "* ]]; then

@@ -12,6 +12,7 @@
 #   bash benchmarks/prepared_calls.sh 7   # /ev1 twins of the rowwise tiles calls 1 and 3 left out (about a minute)
 #   bash benchmarks/prepared_calls.sh 8   # ncu: is random16's SM idle time the grid order's? (about 2 minutes)
 #   bash benchmarks/prepared_calls.sh 9   # colwise: the G64 tile with row blocks fastest, at the points (a minute)
+#   bash benchmarks/prepared_calls.sh 10  # short slices read through tensor descriptors (TMA) against the op (1-2 min)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -60,7 +61,7 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 9}" in
+case "${1:?which call: 1 to 10}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -95,9 +96,15 @@ case "${1:?which call: 1 to 9}" in
       # Files: env.txt, ncu.csv, ncu.md, ncu.err.
     STEPS="profile" PROFILE_TIMEOUT=300 PROFILE_ARGS="--points sizes --select 16640x2048 \
       $(printf -- '--force %s ' $orders)" bash "$here/gpu_session.sh" ;;
-  9)  # the seven tiles forced at the 9 colwise points of issue #11 and the dual list at its 4: 87 runs. Files: env.txt,
+  9)  # the seven tiles forced at the 8 colwise points of issue #11 and the dual list at its 4: 80 runs. Files: env.txt,
       # configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only per_group_colwise_scales --replace \
       $(printf -- '--candidates %s ' $row_order)" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 9" >&2; exit 2 ;;
+  10) # probe_long_slices.py's short variants (the op's tiles by plain loads, then by tensor descriptors: the bulk
+      # tensor copy engine, 48-80 registers against 118-128, 6-10 programs per SM against 4, sass_counts.py
+      # --long-slices) at uniform groups of 128 and 256 tokens, 2048 and 5120 columns, beside the op; each checked
+      # bitwise first. Is the H200's short-slice gap (66-73% of copy against the H100's 82-89%) bytes in flight?
+      # Files: env.txt, long_slices.log.
+    STEPS="long" LONG_TIMEOUT=300 LONG_ARGS="--points short --variants short" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 10" >&2; exit 2 ;;
 esac

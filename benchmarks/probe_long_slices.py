@@ -1,6 +1,7 @@
 """Long transposing slices: can few programs with a deep load pipeline read x once from DRAM and still keep it busy?
 
     python benchmarks/probe_long_slices.py --out results.md      # on a CUDA GPU; a Markdown table
+    python benchmarks/probe_long_slices.py --points short --variants short   # short slices, tensor descriptors
 
 Why: where a slice is thousands of tokens long, fp8moe's two-pass span loop reads x twice from DRAM: colwise 3D on
 row-major input (E, K, N) reads 1.66-1.92x its input at K = 2048-8192, per-group colwise at G = 16 1.85x
@@ -23,6 +24,16 @@ loads in flight together. This probe holds everything else fixed and varies that
   1.49x to 1.27x the ideal, h200-s15-call4-ncu.md). Triton 3.6 keeps only the stores' hint once it turns the loads
   into cp.async copies (PTX of 512x16/w8/s4/p1/h: 2 stores with an L2 cache hint, none of the 32 cp.async), so
   here ``/h`` keeps the fp8 stores from pushing x out of L2, nothing more.
+
+- ``/d``: x read through a tensor descriptor (Triton's ``TensorDescriptor``), which sm_90 compiles to the bulk
+  tensor copy engine (TMA: ``cp.async.bulk.tensor`` into shared memory, completing on an mbarrier, UTMALDG in SASS),
+  S stages deep with ``/s<S>``: the loads in flight hold shared memory, not registers, and no thread computes an
+  address (HOPPER.md of the device notes names this the tile pattern for memory-bound code). Session 18's
+  pipelines (cp.async, ``h200-s18-call1-tune-stages.md``) and session 24's (this probe, long slices) lost; neither
+  used TMA. ``SHORT_POINTS`` are the other regime: uniform groups of 128 and 256 tokens at 2048 and 5120 columns,
+  the per-group colwise op's G = 64 and 128 points, where its slices move the ideal bytes with DRAM 41-51% busy
+  (``h200-s8-ncu.md``) and the H200 runs 66-73% of copy against the H100's 82-89% (sessions 31-32): too few bytes
+  in flight for the H200's bandwidth. The box of a descriptor is at most 256 tokens and at least 16 bytes wide.
 
 fp8ref's semantics, through fp8moe's own helpers (NaN-keeping amax of bit patterns, the f64 scale, the saturating
 cast): every variant is checked bitwise against fp8ref (codes, scales and q's strides; NaN as a class, as
@@ -51,6 +62,7 @@ import fp8moe  # before triton: without a GPU it turns the interpreter on first
 # isort: split
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from fp8moe.backend import backend_for
 from fp8moe.kernels._common import amax_of_magnitude_bits, fp8_constexprs, magnitude_bits, quantize, scale_from_amax
@@ -76,19 +88,51 @@ VARIANTS = (
     "512x16/w8/s4/p2",
     "128x64/w4/s3/p0",
 )
+#: The per-group colwise op's short-slice points (uniform groups: E groups of K tokens, N columns) and the variants
+#: for them: the op's own tile shapes read by plain loads (s1, the control), then through descriptors one to three
+#: stages deep, one program per slab (p0) and two resident per SM (p2, a persistent grid).
+SHORT_POINTS = ("per_group:64x256x2048", "per_group:128x128x2048", "per_group:64x256x5120", "per_group:128x128x5120")
+SHORT_VARIANTS = (
+    "64x64/w4/s1/p0",
+    "128x64/w4/s1/p0",
+    "64x64/w4/s1/p0/d",
+    "64x64/w4/s2/p0/d",
+    "128x64/w4/s2/p0/d",
+    "128x64/w4/s3/p0/d",
+    "64x128/w4/s2/p0/d",
+    "128x32/w4/s3/p0/d",
+    "128x64/w8/s3/p2/d",
+)
+#: --points and --variants take these names for their sets.
+POINT_SETS = {"long": POINTS, "short": SHORT_POINTS}
+VARIANT_SETS = {"long": VARIANTS, "short": SHORT_VARIANTS}
+#: A descriptor's box: at most this many elements along each dimension, and at least this many bytes along the last.
+DESCRIPTOR_BOX_MAX = 256
+DESCRIPTOR_MIN_BYTES = 16
+
+
+@triton.jit
+def _load_tile(x_slab, x_desc, row0, k0, tokens, stride_xk, col0, EVICT: tl.constexpr, DESCRIPTOR: tl.constexpr):
+    """The tile of a slab at tokens k0 + ``tokens`` and the strip's columns: plain loads from ``x_slab`` (the strip's
+    pointers at token 0), or, with DESCRIPTOR, one descriptor load of the box at (row0 + k0, col0) of x viewed as
+    (E*K, N)."""
+    if DESCRIPTOR:
+        return x_desc.load([row0 + k0, col0])
+    return tl.load(x_slab + (k0 + tokens)[:, None] * stride_xk, eviction_policy=EVICT)
 
 
 @triton.jit
 def _long_slices_kernel(
-    x_ptr, q_ptr, s_ptr, E, K, N, stride_xe, stride_xk, stride_qe, stride_qn,
+    x_ptr, x_desc, q_ptr, s_ptr, E, K, N, stride_xe, stride_xk, stride_qe, stride_qn,
     BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr, PERSISTENT: tl.constexpr,
-    L2_HINTS: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    L2_HINTS: tl.constexpr, DESCRIPTOR: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Slab (e, strip): x[e, :, strip] (K tokens x BLOCK_N columns, N contiguous) -> q[e*stride_qe + n*stride_qn + k]
     and s[e*N + n]. K must be a multiple of BLOCK_K and N of BLOCK_N (the caller's shapes). PERSISTENT: the grid's
     programs take slabs pid, pid + grid, ... in order; else one slab per program. L2_HINTS: pass 1 loads
-    evict-last, pass 2 loads and stores evict-first."""
+    evict-last, pass 2 loads and stores evict-first (the stores alone with DESCRIPTOR). DESCRIPTOR: x is read through
+    ``x_desc``, a descriptor of x viewed as (E*K, N) with a BLOCK_K x BLOCK_N box (x is contiguous: stride_xe = K*N)."""
     KEEP: tl.constexpr = "evict_last" if L2_HINTS else ""
     DROP: tl.constexpr = "evict_first" if L2_HINTS else ""
     strips = N // BLOCK_N
@@ -99,35 +143,46 @@ def _long_slices_kernel(
     tokens = tl.arange(0, BLOCK_K)
     for slab in range(first, slabs, step):
         e = slab // strips
-        cols = (slab % strips) * BLOCK_N + tl.arange(0, BLOCK_N)
+        col0 = (slab % strips) * BLOCK_N
+        cols = col0 + tl.arange(0, BLOCK_N)
         x_slab = x_ptr + e.to(tl.int64) * stride_xe + cols[None, :]
         acc = magnitude_bits(tl.zeros((BLOCK_K, BLOCK_N), dtype=x_ptr.dtype.element_ty))
         for i in tl.range(0, num_tiles, num_stages=STAGES):
-            ks = i * BLOCK_K + tokens
-            acc = tl.maximum(acc, magnitude_bits(tl.load(x_slab + ks[:, None] * stride_xk, eviction_policy=KEEP)))
+            x = _load_tile(x_slab, x_desc, e * K, i * BLOCK_K, tokens, stride_xk, col0, KEEP, DESCRIPTOR)
+            acc = tl.maximum(acc, magnitude_bits(x))
         scale = scale_from_amax(amax_of_magnitude_bits(acc, x_ptr.dtype.element_ty, 0), FP8_MAX, ROUND_POW2)
         tl.store(s_ptr + e * N + cols, scale)
         q_slab = q_ptr + e.to(tl.int64) * stride_qe + cols[None, :].to(tl.int64) * stride_qn
         for i in tl.range(0, num_tiles, num_stages=STAGES):
-            ks = (num_tiles - 1 - i) * BLOCK_K + tokens  # backwards: the tiles pass 1 read last are likeliest in L2
-            x = tl.load(x_slab + ks[:, None] * stride_xk, eviction_policy=DROP)
+            k0 = (num_tiles - 1 - i) * BLOCK_K  # backwards: the tiles pass 1 read last are likeliest in L2
+            ks = k0 + tokens
+            x = _load_tile(x_slab, x_desc, e * K, k0, tokens, stride_xk, col0, DROP, DESCRIPTOR)
             q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
             tl.store(q_slab + ks[:, None], q, eviction_policy=DROP)
 
 
 _VARIANT = re.compile(
     r"(?P<block_k>\d+)x(?P<block_n>\d+)/w(?P<warps>\d+)/s(?P<stages>\d+)/p(?P<per_sm>\d+)(?P<hints>/h)?"
+    r"(?P<descriptor>/d)?"
 )
 
 
 def parse_variant(name: str) -> dict:
-    """``256x16/w4/s3/p1[/h]`` -> the launch parameters (BLOCK_K, BLOCK_N, warps, stages, programs per SM, L2
-    hints)."""
+    """``256x16/w4/s3/p1[/h][/d]`` -> the launch parameters (BLOCK_K, BLOCK_N, warps, stages, programs per SM, L2
+    hints, descriptor loads). A descriptor's box must fit the bulk copy engine: at most DESCRIPTOR_BOX_MAX tokens and
+    columns, at least DESCRIPTOR_MIN_BYTES of bf16 columns."""
     match = _VARIANT.fullmatch(name)
     if not match:
-        raise ValueError(f"variant {name!r} is not BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>[/h]")
-    fields = {k: int(v) for k, v in match.groupdict().items() if k != "hints"}
-    return {**fields, "hints": match.group("hints") is not None}
+        raise ValueError(f"variant {name!r} is not BLOCK_KxBLOCK_N/w<warps>/s<stages>/p<programs per SM>[/h][/d]")
+    fields = {k: int(v) for k, v in match.groupdict().items() if k not in ("hints", "descriptor")}
+    descriptor = match.group("descriptor") is not None
+    box_fits = max(fields["block_k"], fields["block_n"]) <= DESCRIPTOR_BOX_MAX
+    if descriptor and not (box_fits and 2 * fields["block_n"] >= DESCRIPTOR_MIN_BYTES):
+        raise ValueError(
+            f"variant {name!r}: a descriptor box is at most {DESCRIPTOR_BOX_MAX} x {DESCRIPTOR_BOX_MAX} elements and "
+            f"at least {DESCRIPTOR_MIN_BYTES} bytes wide"
+        )
+    return {**fields, "hints": match.group("hints") is not None, "descriptor": descriptor}
 
 
 def parse_point(point: str) -> tuple[str, tuple[int, int, int]]:
@@ -184,11 +239,13 @@ def variant_call(variant: str, kind: str, x: torch.Tensor, shape: tuple[int, int
     grid = (min(slabs, v["per_sm"] * sm_count(x.device)) if v["per_sm"] else slabs,)
     constants = fp8_constexprs(E4, False, backend_for(x.device.type).cast_mode)
 
+    x_desc = TensorDescriptor.from_tensor(x.view(e * k, n), [v["block_k"], v["block_n"]]) if v["descriptor"] else x
+
     def call():
         return _long_slices_kernel[grid](
-            x, q, s, e, k, n, stride_xe, stride_xk, stride_qe, stride_qn,
+            x, x_desc, q, s, e, k, n, stride_xe, stride_xk, stride_qe, stride_qn,
             BLOCK_K=v["block_k"], BLOCK_N=v["block_n"], STAGES=v["stages"], PERSISTENT=v["per_sm"] > 0,
-            L2_HINTS=v["hints"], **constants, num_warps=v["warps"],
+            L2_HINTS=v["hints"], DESCRIPTOR=v["descriptor"], **constants, num_warps=v["warps"],
         )  # fmt: skip
 
     return call, (q, s)
@@ -262,9 +319,13 @@ def op_call(kind: str, x: torch.Tensor, shape: tuple[int, int, int]):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="also write the Markdown table here")
-    parser.add_argument("--points", default=",".join(POINTS), help="kind:ExKxN, comma-separated")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--points", default="long", help="kind:ExKxN, comma-separated, or a set: long, short")
+    parser.add_argument("--variants", default="long", help="variants, comma-separated, or a set: long, short")
     args = parser.parse_args(argv)
+    points = POINT_SETS.get(args.points) or args.points.split(",")
+    variants = VARIANT_SETS.get(args.variants) or args.variants.split(",")
+    for variant in variants:
+        parse_variant(variant)  # a typo stops the run before the GPU does anything
     from probe_timing import check_and_time, timing_cells
 
     from fp8moe.bench import copy_bandwidth_gbps
@@ -280,14 +341,14 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines), flush=True)
     status = 0
     sms = sm_count(torch.device("cuda"))
-    for point in args.points.split(","):
+    for point in points:
         kind, shape = parse_point(point)
         e, k, n = shape
         x = make_input(kind, shape, "cuda")
         expected = reference(kind, x, shape)
         ideal_bytes = 3 * e * k * n + 4 * e * n
         op_us = None
-        for variant in itertools.chain(("op",), args.variants.split(",")):
+        for variant in itertools.chain(("op",), variants):
             timed = check_and_time(f"{point} {variant}", partial(checked_call, variant, kind, x, shape, expected, sms))
             if timed is None:
                 status = 1

@@ -311,9 +311,11 @@ def one_read_gap(block_r: int = 64, group: int = 128, warps: int = 4) -> dict:
 
 
 def long_slices() -> dict:
-    """The kernels of benchmarks/probe_long_slices.py, compiled for sm_90, per variant: registers, shared memory,
-    the cp.async copies (LDGSTS) in each loop, and the programs an SM holds at once by registers and by shared
-    memory. Pipelined loops (``/s<S>``, S > 1) must have their loads as cp.async into S shared-memory stages."""
+    """The kernels of benchmarks/probe_long_slices.py (its long and short variants), compiled for sm_90, per
+    variant: registers, shared memory, per loop the cp.async copies (LDGSTS), the bulk tensor copies (UTMALDG) and
+    the plain global loads, and the programs an SM holds at once by registers and by shared memory. Pipelined loops
+    (``/s<S>``, S > 1) must have their loads as cp.async into S shared-memory stages, descriptor loops (``/d``) as
+    bulk tensor copies."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import probe_long_slices
 
@@ -321,13 +323,17 @@ def long_slices() -> dict:
     pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}
     divisible = [*pointers, "K", "N", "stride_xe", "stride_xk", "stride_qe", "stride_qn"]
     result = {}
-    for name in probe_long_slices.VARIANTS:
+    for name in probe_long_slices.VARIANTS + probe_long_slices.SHORT_VARIANTS:
         v = probe_long_slices.parse_variant(name)
         constants = {
             **fp8, "BLOCK_K": v["block_k"], "BLOCK_N": v["block_n"], "STAGES": v["stages"],
-            "PERSISTENT": v["per_sm"] > 0, "L2_HINTS": v["hints"],
+            "PERSISTENT": v["per_sm"] > 0, "L2_HINTS": v["hints"], "DESCRIPTOR": v["descriptor"],
         }  # fmt: skip
-        compiled = compile_sm90(probe_long_slices._long_slices_kernel, constants, pointers, divisible, v["warps"])
+        # A descriptor argument is typed by its element type and box, as Triton specialises it at launch.
+        x_desc = f"tensordesc<bf16[{v['block_k']}, {v['block_n']}]>" if v["descriptor"] else "*bf16"
+        compiled = compile_sm90(
+            probe_long_slices._long_slices_kernel, constants, {**pointers, "x_desc": x_desc}, divisible, v["warps"]
+        )
         counts = loops(compiled)
         shared = compiled.metadata.shared
         result[name] = {
@@ -338,6 +344,9 @@ def long_slices() -> dict:
             ],
             "global_loads_per_loop": [
                 sum(n for op, n in loop["opcodes"].items() if op.startswith("LDG.")) for loop in counts["loops"]
+            ],
+            "bulk_tensor_per_loop": [
+                sum(n for op, n in loop["opcodes"].items() if op.startswith("UTMALDG")) for loop in counts["loops"]
             ],
             "blocks_per_sm": blocks_per_sm(counts["registers"], v["warps"], shared),
         }

@@ -689,7 +689,7 @@ def test_long_slice_variants_write_what_fp8ref_does_and_the_check_can_fail(kind)
     import torch
 
     probe = pytest.importorskip("probe_long_slices")
-    for variant in probe.VARIANTS:
+    for variant in probe.VARIANTS + probe.SHORT_VARIANTS:  # the descriptor loads (/d) too
         v = probe.parse_variant(variant)
         shape = (3, 2 * v["block_k"], 2 * v["block_n"])
         x = probe.make_input(kind, shape, "cpu", seed=v["block_k"])
@@ -709,11 +709,18 @@ def test_long_slice_variants_write_what_fp8ref_does_and_the_check_can_fail(kind)
 def test_long_slice_names_and_shapes_are_checked():
     probe = pytest.importorskip("probe_long_slices")
     assert probe.parse_variant("512x16/w8/s4/p1") == {
-        "block_k": 512, "block_n": 16, "warps": 8, "stages": 4, "per_sm": 1, "hints": False
+        "block_k": 512, "block_n": 16, "warps": 8, "stages": 4, "per_sm": 1, "hints": False, "descriptor": False
     }  # fmt: skip
     assert probe.parse_variant("512x16/w8/s4/p1/h")["hints"] is True
+    assert probe.parse_variant("128x64/w4/s3/p0/d")["descriptor"] is True
     with pytest.raises(ValueError, match="BLOCK_KxBLOCK_N"):
         probe.parse_variant("512x16/s4/w8/p1")
+    with pytest.raises(ValueError, match="descriptor box"):
+        probe.parse_variant("512x16/w8/s4/p1/d")  # 512 tokens: past the bulk copy engine's 256
+    with pytest.raises(ValueError, match="descriptor box"):
+        probe.parse_variant("256x4/w4/s2/p0/d")  # 8 bytes wide
+    assert {"long", "short"} == set(probe.POINT_SETS) == set(probe.VARIANT_SETS)
+    assert all(probe.parse_point(p)[0] == "per_group" for p in probe.SHORT_POINTS)
     with pytest.raises(ValueError, match="colwise_3d or per_group"):
         probe.parse_point("rowwise:1x2x3")
     assert probe.parse_point("per_group:16x4096x4096") == ("per_group", (16, 4096, 4096))
@@ -808,9 +815,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "10"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "11"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 10: 1 to 9" in refused.stderr
+    assert "no prepared call 11: 1 to 10" in refused.stderr
 
 
 @needs_interpreter
