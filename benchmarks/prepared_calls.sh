@@ -101,7 +101,7 @@ case "${1:?which call: 1 to 10}" in
     STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only per_group_colwise_scales --replace \
       $(printf -- '--candidates %s ' $row_order)" bash "$here/gpu_session.sh" ;;
   10) # probe_long_slices.py's short variants (the op's tiles by plain loads, then by tensor descriptors: the bulk
-      # tensor copy engine, 48-80 registers against 118-128, 6-10 programs per SM against 4, sass_counts.py
+      # tensor copy engine, 48-80 registers against 118-128, 6-10 4-warp programs per SM against 4, sass_counts.py
       # --long-slices) at uniform groups of 128 and 256 tokens, 2048 and 5120 columns, beside the op; each checked
       # bitwise first. Is the H200's short-slice gap (66-73% of copy against the H100's 82-89%) bytes in flight?
       # Files: env.txt, long_slices.log.
