@@ -13,6 +13,7 @@
 #   bash benchmarks/prepared_calls.sh 8   # ncu: is random16's SM idle time the grid order's? (about 2 minutes)
 #   bash benchmarks/prepared_calls.sh 9   # colwise: the G64 tile with row blocks fastest, at the points (a minute)
 #   bash benchmarks/prepared_calls.sh 10  # short slices read through tensor descriptors (TMA) against the op (1-2 min)
+#   bash benchmarks/prepared_calls.sh h200  # what waits for an H200, one device call: 5, 10, 7, 6 (about 7 minutes)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -61,7 +62,22 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 10}" in
+# One device call for what waits for an H200 (per-group-ledger.md, "Prepared and not yet measured"), most important
+# first: each call's files under $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt
+# after the first, the bench's plot and its log (the same rows as its .md) are deleted.
+if [ "${1:-}" = "h200" ]; then
+  out="$OUT"
+  for call in 5 10 7 6; do
+    OUT="$out/call$call"
+    mkdir -p "$OUT"
+    OUT="$OUT" bash "$0" "$call"
+    echo "prepared call $call exit $?"
+  done
+  rm -f "$out"/call{10,7,6}/env.txt "$out/call5/bench.png" "$out/call5/bench.log"
+  exit 0
+fi
+
+case "${1:?which call: 1 to 10, or h200}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -106,5 +122,5 @@ case "${1:?which call: 1 to 10}" in
       # bitwise first. Is the H200's short-slice gap (66-73% of copy against the H100's 82-89%) bytes in flight?
       # Files: env.txt, long_slices.log.
     STEPS="long" LONG_TIMEOUT=300 LONG_ARGS="--points short --variants short" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 10" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 10, or h200" >&2; exit 2 ;;
 esac

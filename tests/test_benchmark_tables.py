@@ -6,6 +6,7 @@ benchmarks/ is not a package; the scripts are imported from their directory. Imp
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -817,7 +818,37 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     refused = subprocess.run(["bash", str(script), "11"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 11: 1 to 10" in refused.stderr
+    assert "no prepared call 11: 1 to 10, or h200" in refused.stderr
+
+
+def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
+    """prepared_calls.sh h200: calls 5, 10, 7 and 6 in that order (the bench first: a time limit cuts the last),
+    each with $OUT its own folder, then only 8 files left (the device brings back no more): the bench's env.txt,
+    .md and .json, the probe's log and two tables with their logs. Run here with a stub gpu_session.sh that
+    records what each call asked for and writes every file any step would."""
+    import shutil
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    shutil.copy(script, tmp_path / "prepared_calls.sh")
+    (tmp_path / "gpu_session.sh").write_text(  # the files each step of gpu_session.sh writes
+        f'echo "$STEPS" >> "{tmp_path}/steps"\ncd "$OUT" && touch env.txt\n'
+        'case "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; '
+        "long) touch long_slices.log ;; tune) touch configs.md tune.log ;; esac\n"
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run(
+        ["bash", str(tmp_path / "prepared_calls.sh"), "h200"], env={**os.environ, "OUT": str(out)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "steps").read_text().split() == ["bench", "long", "tune", "tune"]
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {
+        "call5/env.txt", "call5/bench.md", "call5/bench.json", "call10/long_slices.log",
+        "call7/configs.md", "call7/tune.log", "call6/configs.md", "call6/tune.log",
+    }  # fmt: skip
 
 
 @needs_interpreter
