@@ -28,6 +28,7 @@ the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.co
 
 Writes ``<out>.json`` (rows), ``<out>.md`` (a table) and ``<out>.png`` (% of copy bandwidth per op and shape; skipped
 with a message when matplotlib is missing). The pure parts (points, bytes, rows, table, arguments) run on the CPU.
+``python -m fp8moe.bench_diff OLD.json NEW.json`` sets two runs' rows side by side (:mod:`fp8moe.bench_diff`).
 """
 
 from __future__ import annotations
