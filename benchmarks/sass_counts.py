@@ -339,18 +339,17 @@ def long_slices() -> dict:
         result[name] = {
             "registers": counts["registers"],
             "shared_bytes": shared,
-            "cp_async_per_loop": [
-                sum(n for op, n in loop["opcodes"].items() if op.startswith("LDGSTS")) for loop in counts["loops"]
-            ],
-            "global_loads_per_loop": [
-                sum(n for op, n in loop["opcodes"].items() if op.startswith("LDG.")) for loop in counts["loops"]
-            ],
-            "bulk_tensor_per_loop": [
-                sum(n for op, n in loop["opcodes"].items() if op.startswith("UTMALDG")) for loop in counts["loops"]
-            ],
+            "cp_async_per_loop": _per_loop(counts, "LDGSTS"),
+            "global_loads_per_loop": _per_loop(counts, "LDG."),
+            "bulk_tensor_per_loop": _per_loop(counts, "UTMALDG"),
             "blocks_per_sm": blocks_per_sm(counts["registers"], v["warps"], shared),
         }
     return result
+
+
+def _per_loop(counts: dict, prefix: str) -> list[int]:
+    """Per loop of :func:`loops`' counts, its instructions whose opcode starts with ``prefix``."""
+    return [sum(n for op, n in loop["opcodes"].items() if op.startswith(prefix)) for loop in counts["loops"]]
 
 
 def cap_for_one_more_program(registers: int, warps: int) -> int | None:

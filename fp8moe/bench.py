@@ -181,8 +181,9 @@ def make_row(
     }
 
 
-def _cell(value, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
+def cell(value, fmt: str, suffix: str = "") -> str:
+    """A table cell: ``value`` formatted and suffixed, ``-`` where it is missing (None)."""
+    return "-" if value is None else format(value, fmt) + suffix
 
 
 def markdown_table(rows: Sequence[dict]) -> list[str]:
@@ -195,11 +196,10 @@ def markdown_table(rows: Sequence[dict]) -> list[str]:
     for r in rows:
         lines.append(
             f"| {r['op']} | {r['impl']} | {'x'.join(map(str, r['shape']))} | {r['groups']} | {r['variant']} | "
-            f"{r['layout']} | {_cell(r['us'], '.1f')} | {eager_cell(r)} | "
-            f"{_cell(r.get('loop_us'), '.1f')} | {_cell(r['gbps'], '.0f')} | "
-            f"{_cell(r['pct_of_copy_bw'], '.0f')}{'%' if r['pct_of_copy_bw'] is not None else ''} | "
-            f"{_cell(r['speedup_vs_compile'], '.2f')}{'x' if r['speedup_vs_compile'] is not None else ''} | "
-            f"{'yes' if r['bitwise_ok'] else 'NO'} | {_cell(r.get('first_call_ms'), '.0f')} | "
+            f"{r['layout']} | {cell(r['us'], '.1f')} | {eager_cell(r)} | "
+            f"{cell(r.get('loop_us'), '.1f')} | {cell(r['gbps'], '.0f')} | "
+            f"{cell(r['pct_of_copy_bw'], '.0f', '%')} | {cell(r['speedup_vs_compile'], '.2f', 'x')} | "
+            f"{'yes' if r['bitwise_ok'] else 'NO'} | {cell(r.get('first_call_ms'), '.0f')} | "
             f"{r.get('config') or '-'} |"
         )
     return lines
@@ -353,10 +353,10 @@ def eager_cell(row: dict) -> str:
     """The eager column: the smaller of the row's eager runs, the larger in brackets where they disagree by more than
     EAGER_DISAGREE_US (rows of older benches carry one eager time and no runs)."""
     runs = row.get("eager_us_runs") or []
-    cell = _cell(row["eager_us"], ".1f")
+    text = cell(row["eager_us"], ".1f")
     if runs and max(runs) - min(runs) > EAGER_DISAGREE_US:
-        cell += f" ({max(runs):.1f})"
-    return cell
+        text += f" ({max(runs):.1f})"
+    return text
 
 
 #: Batches of :func:`loop_us`, the wall time one batch aims at (long against a sync, short against the budget), and

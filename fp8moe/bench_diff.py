@@ -20,6 +20,8 @@ import json
 import sys
 from collections.abc import Sequence
 
+from fp8moe.bench import cell
+
 #: The row fields that name a point and implementation.
 ROW_KEY = ("op", "impl", "shape", "groups", "variant", "layout")
 
@@ -31,10 +33,6 @@ def device_model(env: str) -> str:
 
 def _key(row: dict) -> tuple:
     return tuple(tuple(row[k]) if isinstance(row[k], list) else row[k] for k in ROW_KEY)
-
-
-def _num(value: float | None, fmt: str, suffix: str = "") -> str:
-    return "-" if value is None else f"{format(value, fmt)}{suffix}"
 
 
 def diff_lines(old: dict, new: dict, cross_device: bool = False) -> list[str]:
@@ -73,9 +71,9 @@ def diff_lines(old: dict, new: dict, cross_device: bool = False) -> list[str]:
         bitwise = "yes" if o["bitwise_ok"] and n["bitwise_ok"] else "NO"
         lines.append(
             f"| {n['op']} | {n['impl']} | {'x'.join(map(str, n['shape']))} | {n['groups']} | {n['variant']} | "
-            f"{n['layout']} | {_num(o['us'], '.1f')} | {_num(n['us'], '.1f')} | {_num(ratio, '.3f')} | "
-            f"{_num(o['pct_of_copy_bw'], '.0f', '%')} | {_num(n['pct_of_copy_bw'], '.0f', '%')} | "
-            f"{_num(o['eager_us'], '.1f')} | {_num(n['eager_us'], '.1f')} | {bitwise} | {o.get('config') or '-'} | "
+            f"{n['layout']} | {cell(o['us'], '.1f')} | {cell(n['us'], '.1f')} | {cell(ratio, '.3f')} | "
+            f"{cell(o['pct_of_copy_bw'], '.0f', '%')} | {cell(n['pct_of_copy_bw'], '.0f', '%')} | "
+            f"{cell(o['eager_us'], '.1f')} | {cell(n['eager_us'], '.1f')} | {bitwise} | {o.get('config') or '-'} | "
             f"{n.get('config') or '-'} |"
         )
     only_old = [k for k in old_rows if k not in new_keys]
