@@ -10,7 +10,8 @@
 #   5. profile: Nsight Compute counters of the autotuned kernels (benchmarks/profile_kernels.py), PROFILE_SELECT points
 #      (or PROFILE_ARGS, e.g. "--activations 16640,2048,64": the activation pair beside its two ops).
 #   6. tune: every CUDA launch-config candidate timed at the MoE shapes (benchmarks/tune_configs.py).
-#   7. host: the host cost of one call, layer by layer, launch plans on and off (benchmarks/host_overhead.py).
+#   7. host: the host cost of one call, layer by layer, launch plans on and off (benchmarks/host_overhead.py;
+#      HOST_ARGS="--split": one replayed call by part, HOST_ARGS="--points": host time at the issue #11 points).
 #   8. pair: each fused pair vs its two ops (benchmarks/probe_pairs.py, PAIR_ARGS).
 #   9. layouts: each quantization call of the grouped-GEMM step, both B_t layouts (bench_grouped_mm --quant-layouts).
 #  10. unaligned: what unaligned group edges cost the span kernel, edge code intact and removed
@@ -123,7 +124,7 @@ if [[ $steps == *" long "* ]]; then
   echo "long exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ $steps == *" host "* ]]; then
-  timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py >"$OUT/host_overhead.txt" 2>&1
+  timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py ${HOST_ARGS:-} >"$OUT/host_overhead.txt" 2>&1
   echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 

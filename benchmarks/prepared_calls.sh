@@ -13,7 +13,7 @@
 #   bash benchmarks/prepared_calls.sh 8   # ncu: is random16's SM idle time the grid order's? (about 2 minutes)
 #   bash benchmarks/prepared_calls.sh 9   # colwise: the G64 tile with row blocks fastest, at the points (a minute)
 #   bash benchmarks/prepared_calls.sh 10  # short slices read through tensor descriptors (TMA) against the op (1-2 min)
-#   bash benchmarks/prepared_calls.sh h200  # what waits for an H200, one device call: 5, 10, 7, 6 (about 7 minutes)
+#   bash benchmarks/prepared_calls.sh h200  # 5, 10, 7, 6 in one device call (about 7 minutes; ran in session 33)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -62,7 +62,7 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
   exit 0
 fi
 
-# One device call for what waits for an H200 (per-group-ledger.md, "Prepared and not yet measured"), most important
+# One device call for what waited for an H200 (per-group-ledger.md, "Measured in session 33"), most important
 # first: each call's files under $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt
 # after the first, the bench's plot and its log (the same rows as its .md) are deleted.
 if [ "${1:-}" = "h200" ]; then

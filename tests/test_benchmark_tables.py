@@ -1339,3 +1339,12 @@ def test_kernel_probe_takes_a_tune_configs_point_set_and_refuses_an_unknown_one(
     assert all(p.offs == "aligned16_spread240" for p in spread)
     with pytest.raises(SystemExit, match="'nope' is none of all, issue11, moe, "):
         probe.select_points("nope", None)
+
+
+def test_host_overhead_times_issue11_points_the_bench_also_times():
+    # host_overhead.py --points sets the host time at these points beside the bench's loop and eager columns:
+    # a point the bench does not time would have nothing to be read against.
+    host_overhead = pytest.importorskip("host_overhead")
+    aligned = {(p.op, tuple(p.shape), p.groups) for p in bench.ISSUE11_POINTS if p.offs == "aligned16"}
+    assert host_overhead.LOOP_POINTS
+    assert set(host_overhead.LOOP_POINTS) <= aligned
