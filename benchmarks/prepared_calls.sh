@@ -13,6 +13,8 @@
 #   bash benchmarks/prepared_calls.sh 8   # ncu: is random16's SM idle time the grid order's? (about 2 minutes)
 #   bash benchmarks/prepared_calls.sh 9   # colwise: the G64 tile with row blocks fastest, at the points (a minute)
 #   bash benchmarks/prepared_calls.sh 10  # short slices read through tensor descriptors (TMA) against the op (1-2 min)
+#   bash benchmarks/prepared_calls.sh 11  # the host time of eager calls, by part and at four points (about a minute)
+#   bash benchmarks/prepared_calls.sh 12  # the span kernels as dependent launches: GPU tests, then the bench off/on (8 min)
 #   bash benchmarks/prepared_calls.sh h200  # 5, 10, 7, 6 in one device call (about 7 minutes; ran in session 33)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -77,7 +79,7 @@ if [ "${1:-}" = "h200" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 10, or h200}" in
+case "${1:?which call: 1 to 12, or h200}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -122,5 +124,29 @@ case "${1:?which call: 1 to 10, or h200}" in
       # bitwise first. Is the H200's short-slice gap (66-73% of copy against the H100's 82-89%) bytes in flight?
       # Files: env.txt, long_slices.log.
     STEPS="long" LONG_TIMEOUT=300 LONG_ARGS="--points short --variants short" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 10, or h200" >&2; exit 2 ;;
+  11) # the host time of eager calls (session 33 measured it on H100s only, h200-s33-summary.md section 5): one
+      # replayed call of each colwise per-group op by part (--split), then the host, eager GPU, graph and loop time
+      # per call at four issue #11 points (--points), where a call that waited for the GPU would show a ~30 ms sleep.
+      # Files: env.txt, host_split.txt, host_points.txt.
+    STEPS="host" HOST_ARGS="--split" bash "$here/gpu_session.sh" && mv "$OUT/host_overhead.txt" "$OUT/host_split.txt"
+    STEPS="host" HOST_ARGS="--points" bash "$here/gpu_session.sh" && mv "$OUT/host_overhead.txt" "$OUT/host_points.txt"
+    ;;
+  12) # the span kernels as programmatic dependent launches (FP8MOE_PDL=1: fp8moe.backend.Backend.dependent_launch,
+      # griddepcontrol in fp8moe.kernels._per_group.jagged_program). First the GPU tests that compare them with the
+      # normal launch (bytes eager, replayed and in a CUDA graph; each kernel of a chain reading what the one before
+      # it wrote) with the launch-plan and integration tests, all under FP8MOE_PDL=1; then the per-group bench
+      # without and with it on the same machine. The bench's graph replays one op back to back, so what a dependent
+      # launch can take is the gap between two kernels: the colwise ceiling at two widths put a fixed ~4 us on each
+      # launch (per-group-ledger.md, session 33). Files: env.txt, pdl_tests.log, bench_{off,on}.{md,json}.
+    FP8MOE_PDL=1 STEPS="tests" TEST_TIMEOUT=150 \
+      TEST_PATHS="tests/test_dependent_launch_gpu.py tests/test_replay_gpu.py" bash "$here/gpu_session.sh"
+    mv "$OUT/pytest.log" "$OUT/pdl_tests.log"
+    for pdl in 0 1; do
+      FP8MOE_PDL=$pdl STEPS="bench" BENCH_TIMEOUT=170 BENCH_ARGS="--only per_group --compile none" \
+        bash "$here/gpu_session.sh"
+      name=$([ "$pdl" = 1 ] && echo on || echo off)
+      mv "$OUT/bench.md" "$OUT/bench_$name.md"; mv "$OUT/bench.json" "$OUT/bench_$name.json"
+      rm -f "$OUT/bench.png" "$OUT/bench.log"
+    done ;;
+  *) echo "no prepared call $1: 1 to 12, or h200" >&2; exit 2 ;;
 esac

@@ -63,6 +63,7 @@ SPAN_FLAGS = {
     "EDGE_LOOP": False,
     "EXTRA_CHUNKS": 0,
     "L2_HINTS": 0,
+    "DEPENDENT_LAUNCH": False,
 }
 
 
@@ -252,6 +253,38 @@ def l2_hints() -> dict:
         for level in (0, 1, 2):
             compiled = compile_per_group(64, 64, 4, colwise, CAST_SATURATING_NATIVE, flags={"L2_HINTS": level})
             result[f"span {'colwise' if colwise else 'rowwise'} {level}"] = _l2_policy_counts(compiled)
+    return result
+
+
+def _grid_dependency_counts(compiled) -> dict:
+    """A compiled kernel's grid dependency control in PTX: its griddepcontrol.wait and .launch_dependents, whether
+    the wait comes before the first global load and the first global store, and its registers per thread."""
+    ptx = compiled.asm["ptx"].splitlines()
+
+    def first(pattern: str) -> int:
+        return next((i for i, line in enumerate(ptx) if pattern in line), len(ptx))
+
+    wait = first("griddepcontrol.wait")
+    return {
+        "waits": sum("griddepcontrol.wait" in line for line in ptx),
+        "launch_dependents": sum("griddepcontrol.launch_dependents" in line for line in ptx),
+        "wait_before_loads": wait < first("ld.global"),
+        "wait_before_stores": wait < first("st.global"),
+        "registers": loops(compiled)["registers"],
+    }
+
+
+def dependent_launch() -> dict:
+    """The span kernels (64x64/w4: the rowwise and transposing views of the per-group kernel, the dual op's) compiled
+    for sm_90 without and with DEPENDENT_LAUNCH (fp8moe.kernels._per_group.jagged_program), as
+    :func:`_grid_dependency_counts` reads them, under "<kernel> off" and "<kernel> on"."""
+    result = {}
+    for on in (False, True):
+        state = "on" if on else "off"
+        for colwise in (False, True):
+            compiled = compile_per_group(64, 64, 4, colwise, CAST_SATURATING_NATIVE, flags={"DEPENDENT_LAUNCH": on})
+            result[f"{'colwise' if colwise else 'rowwise'} {state}"] = _grid_dependency_counts(compiled)
+        result[f"dual {state}"] = _grid_dependency_counts(compile_dual(64, 64, 4, flags={"DEPENDENT_LAUNCH": on}))
     return result
 
 
@@ -463,6 +496,9 @@ def main(argv: list[str] | None = None) -> int:
         "--gap", action="store_true", help="registers and residency of probe_one_read_gap.py's kernels (JSON) instead"
     )
     parser.add_argument(
+        "--dependent-launch", action="store_true", help="the span kernels' grid dependency control (JSON) instead"
+    )
+    parser.add_argument(
         "--two-pass-only", action="store_true", help="the span kernel without its one-read branch (ONE_READ=False)"
     )
     parser.add_argument(
@@ -501,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(long_slices()))
         return 0
     for wanted, report in ((args.caps, register_caps), (args.folds, fold_barriers),
-                           (args.l2_hints, l2_hints)):  # fmt: skip
+                           (args.l2_hints, l2_hints), (args.dependent_launch, dependent_launch)):  # fmt: skip
         if wanted:
             print(json.dumps(report()))
             return 0

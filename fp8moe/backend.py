@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,6 +65,11 @@ class Backend:
         cast_saturates: the backend's own conversion saturates by itself (cast profile `satfinite`: overflow and
             +-inf to +-max, NaN to NaN), so the kernels leave the clamp to it. True on NVIDIA sm_90+ (cvt.rn.satfinite;
             the H200 bring-up certificate checks it on all 2^32 f32 inputs per format). Meaningless with exact_encode.
+        dependent_launch: launch the kernels that declare DEPENDENT_LAUNCH (the per-group span kernels) as
+            programmatic dependent launches: each waits for the kernel before it to finish (griddepcontrol.wait, before
+            any load or store) and lets the next one's programs start as its own finish, so back-to-back launches
+            skip the gap between kernels. NVIDIA sm_90+ only, and opt-in (FP8MOE_PDL=1, read when the backend is
+            first built) until measured on the GPU (benchmarks/prepared_calls.sh 12). Bytes do not depend on it.
     """
 
     kind: BackendKind
@@ -72,6 +78,7 @@ class Backend:
     exact_encode: bool
     autotune: bool
     cast_saturates: bool = False
+    dependent_launch: bool = False
 
     @property
     def cast_mode(self) -> int:
@@ -184,7 +191,10 @@ def cuda_backend(major: int, minor: int) -> Backend:
     if (major, minor) < (8, 9):
         return Backend("cuda", arch, (), exact_encode=True, autotune=True)
     sm90 = (major, minor) >= (9, 0)
-    return Backend("cuda", arch, _FN, exact_encode=not sm90, autotune=True, cast_saturates=sm90)
+    dependent = sm90 and os.environ.get("FP8MOE_PDL", "0") == "1"
+    return Backend(
+        "cuda", arch, _FN, exact_encode=not sm90, autotune=True, cast_saturates=sm90, dependent_launch=dependent
+    )
 
 
 @functools.cache

@@ -564,6 +564,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
         f"copy bandwidth {copy_gbps:.0f} GB/s"
     )
+    if fp8moe.backend_for(torch.device("cuda")).dependent_launch:
+        env += "; span kernels as dependent launches (FP8MOE_PDL=1)"
     print(env, flush=True)
     rows: list[dict] = []
     compiled_ops: set[str] = set()

@@ -355,10 +355,18 @@ def launch(
             tensors (fp8moe.replay).
         config: the config to launch with (a launcher that sized a workspace from it); None applies the policy.
         **args: every kernel argument by name.
+
+    A kernel that declares DEPENDENT_LAUNCH runs as a programmatic dependent launch where the backend asks for it
+    (``backend.dependent_launch``): DEPENDENT_LAUNCH=True and Triton's ``launch_pdl``, which the compiled kernel keeps,
+    so a launch plan's replay launches it the same way.
     """
     tensors = [v for v in args.values() if isinstance(v, torch.Tensor)]
     device = tensors[0].device if tensors else None
     largest = max((t.numel() for t in tensors), default=0)
+    dependent = {}
+    if backend.dependent_launch and declares(kernel, "DEPENDENT_LAUNCH"):
+        args = {**args, "DEPENDENT_LAUNCH": True}
+        dependent = {"launch_pdl": True}
     with launch_device(device):
         if config is None and backend.autotune and configs.rule is None and largest >= AUTOTUNE_MIN_ELEMENTS:
             # The same key triton.autotune uses: the key arguments plus every tensor argument's dtype.
@@ -369,7 +377,7 @@ def launch(
                 if recorder is not None:
                     recorder.not_replayable()  # the tuner's timing runs are no launch to replay
                 tuner = autotuned(kernel, configs, args)
-                tuner[grid](**args)
+                tuner[grid](**args, **dependent)
                 chosen = getattr(tuner, "best_config", None)
                 if isinstance(chosen, triton.Config):
                     _CHOSEN[key] = chosen
@@ -381,13 +389,24 @@ def launch(
         meta = {**args, **config.kwargs}
         dims = grid(meta)
         options = {"maxnreg": config.maxnreg} if getattr(config, "maxnreg", None) else {}
-        compiled = kernel[dims](**meta, num_warps=config.num_warps, num_stages=config.num_stages, **options)
+        compiled = kernel[dims](
+            **meta, num_warps=config.num_warps, num_stages=config.num_stages, **options, **dependent
+        )
         recorder = replay.active_recorder()
         if recorder is not None:
             if backend.kind == "cuda":
                 recorder.launched(kernel, compiled, (*dims, 1, 1)[:3], meta, configs.name, config, LAST_CONFIG)
             else:
                 recorder.not_replayable()
+
+
+@functools.cache
+def declares(kernel, name: str) -> bool:
+    """Whether the JIT function under ``kernel`` (through any ``triton.heuristics`` wrappers) has a parameter
+    ``name``."""
+    while not hasattr(kernel, "arg_names") and hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return name in getattr(kernel, "arg_names", ())
 
 
 def needs_int64_index(*tensors: torch.Tensor) -> bool:

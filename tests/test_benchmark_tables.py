@@ -816,9 +816,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "11"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "13"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 11: 1 to 10, or h200" in refused.stderr
+    assert "no prepared call 13: 1 to 12, or h200" in refused.stderr
 
 
 def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
@@ -849,6 +849,59 @@ def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_an
         "call5/env.txt", "call5/bench.md", "call5/bench.json", "call10/long_slices.log",
         "call7/configs.md", "call7/tune.log", "call6/configs.md", "call6/tune.log",
     }  # fmt: skip
+
+
+def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):
+    """prepared_calls.sh 11 runs gpu_session.sh's host step twice, --split then --points: each run's table must
+    survive the other (the step writes one host_overhead.txt). Run with a stub gpu_session.sh, as above."""
+    import shutil
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    shutil.copy(script, tmp_path / "prepared_calls.sh")
+    (tmp_path / "gpu_session.sh").write_text(
+        f'echo "$STEPS $HOST_ARGS" >> "{tmp_path}/steps"\ncd "$OUT" && touch env.txt\n'
+        'echo "$HOST_ARGS" > host_overhead.txt\n'
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run(
+        ["bash", str(tmp_path / "prepared_calls.sh"), "11"], env={**os.environ, "OUT": str(out)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "steps").read_text().splitlines() == ["host --split", "host --points"]
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "host_points.txt", "host_split.txt"]
+    assert (out / "host_split.txt").read_text().strip() == "--split"
+    assert (out / "host_points.txt").read_text().strip() == "--points"
+
+
+def test_the_dependent_launch_call_tests_under_it_then_benches_without_and_with_it(tmp_path):
+    """prepared_calls.sh 12: the GPU tests with FP8MOE_PDL=1, then the bench with FP8MOE_PDL=0 and =1, each bench's
+    table kept under its own name and only the files the device brings back left. Stub gpu_session.sh, as above."""
+    import shutil
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    shutil.copy(script, tmp_path / "prepared_calls.sh")
+    (tmp_path / "gpu_session.sh").write_text(
+        f'echo "$STEPS $FP8MOE_PDL" >> "{tmp_path}/steps"\ncd "$OUT" && touch env.txt\n'
+        'case "$STEPS" in tests) echo "$TEST_PATHS" > pytest.log ;; '
+        'bench) echo "$FP8MOE_PDL" | tee bench.md > bench.json; touch bench.png bench.log ;; esac\n'
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    done = subprocess.run(
+        ["bash", str(tmp_path / "prepared_calls.sh"), "12"], env={**os.environ, "OUT": str(out)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "steps").read_text().splitlines() == ["tests 1", "bench 0", "bench 1"]
+    kept = sorted(p.name for p in out.iterdir())
+    assert kept == ["bench_off.json", "bench_off.md", "bench_on.json", "bench_on.md", "env.txt", "pdl_tests.log"]
+    assert (out / "bench_off.md").read_text().strip() == "0"
+    assert (out / "bench_on.json").read_text().strip() == "1"
+    assert "tests/test_dependent_launch_gpu.py" in (out / "pdl_tests.log").read_text()
 
 
 @needs_interpreter

@@ -405,6 +405,28 @@ def test_kernels_skip_their_clamp_only_where_the_native_cast_saturates(backend, 
     assert fp8_constexprs(torch.float8_e4m3fn, False, backend.cast_mode)["CAST_MODE"] == cast_mode
 
 
+@pytest.mark.parametrize(
+    ("setting", "capability", "dependent"),
+    [(None, (9, 0), False), ("0", (9, 0), False), ("1", (9, 0), True), ("1", (10, 0), True), ("1", (8, 9), False)],
+    ids=["unset", "off", "sm90", "sm100", "sm89-has-no-griddepcontrol"],
+)
+def test_dependent_launch_is_opt_in_and_only_where_the_gpu_has_grid_dependency_control(
+    setting, capability, dependent, monkeypatch
+):
+    if setting is None:
+        monkeypatch.delenv("FP8MOE_PDL", raising=False)
+    else:
+        monkeypatch.setenv("FP8MOE_PDL", setting)
+    backend_module.cuda_backend.cache_clear()  # built once per capability: the setting is read then
+    try:
+        assert backend_module.cuda_backend(*capability).dependent_launch is dependent
+    finally:
+        backend_module.cuda_backend.cache_clear()
+    monkeypatch.setenv("FP8MOE_PDL", "1")
+    assert not backend_module.rocm_backend("gfx942").dependent_launch
+    assert not INTERPRETER.dependent_launch
+
+
 def test_bringup_requires_satfinite_of_a_native_cast_the_kernels_leave_saturation_to(monkeypatch):
     monkeypatch.setattr(fp8ref_backend, "backend_for", lambda device: backend_module.cuda_backend(9, 0))
     path = fp8ref_backend.BACKEND.native_cast(torch.device("cpu"), FN)

@@ -22,7 +22,9 @@ which the interpreter this process runs has replaced):
   (``sass_counts.py --candidates``, which reports any candidate named as tune_configs.py names it);
 - the long-slice probe's pipelined loops (benchmarks/probe_long_slices.py, ``/s<S>`` with S > 1) load through
   cp.async into shared memory, and its unpipelined controls do not;
-- EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own.
+- EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own;
+- DEPENDENT_LAUNCH (fp8moe.backend.Backend.dependent_launch) waits for the kernel before it ahead of any global load or
+  store, lets the next one start, and costs no register; without it the span kernels have no grid dependency control.
 """
 
 from __future__ import annotations
@@ -292,3 +294,14 @@ def test_edge_loop_takes_the_edge_chunks_in_loops_of_their_own():
     for view in ("rowwise", "colwise"):
         assert len(base[view]["loops"]) == 2, (view, base[view]["loops"])
         assert len(looped[view]["loops"]) > len(base[view]["loops"]), (view, looped[view]["loops"])
+
+
+def test_a_dependent_launch_waits_before_touching_memory_and_costs_no_register():
+    counts = _sass_counts("--dependent-launch")
+    for kernel in ("rowwise", "colwise", "dual"):
+        off, on = counts[f"{kernel} off"], counts[f"{kernel} on"]
+        assert (off["waits"], off["launch_dependents"]) == (0, 0), off
+        assert (on["waits"], on["launch_dependents"]) == (1, 1), on
+        assert on["wait_before_loads"], on
+        assert on["wait_before_stores"], on
+        assert on["registers"] <= off["registers"], (kernel, off, on)

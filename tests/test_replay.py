@@ -309,3 +309,63 @@ def test_an_op_called_inside_another_ops_recording_lands_in_the_outer_plan():
     q, _ = outer(_x(seed=5), False, CUDA)  # the outer plan replays the launch
     assert (kernel.runs, kernel.replays) == (2, 1)
     assert torch.equal(q, _x(seed=5) * 2)
+
+
+class _DependentJit(_FakeJit):
+    """A fake kernel that declares DEPENDENT_LAUNCH (as the span kernels do) and keeps each launch's keywords."""
+
+    def __init__(self):
+        super().__init__([*NAMES, "DEPENDENT_LAUNCH"], defaults={"DEPENDENT_LAUNCH": False})
+        self.arg_names = self.names
+        self.launches = []
+
+    def run(self, *args, grid, warmup, **kwargs):
+        self.launches.append(kwargs)
+        return super().run(*args, grid=grid, warmup=warmup, **kwargs)
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_a_dependent_launch_backend_launches_the_kernels_that_declare_it_with_pdl_and_replays_them(dependent):
+    backend = dataclasses.replace(CUDA, dependent_launch=dependent)
+    kernel = _DependentJit()
+    op = _make_op(kernel)
+    op(_x(), False, backend)  # launched and recorded
+    launch = kernel.launches[-1]
+    assert launch.get("DEPENDENT_LAUNCH", False) is dependent  # off: the kernel's default
+    assert launch.get("launch_pdl", False) is dependent
+    q, _ = op(_x(seed=1), False, backend)  # replayed: the recorded compiled kernel, with the value it was bound to
+    assert (kernel.runs, kernel.replays) == (1, 1)
+    assert kernel.seen[-1]["DEPENDENT_LAUNCH"] is dependent
+    assert torch.equal(q, _x(seed=1) * 2)
+
+
+def test_a_dependent_launch_backend_leaves_kernels_that_do_not_declare_it_alone(monkeypatch):
+    # The other kernels (dense, chunked, tiles) take no DEPENDENT_LAUNCH: passing one, or launch_pdl without the
+    # wait in the kernel, would be wrong.
+    kernel = _FakeJit(NAMES)
+    seen = []
+    monkeypatch.setattr(kernel, "run", lambda *a, **kw: seen.append(kw) or _FakeJit.run(kernel, *a, **kw))
+    _make_op(kernel)(_x(), False, dataclasses.replace(CUDA, dependent_launch=True))
+    assert "DEPENDENT_LAUNCH" not in seen[-1]
+    assert "launch_pdl" not in seen[-1]
+
+
+def test_a_dependent_launch_backend_autotunes_with_pdl(monkeypatch):
+    kernel = _DependentJit()
+    tuned = []
+
+    class Tuner:
+        best_config = FAKE.cuda[1]
+
+        def __getitem__(self, grid):
+            def run(**kwargs):
+                tuned.append(kwargs)
+                kernel.body(grid({**kwargs, **FAKE.cuda[1].kwargs}), {**kwargs, **FAKE.cuda[1].kwargs})
+
+            return run
+
+    monkeypatch.setattr(configs, "autotuned", lambda k, c, args: Tuner())
+    monkeypatch.setattr(configs, "_CHOSEN", {})
+    _make_op(kernel)(_x(configs.AUTOTUNE_MIN_ELEMENTS), False, dataclasses.replace(CUDA, dependent_launch=True))
+    assert tuned[0]["DEPENDENT_LAUNCH"] is True
+    assert tuned[0]["launch_pdl"] is True

@@ -56,8 +56,13 @@ def clamped_group_bounds(start, end, K):
 
 
 @triton.jit
-def jagged_program(G, GROUPS_FASTEST: tl.constexpr):
+def jagged_program(G, GROUPS_FASTEST: tl.constexpr, DEPENDENT_LAUNCH: tl.constexpr = False):
     """(row block, group) of this program on the grid :func:`jagged_grid` made.
+
+    DEPENDENT_LAUNCH (a programmatic dependent launch, fp8moe.backend.Backend.dependent_launch): before anything
+    else, wait until the kernel before this one has finished and its writes are visible (it may have written x or
+    offs, or still read memory this launch's outputs reuse), then let the next kernel's programs take the slots this
+    one's programs free as they finish.
 
     The order decides which cells run together. Row blocks fastest: the programs resident at once cover a few
     groups across every row block. Groups fastest: every group of a few row blocks, so on a transposing view their
@@ -66,6 +71,9 @@ def jagged_program(G, GROUPS_FASTEST: tl.constexpr):
     per-group bench points and 1.00-1.03x at the other three (benchmarks/results/h200-s21-call1-ab-main.md), so most
     CUDA candidates (fp8moe.configs.PER_GROUP, PER_GROUP_DUAL) set it; the launch default stays the first.
     """
+    if DEPENDENT_LAUNCH:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     if GROUPS_FASTEST:
         pid = tl.program_id(0)
         pid_r = pid // G
@@ -166,14 +174,15 @@ def _per_group_rows_kernel(
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
     L2_HINTS: tl.constexpr = 0,
+    DEPENDENT_LAUNCH: tl.constexpr = False,
 ):
     """x (R, K) any strides -> q (R, K) with unit stride along K. Grid :func:`jagged_grid` of cdiv(R, BLOCK_R) row
     blocks and G groups; GROUPS_FASTEST orders it, ONE_READ, ONE_READ_K, EDGES_IN_TILE, EDGE_LOOP, EXTRA_CHUNKS and
-    L2_HINTS shape the span code (all a config's).
+    L2_HINTS shape the span code (all a config's); DEPENDENT_LAUNCH is the backend's (:func:`jagged_program`).
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
-    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
+    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST, DEPENDENT_LAUNCH)
     quantize_group_rows(
         x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, pid_r, pid_g, stride_xr, stride_xk,
         stride_qr, BLOCK_R, BLOCK_K, PACK_K, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,

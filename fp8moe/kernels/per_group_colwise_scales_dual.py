@@ -61,13 +61,14 @@ def _per_group_colwise_scales_dual_kernel(
     EDGE_LOOP: tl.constexpr = False,
     EXTRA_CHUNKS: tl.constexpr = 0,
     L2_HINTS: tl.constexpr = 0,
+    DEPENDENT_LAUNCH: tl.constexpr = False,
 ):
     """x1.t() (N1, K), x2.t() (N2, K) any strides -> row-major (N, K) outputs. Grid :func:`jagged_grid` of
     cdiv(N1) + cdiv(N2) row blocks and G groups.
 
     K (= Ktot) and G are only in the CUDA autotune key; the group bounds come from offs.
     """
-    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST)
+    pid_r, pid_g = jagged_program(G, GROUPS_FASTEST, DEPENDENT_LAUNCH)
     blocks_1 = tl.cdiv(N1, BLOCK_R)
     if pid_r < blocks_1:
         quantize_group_rows(

@@ -1,0 +1,126 @@
+"""Programmatic dependent launch on the GPU (fp8moe.backend.Backend.dependent_launch, opt-in with FP8MOE_PDL=1): the
+span kernels launched with grid dependency control write the bytes of the normal launch, eager, replayed from launch
+plans and inside a CUDA graph, also when a kernel reads what the kernel right before it wrote with no other kernel
+between them, so that only its wait orders the two.
+
+The launch logic is pinned down on the CPU (tests/test_replay.py, tests/test_configs.py) and the instructions by an
+sm_90 compile (tests/test_kernel_instructions.py); the normal launch is checked against fp8ref by the rest of the
+suite, so these tests compare the two launches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import fp8moe
+import fp8moe.ops
+from fp8moe import backend as backend_module
+from fp8moe import replay
+from fp8ref.testing import assert_same_bits
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or torch.version.hip is not None or torch.cuda.get_device_capability() < (9, 0),
+        reason="needs an NVIDIA GPU with grid dependency control (sm_90+)",
+    ),
+]
+
+E4 = torch.float8_e4m3fn
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """``run(fn, dependent)``: call ``fn`` under the device's backend as it is, or with dependent launches on."""
+    real = backend_module.backend_for
+
+    def with_dependent_launch(device):
+        return dataclasses.replace(real(device), dependent_launch=True)
+
+    def run(fn, dependent: bool):
+        with monkeypatch.context() as m:
+            if dependent:
+                m.setattr(fp8moe.ops, "backend_for", with_dependent_launch)
+            out = fn()
+            torch.cuda.synchronize()
+            return out
+
+    replay.forget()
+    yield run
+    replay.forget()
+
+
+def _bf16(*shape, seed, device):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * 3).to(torch.bfloat16).to(device)
+
+
+def _offs(ends, device):
+    return torch.tensor(ends, dtype=torch.int32, device=device)
+
+
+def _ops(device):
+    """Each per-group op on a few groups, unaligned ends and an empty group included; offsets end at the jagged
+    length, so every output byte is written."""
+    x = _bf16(1000, 384, seed=1, device=device)
+    y = _bf16(1000, 256, seed=2, device=device)
+    offs = _offs([160, 160, 417, 1000], device)
+    wide = _bf16(96, 1000, seed=3, device=device)
+    return {
+        "per_group_rowwise": lambda: fp8moe.per_group_rowwise_scales(wide, offs, E4),
+        "per_group_colwise": lambda: fp8moe.per_group_colwise_scales(x, offs, E4),
+        "per_group_colwise_dual": lambda: fp8moe.per_group_colwise_scales_dual(x, y, offs, E4),
+    }
+
+
+@pytest.mark.parametrize("name", ["per_group_rowwise", "per_group_colwise", "per_group_colwise_dual"])
+def test_a_dependent_launch_writes_the_bytes_of_the_normal_launch_eager_and_replayed(name, launches, device):
+    call = _ops(device)[name]
+    expected = launches(call, dependent=False)
+    for _ in range(3):  # the first call records a launch plan, the others replay it
+        got = launches(call, dependent=True)
+        for e, g in zip(expected, got):
+            assert_same_bits(g, e)
+
+
+def _chain(device, links: int = 6):
+    """Each link's scales, viewed (no kernel) as the next link's (8, 512) f32 input with a group per row: every kernel
+    reads what the kernel right before it wrote. The first link is large, so that without the wait the second would
+    start while the first still writes."""
+    x = _bf16(65536, 512, seed=4, device=device)
+    _, scales = fp8moe.per_group_colwise_scales(x, _offs([8192 * (g + 1) for g in range(8)], device), E4)
+    one_row_groups = _offs(list(range(1, 9)), device)
+    outputs = []
+    for _ in range(links):
+        q, scales = fp8moe.per_group_colwise_scales(scales.view(8, 512), one_row_groups, E4)
+        outputs += [q, scales]
+    return outputs
+
+
+def test_each_dependent_kernel_reads_what_the_kernel_before_it_wrote(launches, device):
+    expected = launches(lambda: _chain(device), dependent=False)
+    for _ in range(3):
+        got = launches(lambda: _chain(device), dependent=True)
+        for e, g in zip(expected, got):
+            assert_same_bits(g, e)
+
+
+def test_dependent_launches_captured_in_a_cuda_graph_replay_the_normal_bytes(launches, device):
+    call = _ops(device)["per_group_colwise_dual"]
+    expected = launches(call, dependent=False)
+
+    def captured():
+        call()  # compile and record outside the capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = call()
+        graph.replay()
+        return out
+
+    got = launches(captured, dependent=True)
+    for e, g in zip(expected, got):
+        assert_same_bits(g, e)
