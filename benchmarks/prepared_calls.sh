@@ -136,8 +136,8 @@ case "${1:?which call: 1 to 12, or h200}" in
       # normal launch (bytes eager, replayed and in a CUDA graph; each kernel of a chain reading what the one before
       # it wrote) with the launch-plan and integration tests, all under FP8MOE_PDL=1; then the per-group bench
       # without and with it on the same machine. The bench's graph replays one op back to back, so what a dependent
-      # launch can take is the gap between two kernels: the colwise ceiling at two widths put a fixed ~4 us on each
-      # launch (per-group-ledger.md, session 33). Files: env.txt, pdl_tests.log, bench_{off,on}.{md,json}.
+      # launch can take is the gap between two kernels, part of the fixed 3.0-4.8 us per launch that the colwise
+      # ceiling's time at two widths fits (docs/SPEC.md section 10.5). Files: env.txt, pdl_tests.log, bench_{off,on}.{md,json}.
     FP8MOE_PDL=1 STEPS="tests" TEST_TIMEOUT=150 \
       TEST_PATHS="tests/test_dependent_launch_gpu.py tests/test_replay_gpu.py" bash "$here/gpu_session.sh"
     mv "$OUT/pytest.log" "$OUT/pdl_tests.log"
