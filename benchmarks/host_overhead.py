@@ -18,8 +18,9 @@ Then a cProfile of the public rowwise call, top functions by own time.
 
     python benchmarks/host_overhead.py --split
 
-splits the replayed call of the two colwise per-group ops (single and dual) into its parts instead: the public call,
-the implementation (no argument checks), the replaying ``launch``, the plan's replay alone, its output allocations
+splits the replayed call of the two colwise per-group ops (single and dual) into its parts instead: the public call
+(which replays its launch's plan, fp8moe.replay "Public calls"), the same with its checks run on every call as before
+session 33, the replaying ``launch``, the plan's replay alone, its output allocations
 alone, its compiled kernels' runners alone with the arguments already filled in, and the two device queries each
 runner makes; then a cProfile of each public call. The dual op's eager call ran 16.5 us over its graph time at
 16640x2048x1408 on an H200 in session 33 with its back-to-back loop at 78 us per call (``h200-s33-call5-bench.md``):
@@ -124,8 +125,16 @@ def split(name: str, public, launch_fn, args: tuple) -> None:
     def device_queries():
         driver.active.get_current_stream(driver.active.get_current_device())
 
+    def public_checked():
+        replay.PUBLIC_CALLS = False
+        try:
+            return public()
+        finally:
+            replay.PUBLIC_CALLS = True
+
     parts = [
-        ("public", public),
+        ("public (replays its launch's plan)", public),
+        ("public, checked every call", public_checked),
         ("launch (replayable)", lambda: launch_fn(*args)),
         ("plan replay", lambda: plan.replay(inputs, device)),
         (f"allocations ({len(plan.outputs)} outputs)", allocate),

@@ -21,6 +21,7 @@ import torch
 from torch._C import _is_torch_function_mode_enabled as _torch_function_mode_enabled
 from torch.utils._python_dispatch import _get_current_dispatch_mode as _current_dispatch_mode
 
+from fp8moe import replay
 from fp8moe.backend import Backend, backend_for
 from fp8moe.kernels import colwise_3d_and_transpose_rhs as _pair
 from fp8moe.kernels import colwise_3d_scale_and_cast as _colwise_3d
@@ -90,6 +91,11 @@ def _direct_call(*tensors: Tensor) -> bool:
     return all(type(t) is Tensor and not t.requires_grad for t in tensors)
 
 
+#: Each public op below: a repeated direct call replays the launch plan of its first (fp8moe.replay, "Public calls";
+#: every op here checks, then makes its one launch on its tensors and returns that launch's outputs).
+_replays_public_calls = replay.replays_public_calls(_direct_call)
+
+
 def _backend(x: torch.Tensor, fp8_dtype: torch.dtype) -> Backend:
     """The backend for x's device; raises ValueError (device) or TypeError (fp8_dtype the backend lacks)."""
     backend = backend_for(x.device)
@@ -116,6 +122,7 @@ def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tu
     return x.new_empty((m, k), dtype=fp8_dtype), x.new_empty((m, 1), dtype=torch.float32)
 
 
+@_replays_public_calls
 def rowwise_2d_scale_and_cast(
     x: torch.Tensor, fp8_dtype: torch.dtype = _E4M3, round_scales_to_power_of_2: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -149,6 +156,7 @@ def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tu
     return q, x.new_empty((e, 1, n), dtype=torch.float32)
 
 
+@_replays_public_calls
 def colwise_3d_scale_and_cast(
     x: torch.Tensor, fp8_dtype: torch.dtype = _E4M3, round_scales_to_power_of_2: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,6 +192,7 @@ def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, metho
     return q, x.new_empty((e, k), dtype=torch.float32)
 
 
+@_replays_public_calls
 def rowwise_3d_transpose_rhs(
     x: torch.Tensor,
     fp8_dtype: torch.dtype = _E4M3,
@@ -231,6 +240,7 @@ def _(x: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool) -> tu
     )
 
 
+@_replays_public_calls
 def colwise_3d_and_transpose_rhs(
     x: torch.Tensor, fp8_dtype: torch.dtype = _E4M3, round_scales_to_power_of_2: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -275,6 +285,7 @@ def _(x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_
     return x.new_empty((m, k), dtype=fp8_dtype), x.new_empty((offs.shape[0] * m,), dtype=torch.float32)
 
 
+@_replays_public_calls
 def per_group_rowwise_scales(
     x: torch.Tensor,
     offs: torch.Tensor,
@@ -324,6 +335,7 @@ def _(x: Tensor, offs: Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_
     return _fake_colwise(x, offs.shape[0], fp8_dtype)
 
 
+@_replays_public_calls
 def per_group_colwise_scales(
     x: torch.Tensor,
     offs: torch.Tensor,
@@ -369,6 +381,7 @@ def _(
     return (*_fake_colwise(x1, offs.shape[0], fp8_dtype), *_fake_colwise(x2, offs.shape[0], fp8_dtype))
 
 
+@_replays_public_calls
 def per_group_colwise_scales_dual(
     x1: torch.Tensor,
     x2: torch.Tensor,
@@ -420,6 +433,7 @@ def _(
     )
 
 
+@_replays_public_calls
 def rowwise_and_per_group_colwise(
     x: torch.Tensor,
     offs: torch.Tensor,

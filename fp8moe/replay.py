@@ -29,6 +29,16 @@ Semantics:
       replayed calls with the normal path, byte for byte, on inputs the recording never saw
       (tests/test_replay_gpu.py); ``FP8MOE_REPLAY=0`` in the environment turns plans off
       (benchmarks/host_overhead.py times both).
+
+Public calls (:func:`replays_public_calls`, on each public op of fp8moe.ops): a public call whose arguments have the
+*public key* of an earlier direct call (same tensor metadata as the plan key, every other argument by type and
+value, keywords included) replays the plan that call's one launch used, without the argument checks, the backend
+lookup and the launch wrapper: the checks read nothing the key does not hold, so they would pass again, and the
+launch's key is a function of the public key. Kept only where the earlier call made exactly one launch, on exactly
+the public call's tensors in order, and returned that launch's outputs themselves; never for calls that must go
+through the dispatcher (fp8moe.ops._direct_call), under torch.compile, inside a recording, or with a keyword that
+asks for a fresh check (``validate_offs=True``). On the H100's host the checks, the backend lookup and the wrapper
+were about 19 of the dual op's 38 us per replayed call (benchmarks/results/h100-s33-host-split.txt).
 """
 
 from __future__ import annotations
@@ -47,15 +57,21 @@ from fp8moe.backend import launch_device
 __all__ = [
     "ENABLED",
     "MAX_PLANS_PER_OP",
+    "PUBLIC_CALLS",
     "active_recorder",
     "forget",
     "plan_count",
     "replayable",
+    "replays_public_calls",
     "scratch_zeros",
 ]
 
 #: Plans on unless FP8MOE_REPLAY=0 (read once, at import).
 ENABLED: bool = os.environ.get("FP8MOE_REPLAY", "1") != "0"
+
+#: Public calls replay their launch's plan (:func:`replays_public_calls`) where plans are on; False keeps the plans
+#: at the launch level only (benchmarks/host_overhead.py --split times both).
+PUBLIC_CALLS: bool = True
 
 #: Plans one op keeps before it forgets them all (a fuzzing loop over thousands of shapes must not grow without
 #: bound; a training run has a few dozen signatures per op).
@@ -63,6 +79,9 @@ MAX_PLANS_PER_OP = 1024
 
 _ACTIVE: contextvars.ContextVar[_Recorder | None] = contextvars.ContextVar("fp8moe_replay_recorder", default=None)
 _ALL_PLANS: list[dict] = []
+#: The launches of the public call in progress (:func:`replays_public_calls`): (plan or None, inputs, outputs) each.
+_PUBLIC_CALL: contextvars.ContextVar[list | None] = contextvars.ContextVar("fp8moe_public_call", default=None)
+_ALL_PUBLIC: list[dict] = []
 
 
 def active_recorder() -> _Recorder | None:
@@ -72,7 +91,7 @@ def active_recorder() -> _Recorder | None:
 
 def forget() -> None:
     """Drop every plan (tools that change the config policy at run time, e.g. benchmarks/tune_configs.py)."""
-    for plans in _ALL_PLANS:
+    for plans in (*_ALL_PLANS, *_ALL_PUBLIC):
         plans.clear()
 
 
@@ -226,17 +245,17 @@ def replayable(launch_fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[.
         if kwargs or not ENABLED or _ACTIVE.get() is not None:
             # Inside another op's recording, this call's launches belong to that op's plan: it must go through
             # configs.launch (where the outer recorder sees them), never replay on its own.
-            return launch_fn(*args, **kwargs)
+            return _reported(None, (), launch_fn(*args, **kwargs))
         key, inputs = _plan_key(args)
         if not inputs or not _replays_on(inputs[0]):
-            return launch_fn(*args)
+            return _reported(None, inputs, launch_fn(*args))
         plan = plans.get(key)
         if plan is not None:
             device = inputs[0].device
             with launch_device(device):
                 outputs = plan.replay(inputs, device)
             if outputs is not None:
-                return outputs
+                return _reported(plan, inputs, outputs)
         recorder = _Recorder()
         token = _ACTIVE.set(recorder)
         try:
@@ -248,9 +267,97 @@ def replayable(launch_fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[.
             if len(plans) >= MAX_PLANS_PER_OP:
                 plans.clear()
             plans[key] = plan
-        return outputs
+        return _reported(plan, inputs, outputs)
 
     return launch
+
+
+def _reported(plan: _Plan | None, inputs: Sequence[torch.Tensor], outputs):
+    """``outputs``, after telling the public call in progress, if any, which plan (None: none) made them from
+    ``inputs``."""
+    launches = _PUBLIC_CALL.get()
+    if launches is not None:
+        launches.append((plan, tuple(inputs), outputs))
+    return outputs
+
+
+def _public_key(args: tuple, kwargs: dict) -> tuple | None:
+    """The public key of a call (module docstring): the plan key of its positional arguments with every non-tensor
+    argument's type beside its value (``True`` and ``1`` differ: the checks refuse the int), and its keywords likewise;
+    None when an argument cannot be a key (unhashable: the checks will say what is wrong with it)."""
+    key, _ = _plan_key(args)
+    key = (
+        tuple(part if isinstance(a, torch.Tensor) else (type(a), part) for a, part in zip(args, key)),
+        tuple((name, type(value), value) for name, value in kwargs.items()),
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def replays_public_calls(direct_call: Callable[..., bool], fresh_when: tuple[str, ...] = ("validate_offs",)):
+    """Decorate a public op so that a repeated call replays the plan its first call's launch used (module docstring,
+    "Public calls").
+
+    The op must check its arguments, then make exactly one launch through a :func:`replayable` launch function on its
+    tensor arguments in order and return that launch's outputs as they are, doing nothing else on the device: a call
+    that does anything else is never replayed here (it makes no launch, more than one, launches on other tensors or
+    returns other objects), but a device operation outside the launch would be skipped unseen.
+
+    Args:
+        direct_call: the op module's rule for running without the dispatcher (fp8moe.ops._direct_call), called with
+            the call's tensors; calls it refuses take the normal path every time.
+        fresh_when: keywords that, when true, ask for work on every call (``validate_offs`` reads offs' values).
+    """
+
+    def decorate(public):
+        plans: dict[tuple, _Plan] = {}
+        _ALL_PUBLIC.append(plans)
+
+        @functools.wraps(public)
+        def call(*args, **kwargs):
+            if torch.compiler.is_compiling():  # first: nothing below may touch a traced (fake) tensor
+                return public(*args, **kwargs)
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            if (
+                not (ENABLED and PUBLIC_CALLS)
+                or _ACTIVE.get() is not None  # inside a recording: the launches belong to the outer plan
+                or _PUBLIC_CALL.get() is not None  # inside another public call: its launches count there
+                or not tensors
+                or any(kwargs.get(name) for name in fresh_when)
+                or any(isinstance(v, torch.Tensor) for v in kwargs.values())
+                or not direct_call(*tensors)
+                or not _replays_on(tensors[0])
+            ):
+                return public(*args, **kwargs)
+            key = _public_key(args, kwargs)
+            plan = plans.get(key) if key is not None else None
+            if plan is not None:
+                device = tensors[0].device
+                with launch_device(device):
+                    outputs = plan.replay(tensors, device)
+                if outputs is not None:
+                    return outputs
+            launches: list = []
+            token = _PUBLIC_CALL.set(launches)
+            try:
+                outputs = public(*args, **kwargs)
+            finally:
+                _PUBLIC_CALL.reset(token)
+            if key is not None and len(launches) == 1:
+                plan, inputs, launched = launches[0]
+                same_tensors = len(inputs) == len(tensors) and all(a is b for a, b in zip(inputs, tensors))
+                if plan is not None and launched is outputs and same_tensors:
+                    if len(plans) >= MAX_PLANS_PER_OP:
+                        plans.clear()
+                    plans[key] = plan
+            return outputs
+
+        return call
+
+    return decorate
 
 
 def _replays_on(t: torch.Tensor) -> bool:

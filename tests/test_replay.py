@@ -369,3 +369,114 @@ def test_a_dependent_launch_backend_autotunes_with_pdl(monkeypatch):
     _make_op(kernel)(_x(configs.AUTOTUNE_MIN_ELEMENTS), False, dataclasses.replace(CUDA, dependent_launch=True))
     assert tuned[0]["DEPENDENT_LAUNCH"] is True
     assert tuned[0]["launch_pdl"] is True
+
+
+# ---- Public calls (replay.replays_public_calls) -------------------------------------------------------------------
+
+
+class _Public:
+    """A public op over _make_op's launch: checks (counted), then one launch on its tensors, its outputs returned;
+    ``post``, ``extra_launch`` and ``copy_input`` break one of the rules a replayed public call relies on."""
+
+    def __init__(self, direct=lambda *tensors: True, post=None, extra_launch=False, copy_input=False):
+        self.kernel = _FakeJit(NAMES)
+        self.launch = _make_op(self.kernel)
+        self.checks = 0
+        self.post, self.extra_launch, self.copy_input = post, extra_launch, copy_input
+        self.call = replay.replays_public_calls(direct)(self._public)
+
+    def _public(self, x, flag, *, validate_offs=False):
+        self.checks += 1
+        if not isinstance(flag, bool):
+            raise TypeError(f"flag must be a bool, got {type(flag).__name__}")
+        out = self.launch(x.clone() if self.copy_input else x, flag, CUDA)
+        if self.extra_launch:
+            self.launch(x, flag, CUDA)
+        return self.post(out) if self.post else out
+
+
+def test_a_repeated_public_call_replays_without_its_checks_and_writes_its_own_outputs():
+    op = _Public()
+    op.call(_x(seed=0), True)
+    q, s = op.call(_x(seed=1), True)
+    q2, _ = op.call(_x(seed=2), True)
+    assert op.checks == 1  # the checks ran on the first call only
+    assert (op.kernel.runs, op.kernel.replays) == (1, 2)
+    assert torch.equal(q, _x(seed=1) * 2)
+    assert torch.equal(q2, _x(seed=2) * 2)
+    assert q.data_ptr() != q2.data_ptr()  # fresh outputs per call
+    assert s.item() == triton.cdiv(10, 4) * 100 + 4 + 1000
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        pytest.param(lambda x: (x[:8], True), id="shape"),
+        pytest.param(lambda x: (x.double(), True), id="dtype"),
+        pytest.param(lambda x: (x, False), id="flag-value"),
+        pytest.param(lambda x: (x, 1), id="flag-type"),  # 1 == True: the key must still tell them apart
+    ],
+)
+def test_a_public_call_with_other_arguments_is_checked_again(other):
+    op = _Public()
+    op.call(_x(), True)
+    args = other(_x(seed=1))
+    if type(args[1]) is not bool:
+        with pytest.raises(TypeError, match="flag must be a bool"):
+            op.call(*args)
+    else:
+        op.call(*args)
+    assert op.checks == 2
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param({"direct": lambda *tensors: False}, id="dispatcher-call"),
+        pytest.param({"post": lambda out: tuple(reversed(out))}, id="outputs-not-the-launchs"),
+        pytest.param({"extra_launch": True}, id="two-launches"),
+        pytest.param({"copy_input": True}, id="launch-on-another-tensor"),
+    ],
+)
+def test_public_calls_that_break_a_rule_are_checked_every_time_and_stay_right(case):
+    op = _Public(**case)
+    for seed in range(3):
+        out = op.call(_x(seed=seed), True)
+        q = out[1] if "post" in case else out[0]
+        assert torch.equal(q, _x(seed=seed) * 2)
+    assert op.checks == 3
+
+
+def test_public_calls_asking_for_fresh_checks_disabled_plans_and_forget_take_the_normal_path(monkeypatch):
+    op = _Public()
+    op.call(_x(), True)
+    op.call(_x(seed=1), True, validate_offs=True)
+    assert op.checks == 2
+    monkeypatch.setattr(replay, "ENABLED", False)
+    op.call(_x(seed=2), True)
+    assert op.checks == 3
+    monkeypatch.setattr(replay, "ENABLED", True)
+    monkeypatch.setattr(replay, "PUBLIC_CALLS", False)  # plans at the launch level only
+    op.call(_x(seed=3), True)
+    assert op.checks == 4
+    monkeypatch.setattr(replay, "PUBLIC_CALLS", True)
+    replay.forget()
+    op.call(_x(seed=4), True)
+    assert op.checks == 5
+
+
+def test_a_public_call_inside_another_records_into_it():
+    inner = _Public()
+    inner.call(_x(), True)  # the inner op alone: its plan is kept
+    outer_kernel = _FakeJit(NAMES)
+    outer_launch = _make_op(outer_kernel)
+
+    def outer(x, flag):
+        inner.call(x, flag)  # nested: the normal path, its launch reported to the outer call
+        return outer_launch(x, flag, CUDA)
+
+    wrapped = replay.replays_public_calls(lambda *tensors: True)(outer)
+    for seed in range(3):
+        wrapped(_x(seed=seed), True)
+    assert inner.checks == 4  # once alone, then on each nested call
+    assert outer_kernel.replays == 2  # the outer launch replays at launch level; the outer call is never kept
