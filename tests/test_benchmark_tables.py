@@ -821,29 +821,39 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     assert "no prepared call 13: 1 to 12, or h200" in refused.stderr
 
 
-def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
-    """prepared_calls.sh h200: calls 5, 10, 7 and 6 in that order (the bench first: a time limit cuts the last),
-    each with $OUT its own folder, then only 8 files left (the device brings back no more): the bench's env.txt,
-    .md and .json, the probe's log and two tables with their logs. Run here with a stub gpu_session.sh that
-    records what each call asked for and writes every file any step would."""
+def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
+    """Run ``prepared_calls.sh <call>`` with a stub gpu_session.sh beside it: the stub appends the line
+    ``stub_steps`` expands to (shell, e.g. "$STEPS") to a log, then runs in $OUT the shell of the rest of
+    ``stub_steps`` after its first newline (the files the real steps would write). Returns ($OUT, the logged lines)."""
     import shutil
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     shutil.copy(script, tmp_path / "prepared_calls.sh")
-    (tmp_path / "gpu_session.sh").write_text(  # the files each step of gpu_session.sh writes
-        f'echo "$STEPS" >> "{tmp_path}/steps"\ncd "$OUT" && touch env.txt\n'
-        'case "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; '
-        "long) touch long_slices.log ;; tune) touch configs.md tune.log ;; esac\n"
+    logged, _, files = stub_steps.partition("\n")
+    (tmp_path / "gpu_session.sh").write_text(
+        f'echo "{logged}" >> "{tmp_path}/steps"\ncd "$OUT" && touch env.txt\n{files}\n'
     )
     out = tmp_path / "out"
     out.mkdir()
     done = subprocess.run(
-        ["bash", str(tmp_path / "prepared_calls.sh"), "h200"], env={**os.environ, "OUT": str(out)},
+        ["bash", str(tmp_path / "prepared_calls.sh"), call], env={**os.environ, "OUT": str(out)},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "steps").read_text().split() == ["bench", "long", "tune", "tune"]
+    return out, (tmp_path / "steps").read_text().splitlines()
+
+
+def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
+    """prepared_calls.sh h200: calls 5, 10, 7 and 6 in that order (the bench first: a time limit cuts the last),
+    each with $OUT its own folder, then only 8 files left (the device brings back no more): the bench's env.txt,
+    .md and .json, the probe's log and two tables with their logs. Run here with a stub gpu_session.sh that
+    records what each call asked for and writes every file any step would."""
+    out, steps = _run_prepared_call(
+        tmp_path, "h200", '$STEPS\ncase "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; '
+        "long) touch long_slices.log ;; tune) touch configs.md tune.log ;; esac",
+    )  # fmt: skip
+    assert steps == ["bench", "long", "tune", "tune"]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
         "call5/env.txt", "call5/bench.md", "call5/bench.json", "call10/long_slices.log",
@@ -854,23 +864,8 @@ def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_an
 def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):
     """prepared_calls.sh 11 runs gpu_session.sh's host step twice, --split then --points: each run's table must
     survive the other (the step writes one host_overhead.txt). Run with a stub gpu_session.sh, as above."""
-    import shutil
-    import subprocess
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    shutil.copy(script, tmp_path / "prepared_calls.sh")
-    (tmp_path / "gpu_session.sh").write_text(
-        f'echo "$STEPS $HOST_ARGS" >> "{tmp_path}/steps"\ncd "$OUT" && touch env.txt\n'
-        'echo "$HOST_ARGS" > host_overhead.txt\n'
-    )
-    out = tmp_path / "out"
-    out.mkdir()
-    done = subprocess.run(
-        ["bash", str(tmp_path / "prepared_calls.sh"), "11"], env={**os.environ, "OUT": str(out)},
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "steps").read_text().splitlines() == ["host --split", "host --points"]
+    out, steps = _run_prepared_call(tmp_path, "11", '$STEPS $HOST_ARGS\necho "$HOST_ARGS" > host_overhead.txt')
+    assert steps == ["host --split", "host --points"]
     assert sorted(p.name for p in out.iterdir()) == ["env.txt", "host_points.txt", "host_split.txt"]
     assert (out / "host_split.txt").read_text().strip() == "--split"
     assert (out / "host_points.txt").read_text().strip() == "--points"
@@ -879,24 +874,11 @@ def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_p
 def test_the_dependent_launch_call_tests_under_it_then_benches_without_and_with_it(tmp_path):
     """prepared_calls.sh 12: the GPU tests with FP8MOE_PDL=1, then the bench with FP8MOE_PDL=0 and =1, each bench's
     table kept under its own name and only the files the device brings back left. Stub gpu_session.sh, as above."""
-    import shutil
-    import subprocess
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    shutil.copy(script, tmp_path / "prepared_calls.sh")
-    (tmp_path / "gpu_session.sh").write_text(
-        f'echo "$STEPS $FP8MOE_PDL" >> "{tmp_path}/steps"\ncd "$OUT" && touch env.txt\n'
-        'case "$STEPS" in tests) echo "$TEST_PATHS" > pytest.log ;; '
-        'bench) echo "$FP8MOE_PDL" | tee bench.md > bench.json; touch bench.png bench.log ;; esac\n'
-    )
-    out = tmp_path / "out"
-    out.mkdir()
-    done = subprocess.run(
-        ["bash", str(tmp_path / "prepared_calls.sh"), "12"], env={**os.environ, "OUT": str(out)},
-        capture_output=True, text=True, timeout=60,
+    out, steps = _run_prepared_call(
+        tmp_path, "12", '$STEPS $FP8MOE_PDL\ncase "$STEPS" in tests) echo "$TEST_PATHS" > pytest.log ;; '
+        'bench) echo "$FP8MOE_PDL" | tee bench.md > bench.json; touch bench.png bench.log ;; esac',
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "steps").read_text().splitlines() == ["tests 1", "bench 0", "bench 1"]
+    assert steps == ["tests 1", "bench 0", "bench 1"]
     kept = sorted(p.name for p in out.iterdir())
     assert kept == ["bench_off.json", "bench_off.md", "bench_on.json", "bench_on.md", "env.txt", "pdl_tests.log"]
     assert (out / "bench_off.md").read_text().strip() == "0"

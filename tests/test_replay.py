@@ -194,8 +194,9 @@ def test_a_parameter_left_at_its_default_is_replayed_at_that_default():
     assert s1.item() == s2.item() == 304 + 2 * 10000
 
 
-def test_autotuned_launches_are_recorded_only_once_the_choice_is_cached(monkeypatch):
-    kernel = _FakeJit(NAMES)
+def _fake_autotuner(kernel, monkeypatch) -> list[dict]:
+    """Make configs.launch autotune through a stand-in that picks FAKE.cuda[1] and runs ``kernel``'s body once;
+    returns the list each tuner run appends its keywords to."""
     tuned = []
 
     class Tuner:
@@ -210,6 +211,12 @@ def test_autotuned_launches_are_recorded_only_once_the_choice_is_cached(monkeypa
 
     monkeypatch.setattr(configs, "autotuned", lambda k, c, args: Tuner())
     monkeypatch.setattr(configs, "_CHOSEN", {})
+    return tuned
+
+
+def test_autotuned_launches_are_recorded_only_once_the_choice_is_cached(monkeypatch):
+    kernel = _FakeJit(NAMES)
+    tuned = _fake_autotuner(kernel, monkeypatch)
     op = _make_op(kernel)
     n = configs.AUTOTUNE_MIN_ELEMENTS
     op(_x(n), False, CUDA)  # the tuner runs: nothing recorded
@@ -352,20 +359,7 @@ def test_a_dependent_launch_backend_leaves_kernels_that_do_not_declare_it_alone(
 
 def test_a_dependent_launch_backend_autotunes_with_pdl(monkeypatch):
     kernel = _DependentJit()
-    tuned = []
-
-    class Tuner:
-        best_config = FAKE.cuda[1]
-
-        def __getitem__(self, grid):
-            def run(**kwargs):
-                tuned.append(kwargs)
-                kernel.body(grid({**kwargs, **FAKE.cuda[1].kwargs}), {**kwargs, **FAKE.cuda[1].kwargs})
-
-            return run
-
-    monkeypatch.setattr(configs, "autotuned", lambda k, c, args: Tuner())
-    monkeypatch.setattr(configs, "_CHOSEN", {})
+    tuned = _fake_autotuner(kernel, monkeypatch)
     _make_op(kernel)(_x(configs.AUTOTUNE_MIN_ELEMENTS), False, dataclasses.replace(CUDA, dependent_launch=True))
     assert tuned[0]["DEPENDENT_LAUNCH"] is True
     assert tuned[0]["launch_pdl"] is True
