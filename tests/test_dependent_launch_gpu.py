@@ -32,24 +32,43 @@ pytestmark = [
 E4 = torch.float8_e4m3fn
 
 
+class _Launches:
+    """Switch dependent launches on and off for the ops (through fp8moe.ops.backend_for) and keep the keywords of
+    every span kernel launch. Launch plans are dropped at each switch: a public key holds no backend, so a plan
+    recorded under one setting would replay under the other."""
+
+    def __init__(self, monkeypatch):
+        from fp8moe.kernels._per_group import _per_group_rows_kernel
+        from fp8moe.kernels.per_group_colwise_scales_dual import _per_group_colwise_scales_dual_kernel
+
+        self.monkeypatch, self.real = monkeypatch, backend_module.backend_for
+        self.keywords = []
+        for kernel in (_per_group_rows_kernel, _per_group_colwise_scales_dual_kernel):
+            run = kernel.run
+            monkeypatch.setattr(kernel, "run", lambda *a, _run=run, **kw: self.keywords.append(kw) or _run(*a, **kw))
+
+    def set(self, dependent: bool) -> None:
+        replay.forget()
+        self.keywords.clear()
+        if dependent:
+            self.monkeypatch.setattr(fp8moe.ops, "backend_for", self._dependent)
+        else:
+            self.monkeypatch.setattr(fp8moe.ops, "backend_for", self.real)
+
+    def _dependent(self, device):
+        return dataclasses.replace(self.real(device), dependent_launch=True)
+
+    def ran_dependent(self) -> bool:
+        """Whether every span kernel launch since the switch was a dependent launch (and there was one)."""
+        return bool(self.keywords) and all(
+            kw.get("launch_pdl") is True and kw.get("DEPENDENT_LAUNCH") is True for kw in self.keywords
+        )
+
+
 @pytest.fixture
 def launches(monkeypatch):
-    """``run(fn, dependent)``: call ``fn`` under the device's backend as it is, or with dependent launches on."""
-    real = backend_module.backend_for
-
-    def with_dependent_launch(device):
-        return dataclasses.replace(real(device), dependent_launch=True)
-
-    def run(fn, dependent: bool):
-        with monkeypatch.context() as m:
-            if dependent:
-                m.setattr(fp8moe.ops, "backend_for", with_dependent_launch)
-            out = fn()
-            torch.cuda.synchronize()
-            return out
-
-    replay.forget()
-    yield run
+    switch = _Launches(monkeypatch)
+    yield switch
     replay.forget()
 
 
@@ -79,11 +98,15 @@ def _ops(device):
 @pytest.mark.parametrize("name", ["per_group_rowwise", "per_group_colwise", "per_group_colwise_dual"])
 def test_a_dependent_launch_writes_the_bytes_of_the_normal_launch_eager_and_replayed(name, launches, device):
     call = _ops(device)[name]
-    expected = launches(call, dependent=False)
+    launches.set(dependent=False)
+    expected = call()
+    launches.set(dependent=True)
     for _ in range(3):  # the first call records a launch plan, the others replay it
-        got = launches(call, dependent=True)
+        got = call()
+        torch.cuda.synchronize()
         for e, g in zip(expected, got):
             assert_same_bits(g, e)
+    assert launches.ran_dependent()
 
 
 def _chain(device, links: int = 6):
@@ -101,26 +124,29 @@ def _chain(device, links: int = 6):
 
 
 def test_each_dependent_kernel_reads_what_the_kernel_before_it_wrote(launches, device):
-    expected = launches(lambda: _chain(device), dependent=False)
+    launches.set(dependent=False)
+    expected = _chain(device)
+    launches.set(dependent=True)
     for _ in range(3):
-        got = launches(lambda: _chain(device), dependent=True)
+        got = _chain(device)
+        torch.cuda.synchronize()
         for e, g in zip(expected, got):
             assert_same_bits(g, e)
+    assert launches.ran_dependent()
 
 
 def test_dependent_launches_captured_in_a_cuda_graph_replay_the_normal_bytes(launches, device):
     call = _ops(device)["per_group_colwise_dual"]
-    expected = launches(call, dependent=False)
-
-    def captured():
-        call()  # compile and record outside the capture
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = call()
-        graph.replay()
-        return out
-
-    got = launches(captured, dependent=True)
+    launches.set(dependent=False)
+    expected = call()
+    launches.set(dependent=True)
+    call()  # compiles and records outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        got = call()
+    graph.replay()
+    torch.cuda.synchronize()
     for e, g in zip(expected, got):
         assert_same_bits(g, e)
+    assert launches.ran_dependent()
