@@ -48,21 +48,24 @@ class _Launches:
             monkeypatch.setattr(kernel, "run", lambda *a, _run=run, **kw: self.keywords.append(kw) or _run(*a, **kw))
 
     def set(self, dependent: bool) -> None:
+        """Launch the next calls with dependent launches on or off, whatever FP8MOE_PDL says."""
         replay.forget()
         self.keywords.clear()
-        if dependent:
-            self.monkeypatch.setattr(fp8moe.ops, "backend_for", self._dependent)
-        else:
-            self.monkeypatch.setattr(fp8moe.ops, "backend_for", self.real)
-
-    def _dependent(self, device):
-        return dataclasses.replace(self.real(device), dependent_launch=True)
+        real = self.real
+        self.monkeypatch.setattr(
+            fp8moe.ops, "backend_for", lambda device: dataclasses.replace(real(device), dependent_launch=dependent)
+        )
 
     def ran_dependent(self) -> bool:
         """Whether every span kernel launch since the switch was a dependent launch (and there was one)."""
         return bool(self.keywords) and all(
             kw.get("launch_pdl") is True and kw.get("DEPENDENT_LAUNCH") is True for kw in self.keywords
         )
+
+    def ran_normal(self) -> bool:
+        """Whether no span kernel launch since the switch was a dependent launch (and there was one)."""
+        dependent = [kw for kw in self.keywords if kw.get("launch_pdl") or kw.get("DEPENDENT_LAUNCH")]
+        return bool(self.keywords) and not dependent
 
 
 @pytest.fixture
@@ -100,6 +103,7 @@ def test_a_dependent_launch_writes_the_bytes_of_the_normal_launch_eager_and_repl
     call = _ops(device)[name]
     launches.set(dependent=False)
     expected = call()
+    assert launches.ran_normal()
     launches.set(dependent=True)
     for _ in range(3):  # the first call records a launch plan, the others replay it
         got = call()
