@@ -180,19 +180,6 @@ LOOP_POINTS = (
 )
 
 
-def host_us_per_call(fn, burst: int = 10, bursts: int = 20) -> float:
-    """Median over ``bursts`` of the wall time per call of ``burst`` calls enqueued behind an idle GPU."""
-    times = []
-    for _ in range(bursts):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(burst):
-            fn()
-        times.append((time.perf_counter() - start) / burst * 1e6)
-    torch.cuda.synchronize()
-    return sorted(times)[len(times) // 2]
-
-
 def host_us_per_call_gpu_busy(fn, burst: int = 10, sleep_cycles: int = 50_000_000) -> float:
     """Wall time per call of ``burst`` calls enqueued behind a ~30 ms sleep kernel: a call that waits for the GPU
     (a hidden synchronization) takes the sleep's time here, a call that only enqueues takes its host time."""
@@ -243,7 +230,7 @@ def main_points() -> None:
         call()  # autotunes
         call()  # records the plan that the calls below replay
         recorded = replay.plan_count() - before
-        host = host_us_per_call(call)
+        host = bench.host_us(call, "cuda")
         replayed = "yes" if recorded == 1 and replay.plan_count() == before + 1 else f"no ({recorded} recorded)"
         busy = sorted(host_us_per_call_gpu_busy(call) for _ in range(5))[2]
         gpu = gpu_us_per_call(call)

@@ -12,6 +12,9 @@ the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.co
   timed, during which the host runs ahead, so the call shows its host cost only where that is larger), median;
   two such runs, one before the graph's and one after (``eager_us_runs``), and the smaller of them (a host stall
   inside one run is not the call's cost; the table shows the larger too where they disagree, EAGER_DISAGREE_US);
+- ``host_us``: the host's time per call: wall time per call of bursts of calls enqueued right after a device sync,
+  median of bursts (:func:`host_us`). The device never makes a burst wait, so where ``host_us`` exceeds ``us`` the
+  host path sets the speed of eager calls, and ``eager_us`` and ``loop_us`` show it;
 - ``loop_us``: wall time per call of the call repeated back to back from Python with one device sync per batch,
   median of batches: what an eager training loop sees, the larger of the host's and the GPU's time per call (no
   flush, so an input that fits in L2 stays there);
@@ -157,6 +160,7 @@ def make_row(
     config: str | None = None,
     loop_us: float | None = None,
     eager_runs: Sequence[float] = (),
+    host_us: float | None = None,
 ) -> dict:
     """One JSON row; bandwidth and speed-up are derived from the graph time ``us`` (None where it is missing);
     ``eager_us`` is the smallest of ``eager_runs`` where they are given."""
@@ -172,6 +176,7 @@ def make_row(
         "eager_us": min(eager_runs) if eager_runs else eager_us,
         "eager_us_runs": list(eager_runs),
         "loop_us": loop_us,
+        "host_us": host_us,
         "gbps": gbps,
         "pct_of_copy_bw": None if gbps is None else 100 * gbps / copy_gbps,
         "speedup_vs_compile": None if not (us and compile_us) else compile_us / us,
@@ -189,15 +194,15 @@ def cell(value, fmt: str, suffix: str = "") -> str:
 def markdown_table(rows: Sequence[dict]) -> list[str]:
     """The rows as a Markdown table, one line per row, in the given order."""
     lines = [
-        "| op | impl | shape | G | variant | layout | us (graph) | eager us | loop us | GB/s | % of copy | vs compile "
-        "| bitwise | first call ms | config |",
-        "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|",
+        "| op | impl | shape | G | variant | layout | us (graph) | eager us | loop us | host us | GB/s | % of copy "
+        "| vs compile | bitwise | first call ms | config |",
+        "|---|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['op']} | {r['impl']} | {'x'.join(map(str, r['shape']))} | {r['groups']} | {r['variant']} | "
             f"{r['layout']} | {cell(r['us'], '.1f')} | {eager_cell(r)} | "
-            f"{cell(r.get('loop_us'), '.1f')} | {cell(r['gbps'], '.0f')} | "
+            f"{cell(r.get('loop_us'), '.1f')} | {cell(r.get('host_us'), '.1f')} | {cell(r['gbps'], '.0f')} | "
             f"{cell(r['pct_of_copy_bw'], '.0f', '%')} | {cell(r['speedup_vs_compile'], '.2f', 'x')} | "
             f"{'yes' if r['bitwise_ok'] else 'NO'} | {cell(r.get('first_call_ms'), '.0f')} | "
             f"{r.get('config') or '-'} |"
@@ -385,6 +390,26 @@ def loop_us(fn, device: str, per_call_us: float, clock: Callable[[], float] = ti
     return sorted(per_batch)[len(per_batch) // 2]
 
 
+#: Bursts of :func:`host_us` and the calls in each: ten calls are far under the depth of the device's launch queue,
+#: so no call of a burst waits for the device, however long the device takes to run them.
+HOST_BURSTS = 20
+HOST_BURST_CALLS = 10
+
+
+def host_us(fn, device: str, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Median over HOST_BURSTS of the wall time per call of HOST_BURST_CALLS calls of ``fn`` enqueued right after a
+    device sync (no sync inside a burst): the host's time per call. ``clock``: seconds (tests pass their own)."""
+    per_burst = []
+    for _ in range(HOST_BURSTS):
+        _sync(device)
+        start = clock()
+        for _ in range(HOST_BURST_CALLS):
+            fn()
+        per_burst.append((clock() - start) / HOST_BURST_CALLS * 1e6)
+    _sync(device)
+    return sorted(per_burst)[len(per_burst) // 2]
+
+
 def _sync(device: str) -> None:
     import torch
 
@@ -447,12 +472,13 @@ def bench_point(
             _forget_launch_configs(point)
         graph, eager_runs = _time(call)
         loop = loop_us(call, device, graph or min(eager_runs))
+        host = host_us(call, device)
         config = _launch_configs(point, name)
-        timed[name] = (graph, eager_runs, loop, ok, first_ms if name == "fp8moe" else None, config)
+        timed[name] = (graph, eager_runs, loop, host, ok, first_ms if name == "fp8moe" else None, config)
     compile_us = timed.get("torch.compile", (None,))[0]
     rows = [
-        make_row(point, name, g, min(e), nbytes, copy_gbps, compile_us, ok, first, config, loop, e)
-        for name, (g, e, loop, ok, first, config) in timed.items()
+        make_row(point, name, g, min(e), nbytes, copy_gbps, compile_us, ok, first, config, loop, e, host)
+        for name, (g, e, loop, host, ok, first, config) in timed.items()
     ]
     return rows
 

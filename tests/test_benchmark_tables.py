@@ -43,6 +43,7 @@ def test_bench_row_derives_bandwidth_and_speedup_from_graph_time():
         "eager_us": 1500.0,
         "eager_us_runs": [],
         "loop_us": None,
+        "host_us": None,
         "gbps": 4.0,
         "pct_of_copy_bw": 50.0,
         "speedup_vs_compile": 3.0,
@@ -60,7 +61,18 @@ def test_bench_row_without_graph_time_has_no_bandwidth():
 def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missing_values():
     rows = [
         bench.make_row(
-            _point(), "fp8moe", 1000.0, 1500.0, 4_000_000, 8.0, 3000.0, True, None, "16x512/w4/p1", loop_us=1100.0
+            _point(),
+            "fp8moe",
+            1000.0,
+            1500.0,
+            4_000_000,
+            8.0,
+            3000.0,
+            True,
+            None,
+            "16x512/w4/p1",
+            loop_us=1100.0,
+            host_us=41.5,
         ),
         bench.make_row(
             _point(op="rowwise_2d_scale_and_cast", groups=1, offs=None), "mine", None, 20.0, 1, 8.0, None, False
@@ -69,11 +81,11 @@ def test_markdown_table_has_a_header_and_one_line_per_row_with_dashes_for_missin
     lines = bench.markdown_table(rows)
     assert len(lines) == 4
     assert lines[2] == (
-        "| per_group_rowwise_scales | fp8moe | 8x64 | 2 | offs=random | row_major | 1000.0 | 1500.0 | 1100.0 | 4 | 50% "
-        "| 3.00x | yes | - | 16x512/w4/p1 |"
+        "| per_group_rowwise_scales | fp8moe | 8x64 | 2 | offs=random | row_major | 1000.0 | 1500.0 | 1100.0 | 41.5 "
+        "| 4 | 50% | 3.00x | yes | - | 16x512/w4/p1 |"
     )
     assert lines[3] == (
-        "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | - | NO | - | - |"
+        "| rowwise_2d_scale_and_cast | mine | 8x64 | 1 | - | row_major | - | 20.0 | - | - | - | - | - | NO | - | - |"
     )
 
 
@@ -194,6 +206,21 @@ def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
         ("mine", False, 5.0, 6.0, [6.0, 9.0]),
     ]
     assert all(r["loop_us"] > 0 for r in rows)  # the back-to-back loop ran the call itself (CPU: its wall time)
+    assert all(r["host_us"] > 0 for r in rows)
+
+
+def test_host_us_is_the_median_burst_wall_time_per_call_after_a_sync(monkeypatch):
+    """HOST_BURSTS bursts of HOST_BURST_CALLS calls, a device sync before each burst and none inside: what the host
+    takes per call while nothing waits for the device."""
+    events = []
+    monkeypatch.setattr(bench, "_sync", lambda device: events.append("sync"))
+    starts = [float(b) for b in range(bench.HOST_BURSTS)]
+    per_call = [(b % 5 + 1) * 1e-6 for b in range(bench.HOST_BURSTS)]  # 1-5 us per call, four bursts each
+    ticks = iter(t for start, us in zip(starts, per_call) for t in (start, start + us * bench.HOST_BURST_CALLS))
+    us = bench.host_us(lambda: events.append("call"), "cpu", clock=lambda: next(ticks))
+    assert us == pytest.approx(3.0)
+    burst = ["sync", *["call"] * bench.HOST_BURST_CALLS]
+    assert events == burst * bench.HOST_BURSTS + ["sync"]
 
 
 def test_loop_us_is_the_median_batch_wall_time_per_call():
@@ -552,6 +579,7 @@ def test_bench_reports_the_config_of_the_jagged_kernel_that_ran(groups, kernel_l
     monkeypatch.setattr(configs, "CHUNKS_MEAN_GROUP", (64, 256))  # interpreter-sized: 300 / 3 = 100 is inside
     monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 6.5)))[1])
     monkeypatch.setattr(bench, "loop_us", lambda fn, device, per_call_us: 7.0)
+    monkeypatch.setattr(bench, "host_us", lambda fn, device: 3.0)
     fp8moe.replay.forget()
     configs.LAST_CONFIG["group_chunks"] = configs.GROUP_CHUNKS.cuda[0]  # stale: from some earlier call
     point = bench.Point("per_group_colwise_scales_dual", (300, 24, 40), groups, "aligned16")
@@ -572,6 +600,7 @@ def test_bench_forgets_the_autotuners_choice_before_each_jagged_point_and_only_t
     monkeypatch.setattr(configs, "forget_tuning", lambda names: forgotten.append(sorted(names)))
     monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 6.5)))[1])
     monkeypatch.setattr(bench, "loop_us", lambda fn, device, per_call_us: 7.0)
+    monkeypatch.setattr(bench, "host_us", lambda fn, device: 3.0)
     jagged = bench.Point("per_group_rowwise_scales", (24, 300), 3, "random16")
     dense = bench.Point("rowwise_2d_scale_and_cast", (24, 40))
     for point, op in ((jagged, fp8moe.per_group_rowwise_scales), (dense, fp8moe.rowwise_2d_scale_and_cast)):
