@@ -22,7 +22,7 @@ splits the replayed call of the two colwise per-group ops (single and dual) into
 (which replays its launch's plan, fp8moe.replay "Public calls"), the same with its checks run on every call as before
 session 33, the replaying ``launch``, the plan's replay alone, its output allocations
 alone, its compiled kernels' runners alone with the arguments already filled in, and the two device queries each
-runner makes; then a cProfile of each public call. The dual op's eager call ran 16.5 us over its graph time at
+runner makes; then a cProfile of each public call. The dual op's eager call ran 16.4 us over its graph time at
 16640x2048x1408 on an H200 in session 33 with its back-to-back loop at 78 us per call (``h200-s33-call5-bench.md``):
 which part is that host time?
 
