@@ -138,11 +138,11 @@ case "${1:?which call: 1 to 12, or h200}" in
       # without and with it on the same machine. The bench's graph replays one op back to back, so what a dependent
       # launch can take is the gap between two kernels, part of the fixed 3.0-4.8 us per launch that the colwise
       # ceiling's time at two widths fits (docs/SPEC.md section 10.5). Files: env.txt, pdl_tests.log, bench_{off,on}.{md,json}.
-    FP8MOE_PDL=1 STEPS="tests" TEST_TIMEOUT=150 \
+    FP8MOE_PDL=1 STEPS="tests" TEST_TIMEOUT=180 \
       TEST_PATHS="tests/test_dependent_launch_gpu.py tests/test_replay_gpu.py" bash "$here/gpu_session.sh"
     mv "$OUT/pytest.log" "$OUT/pdl_tests.log"
     for pdl in 0 1; do
-      FP8MOE_PDL=$pdl STEPS="bench" BENCH_TIMEOUT=170 BENCH_ARGS="--only per_group --compile none" \
+      FP8MOE_PDL=$pdl STEPS="bench" BENCH_TIMEOUT=165 BENCH_ARGS="--only per_group --compile none" \
         bash "$here/gpu_session.sh"
       name=$([ "$pdl" = 1 ] && echo on || echo off)
       mv "$OUT/bench.md" "$OUT/bench_$name.md"; mv "$OUT/bench.json" "$OUT/bench_$name.json"
