@@ -14,7 +14,7 @@
 #   bash benchmarks/prepared_calls.sh 9   # colwise: the G64 tile with row blocks fastest, at the points (a minute)
 #   bash benchmarks/prepared_calls.sh 10  # short slices read through tensor descriptors (TMA) against the op (1-2 min)
 #   bash benchmarks/prepared_calls.sh 11  # the host time of eager calls, by part and at four points (about a minute)
-#   bash benchmarks/prepared_calls.sh 12  # the span kernels as dependent launches: GPU tests, then the bench off/on (8 min)
+#   bash benchmarks/prepared_calls.sh 12  # the span kernels as dependent launches: GPU tests, then the bench off/on (9 min)
 #   bash benchmarks/prepared_calls.sh h200  # 5, 10, 7, 6 in one device call (about 7 minutes; ran in session 33)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
