@@ -224,11 +224,16 @@ def _plan_key(args: tuple) -> tuple[tuple, list[torch.Tensor]]:
     tensors = []
     for a in args:
         if isinstance(a, torch.Tensor):
-            key.append((a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() % 16 == 0))
+            key.append(_tensor_key(a))
             tensors.append(a)
         else:
             key.append(a)
     return tuple(key), tensors
+
+
+def _tensor_key(t: torch.Tensor) -> tuple:
+    """A tensor argument's part of a plan key: what a launch reads of it on the host (module docstring)."""
+    return (t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() % 16 == 0)
 
 
 def replayable(launch_fn: Callable[..., tuple[torch.Tensor, ...]]) -> Callable[..., tuple[torch.Tensor, ...]]:
@@ -281,20 +286,14 @@ def _reported(plan: _Plan | None, inputs: Sequence[torch.Tensor], outputs):
     return outputs
 
 
-def _public_key(args: tuple, kwargs: dict) -> tuple | None:
+def _public_key(args: tuple, kwargs: dict) -> tuple:
     """The public key of a call (module docstring): the plan key of its positional arguments with every non-tensor
-    argument's type beside its value (``True`` and ``1`` differ: the checks refuse the int), and its keywords likewise;
-    None when an argument cannot be a key (unhashable: the checks will say what is wrong with it)."""
-    key, _ = _plan_key(args)
-    key = (
-        tuple(part if isinstance(a, torch.Tensor) else (type(a), part) for a, part in zip(args, key)),
+    argument's type beside its value (``True`` and ``1`` differ: the checks refuse the int), and its keywords likewise.
+    It may hold an unhashable argument, which the checks then refuse."""
+    return (
+        tuple(_tensor_key(a) if isinstance(a, torch.Tensor) else (type(a), a) for a in args),
         tuple((name, type(value), value) for name, value in kwargs.items()),
     )
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 def replays_public_calls(direct_call: Callable[..., bool], fresh_when: tuple[str, ...] = ("validate_offs",)):
@@ -333,7 +332,10 @@ def replays_public_calls(direct_call: Callable[..., bool], fresh_when: tuple[str
             ):
                 return public(*args, **kwargs)
             key = _public_key(args, kwargs)
-            plan = plans.get(key) if key is not None else None
+            try:
+                plan = plans.get(key)
+            except TypeError:  # an unhashable argument: no key, and the checks will say what is wrong with it
+                key = plan = None
             if plan is not None:
                 device = tensors[0].device
                 with launch_device(device):

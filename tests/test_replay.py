@@ -423,6 +423,14 @@ def test_a_public_call_with_other_arguments_is_checked_again(other):
     assert op.checks == 2
 
 
+def test_a_public_call_with_an_unhashable_argument_gets_the_checks_error_not_a_key_error():
+    op = _Public()
+    op.call(_x(), True)
+    with pytest.raises(TypeError, match="flag must be a bool, got list"):
+        op.call(_x(seed=1), [True])
+    assert op.checks == 2
+
+
 @pytest.mark.parametrize(
     "case",
     [
