@@ -113,6 +113,32 @@ def test_a_dependent_launch_writes_the_bytes_of_the_normal_launch_eager_and_repl
     assert launches.ran_dependent()
 
 
+def _compiled_launch_pdl(kernel) -> list[bool]:
+    """`metadata.launch_pdl` of each binary Triton compiled for a kernel (through its autotuner, if any): the flag
+    the launcher reads to set the programmatic-serialization launch attribute."""
+    jit = getattr(kernel, "fn", kernel)
+    caches = getattr(jit, "device_caches", None)
+    if caches is None:
+        pytest.skip("this Triton keeps no per-device kernel caches to read the compiled launch flags from")
+    return [bool(getattr(k.metadata, "launch_pdl", False)) for cache, *_ in caches.values() for k in cache.values()]
+
+
+def test_the_dependent_launch_flag_reaches_the_compiled_kernel(launches, device):
+    """The keywords are what fp8moe passes; this is what Triton made of them. A binary compiled with launch_pdl is
+    launched with the programmatic stream serialization attribute, so a dependent launch that only reached the
+    keywords would run as a normal launch and measure as one."""
+    from fp8moe.kernels._per_group import _per_group_rows_kernel
+    from fp8moe.kernels.per_group_colwise_scales_dual import _per_group_colwise_scales_dual_kernel
+
+    launches.set(dependent=True)
+    for call in _ops(device).values():
+        call()
+    torch.cuda.synchronize()
+    assert launches.ran_dependent()
+    for kernel in (_per_group_rows_kernel, _per_group_colwise_scales_dual_kernel):
+        assert any(_compiled_launch_pdl(kernel)), f"no binary of {kernel} was compiled with launch_pdl"
+
+
 def _chain(device, links: int = 6):
     """Each link's scales, viewed (no kernel) as the next link's (8, 512) f32 input with a group per row: every kernel
     reads what the kernel right before it wrote. The first link is large, so that without the wait the second would
