@@ -15,7 +15,7 @@
 #   bash benchmarks/prepared_calls.sh 10  # short slices read through tensor descriptors (TMA) against the op (1-2 min)
 #   bash benchmarks/prepared_calls.sh 11  # the host time of eager calls, by part and at four points (about a minute)
 #   bash benchmarks/prepared_calls.sh 12  # the span kernels as dependent launches: GPU tests, then the bench off/on (9 min)
-#   bash benchmarks/prepared_calls.sh h200  # 5, 10, 7, 6 in one device call (about 7 minutes; ran in session 33)
+#   bash benchmarks/prepared_calls.sh h200  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -64,18 +64,18 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
   exit 0
 fi
 
-# One device call for what waited for an H200 (per-group-ledger.md, "Measured in session 33"), most important
-# first: each call's files under $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt
-# after the first, the bench's plot and its log (the same rows as its .md) are deleted.
+# One device call for what waits for an H200 (per-group-ledger.md, "Prepared and not yet measured"; calls 5, 10, 7
+# and 6, which this ran in session 33, have their own numbers), most important first: each call's files under
+# $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt after the first are deleted.
 if [ "${1:-}" = "h200" ]; then
   out="$OUT"
-  for call in 5 10 7 6; do
+  for call in 12 11; do
     OUT="$out/call$call"
     mkdir -p "$OUT"
     OUT="$OUT" bash "$0" "$call"
     echo "prepared call $call exit $?"
   done
-  rm -f "$out"/call{10,7,6}/env.txt "$out/call5/bench.png" "$out/call5/bench.log"
+  rm -f "$out/call11/env.txt"
   exit 0
 fi
 

@@ -874,19 +874,19 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
 
 
 def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
-    """prepared_calls.sh h200: calls 5, 10, 7 and 6 in that order (the bench first: a time limit cuts the last),
-    each with $OUT its own folder, then only 8 files left (the device brings back no more): the bench's env.txt,
-    .md and .json, the probe's log and two tables with their logs. Run here with a stub gpu_session.sh that
-    records what each call asked for and writes every file any step would."""
+    """prepared_calls.sh h200: calls 12 and 11 in that order (the dependent-launch tests and bench first: a time
+    limit cuts the last), each with $OUT its own folder, then only 8 files left (the device brings back no more):
+    call 12's env.txt, test log and two benches' .md and .json, call 11's two host tables. Run here with a stub
+    gpu_session.sh that records what each call asked for and writes every file any step would."""
     out, steps = _run_prepared_call(
-        tmp_path, "h200", '$STEPS\ncase "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; '
-        "long) touch long_slices.log ;; tune) touch configs.md tune.log ;; esac",
+        tmp_path, "h200", '$STEPS $FP8MOE_PDL $HOST_ARGS\ncase "$STEPS" in tests) touch pytest.log ;; '
+        "bench) touch bench.md bench.json bench.png bench.log ;; host) touch host_overhead.txt ;; esac",
     )  # fmt: skip
-    assert steps == ["bench", "long", "tune", "tune"]
+    assert steps == ["tests 1 ", "bench 0 ", "bench 1 ", "host  --split", "host  --points"]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call5/env.txt", "call5/bench.md", "call5/bench.json", "call10/long_slices.log",
-        "call7/configs.md", "call7/tune.log", "call6/configs.md", "call6/tune.log",
+        "call12/env.txt", "call12/pdl_tests.log", "call12/bench_off.md", "call12/bench_off.json",
+        "call12/bench_on.md", "call12/bench_on.json", "call11/host_split.txt", "call11/host_points.txt",
     }  # fmt: skip
 
 
