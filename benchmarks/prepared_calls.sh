@@ -15,6 +15,7 @@
 #   bash benchmarks/prepared_calls.sh 10  # short slices read through tensor descriptors (TMA) against the op (1-2 min)
 #   bash benchmarks/prepared_calls.sh 11  # the host time of eager calls, by part and at four points (about a minute)
 #   bash benchmarks/prepared_calls.sh 12  # the span kernels as dependent launches: GPU tests, then the bench off/on (9 min)
+#   bash benchmarks/prepared_calls.sh 13  # the whole GPU suite under dependent launches (about 7 minutes)
 #   bash benchmarks/prepared_calls.sh h200  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -79,7 +80,7 @@ if [ "${1:-}" = "h200" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 12, or h200}" in
+case "${1:?which call: 1 to 13, or h200}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -148,5 +149,10 @@ case "${1:?which call: 1 to 12, or h200}" in
       mv "$OUT/bench.md" "$OUT/bench_$name.md"; mv "$OUT/bench.json" "$OUT/bench_$name.json"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     done ;;
-  *) echo "no prepared call $1: 1 to 12, or h200" >&2; exit 2 ;;
+  13) # the whole GPU suite with the span kernels as dependent launches (FP8MOE_PDL=1), what turning them on by
+      # default needs: on an H100 (h100-s34-summary.md section 2) they took 1.4-2.2 us off an eager call back to back
+      # at 13 of the 17 per-group points and left graph time flat. Files: env.txt, pdl_suite.log.
+    FP8MOE_PDL=1 STEPS="tests" TEST_TIMEOUT=540 bash "$here/gpu_session.sh"
+    mv "$OUT/pytest.log" "$OUT/pdl_suite.log" ;;
+  *) echo "no prepared call $1: 1 to 13, or h200" >&2; exit 2 ;;
 esac

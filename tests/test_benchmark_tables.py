@@ -845,9 +845,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "13"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "14"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 13: 1 to 12, or h200" in refused.stderr
+    assert "no prepared call 14: 1 to 13, or h200" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -913,6 +913,17 @@ def test_the_dependent_launch_call_tests_under_it_then_benches_without_and_with_
     assert (out / "bench_off.md").read_text().strip() == "0"
     assert (out / "bench_on.json").read_text().strip() == "1"
     assert "tests/test_dependent_launch_gpu.py" in (out / "pdl_tests.log").read_text()
+
+
+def test_the_dependent_launch_suite_call_runs_every_test_under_it(tmp_path):
+    """prepared_calls.sh 13: the tests step once, with FP8MOE_PDL=1, no TEST_PATHS (the whole suite) and a time limit
+    that leaves the call its setup inside the device's 600 s; its log kept as pdl_suite.log. Stub, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "13", '$STEPS $FP8MOE_PDL ${TEST_PATHS:-all} $TEST_TIMEOUT\n'
+        'case "$STEPS" in tests) touch pytest.log ;; esac',
+    )  # fmt: skip
+    assert steps == ["tests 1 all 540"]
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "pdl_suite.log"]
 
 
 @needs_interpreter
