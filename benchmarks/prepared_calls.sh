@@ -150,7 +150,7 @@ case "${1:?which call: 1 to 13, or h200}" in
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     done ;;
   13) # the whole GPU suite with the span kernels as dependent launches (FP8MOE_PDL=1), what turning them on by
-      # default needs: on an H100 (h100-s34-summary.md section 2) they took 1.4-2.2 us off an eager call back to back
+      # default needs: on an H100 (s34-summary.md section 2) they took 1.4-2.2 us off an eager call back to back
       # at 13 of the 17 per-group points and left graph time flat. Files: env.txt, pdl_suite.log.
     FP8MOE_PDL=1 STEPS="tests" TEST_TIMEOUT=540 bash "$here/gpu_session.sh"
     mv "$OUT/pytest.log" "$OUT/pdl_suite.log" ;;
