@@ -69,7 +69,9 @@ class Backend:
             programmatic dependent launches: each waits for the kernel before it to finish (griddepcontrol.wait, before
             any load or store) and lets the next one's programs start as its own finish, so back-to-back launches
             skip the gap between kernels. NVIDIA sm_90+ only, and opt-in (FP8MOE_PDL=1, read when the backend is
-            first built) until measured on the GPU (benchmarks/prepared_calls.sh 12). Bytes do not depend on it.
+            first built): measured in session 34, it left graph time flat and took 0.3-2.7 us off eager calls back
+            to back, and the whole GPU suite has not yet run under it (docs/SPEC.md §10.5,
+            benchmarks/prepared_calls.sh 13). Bytes do not depend on it.
     """
 
     kind: BackendKind

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 import triton
+from triton.runtime.autotuner import Autotuner, Heuristics
 
 from fp8moe import replay
 from fp8moe.backend import Backend, launch_device
@@ -400,13 +401,19 @@ def launch(
                 recorder.not_replayable()
 
 
+def jit_function(kernel):
+    """The JIT (or interpreted) function under ``kernel``'s ``triton.heuristics`` or autotune wrappers: the object
+    that holds the parameter names and the compiled binaries; ``kernel`` itself when nothing wraps it. A wrapper
+    answers ``arg_names`` too, so only its type tells it apart."""
+    while isinstance(kernel, (Autotuner, Heuristics)):
+        kernel = kernel.fn
+    return kernel
+
+
 @functools.cache
 def declares(kernel, name: str) -> bool:
-    """Whether the JIT function under ``kernel`` (through any ``triton.heuristics`` wrappers) has a parameter
-    ``name``."""
-    while not hasattr(kernel, "arg_names") and hasattr(kernel, "fn"):
-        kernel = kernel.fn
-    return name in getattr(kernel, "arg_names", ())
+    """Whether the JIT function under ``kernel`` (:func:`jit_function`) has a parameter ``name``."""
+    return name in getattr(jit_function(kernel), "arg_names", ())
 
 
 def needs_int64_index(*tensors: torch.Tensor) -> bool:

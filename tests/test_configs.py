@@ -427,6 +427,17 @@ def test_dependent_launch_is_opt_in_and_only_where_the_gpu_has_grid_dependency_c
     assert not INTERPRETER.dependent_launch
 
 
+def test_the_function_under_the_wrappers_is_the_one_that_declares_the_parameters():
+    """configs.jit_function unwraps triton.heuristics (and autotune) down to the function Triton compiles, whose
+    parameter names configs.declares reads: the span kernels declare DEPENDENT_LAUNCH, the dense ones do not."""
+    span = _per_group._per_group_rows_kernel
+    wrapped = triton.heuristics({"BLOCK_R": lambda meta: 16})(span)
+    assert configs.jit_function(wrapped) is span
+    assert configs.jit_function(span) is span
+    assert configs.declares(wrapped, "DEPENDENT_LAUNCH")
+    assert not configs.declares(_rows._rowwise_scale_and_cast_kernel, "DEPENDENT_LAUNCH")
+
+
 def test_bringup_requires_satfinite_of_a_native_cast_the_kernels_leave_saturation_to(monkeypatch):
     monkeypatch.setattr(fp8ref_backend, "backend_for", lambda device: backend_module.cuda_backend(9, 0))
     path = fp8ref_backend.BACKEND.native_cast(torch.device("cpu"), FN)

@@ -18,7 +18,7 @@ import torch
 import fp8moe
 import fp8moe.ops
 from fp8moe import backend as backend_module
-from fp8moe import replay
+from fp8moe import configs, replay
 from fp8ref.testing import assert_same_bits
 
 pytestmark = [
@@ -116,10 +116,7 @@ def test_a_dependent_launch_writes_the_bytes_of_the_normal_launch_eager_and_repl
 def _compiled_launch_pdl(kernel) -> list[bool]:
     """`metadata.launch_pdl` of each binary Triton compiled for a kernel (through its autotuner, if any): the flag
     the launcher reads to set the programmatic-serialization launch attribute."""
-    jit = kernel
-    while jit is not None and not hasattr(jit, "device_caches"):  # an autotuner or heuristics wraps the JITFunction
-        jit = getattr(jit, "fn", None)
-    caches = getattr(jit, "device_caches", None)
+    caches = getattr(configs.jit_function(kernel), "device_caches", None)
     if caches is None:
         pytest.skip("this Triton keeps no per-device kernel caches to read the compiled launch flags from")
     return [bool(getattr(k.metadata, "launch_pdl", False)) for cache, *_ in caches.values() for k in cache.values()]
