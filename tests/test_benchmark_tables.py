@@ -865,8 +865,12 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
     )
     out = tmp_path / "out"
     out.mkdir()
+    # The knobs the calls set come from the script alone, not from this process (the suite may run under
+    # FP8MOE_PDL=1, as prepared call 13 runs it).
+    knobs = {"FP8MOE_PDL", "STEPS", "HOST_ARGS", "BENCH_ARGS", "TEST_PATHS", "PREPARED_PRINT"}
+    env = {k: v for k, v in os.environ.items() if k not in knobs}
     done = subprocess.run(
-        ["bash", str(tmp_path / "prepared_calls.sh"), call], env={**os.environ, "OUT": str(out)},
+        ["bash", str(tmp_path / "prepared_calls.sh"), call], env={**env, "OUT": str(out)},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
