@@ -710,6 +710,34 @@ def test_one_read_gap_op_check_sees_outputs_the_op_never_wrote(monkeypatch):
 
 
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
+def test_pipelined_slice_walks_write_every_tile_once_and_the_check_can_fail():
+    """benchmarks/probe_pipelined_slices.py: every default variant, with a grid of fewer programs than tiles so that
+    each walk takes several tiles (and one walk a number of tiles the grid does not divide), writes the bytes of
+    transpose_ceiling.expected. Integers in [-6, 6] with a 7 in every (group, column) make 448 / 7 = 64 the scale
+    and every scaled value an exact e4m3 code (the interpreter's cast is wrong only for inexact ones). Offs that
+    disagree with the uniform groups the expectation assumes make the check fail."""
+    import torch
+
+    probe = pytest.importorskip("probe_pipelined_slices")
+    kt, n, group, block_n = 96, 32, 32, 8
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-6, 7, (kt, n), generator=g).float()
+    x[::group] = 7.0
+    x = x.to(torch.bfloat16)
+    offs = torch.tensor([32, 64, 96], dtype=torch.int32)
+    tiles = (n // block_n) * offs.numel()  # 12: walk4 and walk3 divide it, walk2 too; sms=5 leaves remainders
+    for sms in (1, 5):
+        for variant in probe.VARIANTS:
+            _, ok, programs = probe.variant_call(variant, x, offs, group, block_n, 4, sms=sms)
+            assert ok, (variant, sms)
+            per_sm = None if variant.startswith("one") else int(variant.split("/")[0].removeprefix("walk"))
+            assert programs == (tiles if per_sm is None else min(tiles, per_sm * sms)), (variant, sms)
+    shifted = torch.tensor([16, 64, 96], dtype=torch.int32)  # a group boundary the expectation does not have
+    _, ok, _ = probe.variant_call("walk2/s2/offs", x, shifted, group, block_n, 4, sms=1)
+    assert not ok
+
+
+@needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 @pytest.mark.parametrize("kind", ["colwise_3d", "per_group"])
 def test_long_slice_variants_write_what_fp8ref_does_and_the_check_can_fail(kind):
     """Every variant of benchmarks/probe_long_slices.py at two tiles per slab and two strips per expert, so that a
