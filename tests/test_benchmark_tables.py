@@ -738,6 +738,38 @@ def test_pipelined_slice_walks_write_every_tile_once_and_the_check_can_fail():
 
 
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
+def test_ramp_wave_variants_cover_every_tile_once_in_halves_and_wholes(monkeypatch):
+    """benchmarks/probe_ramp_waves.py: with the first and last k "SMs" of tiles split into half-width programs
+    (k up to half the tiles, where head and tail meet), every variant writes the bytes of transpose_ceiling.expected
+    with one program per whole tile and two per split one. Exact inputs as in the other ceiling probes (a 7 in
+    every (group, column), integers otherwise). A grid that skips the split tiles' second halves fails the check."""
+    import torch
+
+    probe = pytest.importorskip("probe_ramp_waves")
+    kt, n, group, block_n = 96, 64, 32, 16
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-6, 7, (kt, n), generator=g).float()
+    x[::group] = 7.0
+    x = x.to(torch.bfloat16)
+    tiles = (kt // group) * (n // block_n)  # 12
+    for sms in (1, 2):
+        for variant in probe.VARIANTS:
+            _, ok, programs = probe.variant_call(variant, x, group, block_n, 4, sms=sms)
+            assert ok, (variant, sms)
+            head = min(tiles // 2, int(variant.removeprefix("head")) * sms)
+            assert programs == tiles + 2 * head, (variant, sms)
+    real = probe._ramp_kernel
+
+    class FirstHalvesOnly:  # launches the grid without its last program: one split tile's second half unwritten
+        def __getitem__(self, grid):
+            return real[(grid[0] - 1,)]
+
+    monkeypatch.setattr(probe, "_ramp_kernel", FirstHalvesOnly())
+    _, ok, _ = probe.variant_call("head1", x, group, block_n, 4, sms=1)
+    assert not ok
+
+
+@needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 @pytest.mark.parametrize("kind", ["colwise_3d", "per_group"])
 def test_long_slice_variants_write_what_fp8ref_does_and_the_check_can_fail(kind):
     """Every variant of benchmarks/probe_long_slices.py at two tiles per slab and two strips per expert, so that a
