@@ -39,8 +39,12 @@ from fp8moe.backend import Backend, launch_device
 
 __all__ = [
     "AUTOTUNE_MIN_ELEMENTS",
+    "COLWISE_3D_KERNEL",
+    "COLWISE_3D_KERNELS",
     "CONFIGS_BY_SPEC",
     "COOPERATIVE_LISTS",
+    "COOP_COLUMNS",
+    "COOP_COLUMNS_MIN_K",
     "FUSED_ACTIVATIONS",
     "FUSED_ACTIVATIONS_CHOICES",
     "FUSED_ACTIVATIONS_MIN_MEAN_GROUP",
@@ -69,6 +73,7 @@ __all__ = [
     "InterpreterTiles",
     "KernelConfigs",
     "autotuned",
+    "colwise_3d_kernel",
     "describe",
     "forget_tuning",
     "fuse_activations",
@@ -848,6 +853,31 @@ GROUP_CHUNKS = KernelConfigs(
 )
 
 
+def _coop_columns_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
+    """The cooperative column kernel's config (fp8moe.kernels._coop_columns): it never autotunes (its workspace is
+    sized from BLOCK_N, and the autotuner's timing runs would share it). CUDA takes the first candidate, ROCm its
+    fixed config (no AMD timing)."""
+    return COOP_COLUMNS.rocm if backend.kind == "rocm" else COOP_COLUMNS.cuda[0]
+
+
+#: The cooperative column kernel (fp8moe.kernels._coop_columns): tile (CHUNK positions along K, BLOCK_N columns),
+#: one program per tile, the chunks of a column block meeting through workspace atomics. First candidate: the
+#: stripped kernel's best on an H100 at K = 2048-8192 (256 x 64, 4 warps: 72-74% of copy at K = 4096 and 8192,
+#: 69% at 2048; 128 x 64 with 2 warps and 512 x 32 with 4 warps next, benchmarks/results/h100-s35-coop-slices*.md).
+COOP_COLUMNS = KernelConfigs(
+    name="coop_columns",
+    cuda=(
+        triton.Config({"CHUNK": 256, "BLOCK_N": 64}, num_warps=4),
+        triton.Config({"CHUNK": 128, "BLOCK_N": 64}, num_warps=2),
+        triton.Config({"CHUNK": 512, "BLOCK_N": 32}, num_warps=4),
+    ),
+    rocm=triton.Config({"CHUNK": 256, "BLOCK_N": 64}, num_warps=4),
+    interpreter=InterpreterTiles({"CHUNK": ("K",), "BLOCK_N": ("N",)}, reduced="CHUNK"),
+    key=("E", "K", "N", "stride_xe", "stride_xk", "stride_xn", "FP8_DTYPE", "ROUND_POW2"),
+    rule=_coop_columns_rule,
+)
+
+
 #: The kernel the three jagged ops launch, per backend kind:
 #:
 #: - "span" (fp8moe.kernels._per_group): one program per (group, row block) slice, two reads of a slice longer than
@@ -901,6 +931,40 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
     low, high = CHUNKS_MEAN_GROUP
     mean_group = view.shape[1] / max(groups, 1)
     return "chunks" if view.stride(1) != 1 and low <= mean_group < high else "span"
+
+
+#: Which kernel colwise_3d_scale_and_cast runs, per backend kind: "rows", the batched row kernel on the (E, N, K)
+#: view (fp8moe.kernels._rows), or "auto", the cooperative column kernel (fp8moe.kernels._coop_columns) where the
+#: input is read along N and K is at least COOP_COLUMNS_MIN_K and at most the chunks that may wait for each
+#: other (fp8moe.kernels._coop.coop_limit), the row kernel elsewhere. "coop" takes the cooperative kernel wherever it
+#: can run.
+#:
+#: Every backend keeps "rows" until the cooperative kernel has run the whole GPU suite and been timed beside the
+#: row kernel at the issue #11 3D points (benchmarks/prepared_calls.sh 14): so far only its stripped form was timed
+#: (H100, benchmarks/results/h100-s35-coop-slices.md), against the per-group span kernel. Its bytes are tested in
+#: the interpreter (tests/test_kernels_coop_columns.py). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it for
+#: every backend (read once, at import).
+COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "rows", "rocm": "rows", "interpreter": "rows"}
+COLWISE_3D_KERNELS = ("rows", "auto", "coop")
+COOP_COLUMNS_MIN_K = 1024
+COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3D_KERNEL, COLWISE_3D_KERNELS)
+
+
+def colwise_3d_kernel(backend: Backend, x: torch.Tensor, limit_chunks: int) -> str:
+    """The kernel colwise_3d_scale_and_cast runs for the (E, K, N) ``x`` on ``backend`` (:data:`COLWISE_3D_KERNEL`):
+    "rows" wherever K is empty or needs more than ``limit_chunks`` chunks of the cooperative kernel's config, and
+    under "auto" unless x is read along N (its stride along N below its stride along K) with K at least
+    COOP_COLUMNS_MIN_K; "coop" otherwise."""
+    kind = COLWISE_3D_KERNEL[backend.kind]
+    if kind == "rows":
+        return "rows"
+    e, k, n = x.shape
+    chunk = COOP_COLUMNS.fixed(backend, {"E": e, "K": k, "N": n}).kwargs["CHUNK"]
+    if k == 0 or -(-k // chunk) > limit_chunks:
+        return "rows"
+    if kind == "auto" and not (x.stride(2) < x.stride(1) and k >= COOP_COLUMNS_MIN_K):
+        return "rows"
+    return "coop"
 
 
 #: How fp8moe.grouped_mm quantizes A and grad_out, per backend kind: "on", the fused activation pair

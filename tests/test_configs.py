@@ -24,6 +24,7 @@ from fp8moe import backend as backend_module
 from fp8moe import configs, fp8ref_backend
 from fp8moe.backend import Backend, launch_device
 from fp8moe.kernels import (
+    _coop_columns,
     _pair,
     _per_group,
     _rows,
@@ -49,14 +50,15 @@ KERNELS = {
     "per_group": (_per_group._per_group_rows_kernel, configs.PER_GROUP),
     "per_group_dual": (per_group_colwise_scales_dual._per_group_colwise_scales_dual_kernel, configs.PER_GROUP_DUAL),
 }
-#: Kernels whose configs also set a chunk length (CHUNK_TILES, which the launcher adds in the interpreter): the
-#: autotune key test covers them; the block test below is for KERNELS.
+#: Kernels whose configs also set a chunk length (CHUNK_TILES, which the launcher adds in the interpreter, or the
+#: cooperative column kernel's CHUNK): the autotune key test covers them; the block test below is for KERNELS.
 CHUNKED_KERNELS = {
     "pair_amax": (colwise_3d_and_transpose_rhs._pair_amax_kernel, configs.PAIR_AMAX),
     "pair_scales": (_pair._pair_scales_kernel, configs.PAIR_SCALES),
     "pair_cast": (colwise_3d_and_transpose_rhs._pair_cast_kernel, configs.PAIR_CAST),
     "jagged_pair_amax": (rowwise_and_per_group_colwise._jagged_amax_kernel, configs.JAGGED_PAIR_AMAX),
     "jagged_pair_cast": (rowwise_and_per_group_colwise._jagged_cast_kernel, configs.JAGGED_PAIR_CAST),
+    "coop_columns": (_coop_columns._coop_columns_kernel, configs.COOP_COLUMNS),
 }
 
 

@@ -13,16 +13,19 @@ the GPU's satfinite cast drops the NaN sign, SPEC §3), except where a test says
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from unittest import mock
 
 import pytest
 import torch
 
 import fp8moe  # before anything imports triton: turns the interpreter on when there is no GPU
-from fp8moe import configs
+from fp8moe import configs, replay
 from fp8moe.backend import backend_for
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
@@ -82,9 +85,43 @@ def _pair_half(half: int) -> Callable:
     return run
 
 
+@contextlib.contextmanager
+def forced_colwise_3d_kernel(kind: str):
+    """colwise_3d_scale_and_cast runs kernel ``kind`` on every backend inside the block (fp8moe.configs.
+    COLWISE_3D_KERNEL); launch plans are forgotten around it, so none recorded under another kernel replays."""
+    saved = configs.COLWISE_3D_KERNEL
+    configs.COLWISE_3D_KERNEL = dict.fromkeys(saved, kind)
+    replay.forget()
+    try:
+        yield
+    finally:
+        configs.COLWISE_3D_KERNEL = saved
+        replay.forget()
+
+
+def _colwise_3d_coop(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
+    """colwise_3d_scale_and_cast with the cooperative column kernel forced (fp8moe.configs.COLWISE_3D_KERNEL), so
+    every dense test runs it: the reduced dims of 33-130 are two chunks in the interpreter, 32 or less one (its
+    fold and cast are two launches there; a GPU runs them fused, the chunks waiting for each other). Fails where the
+    cooperative launcher did not run (only an empty input may skip it)."""
+    module = sys.modules["fp8moe.kernels.colwise_3d_scale_and_cast"]
+    launched = []
+
+    def spy(*args):
+        launched.append(args[0].shape)
+        return real(*args)
+
+    real = module.launch_coop_columns
+    with forced_colwise_3d_kernel("coop"), mock.patch.object(module, "launch_coop_columns", spy):
+        outs = fp8moe.colwise_3d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
+    assert launched or 0 in x.shape, f"the cooperative kernel did not run for {tuple(x.shape)}"
+    return outs
+
+
 OPS += [
     DenseOp("pair-colwise_3d", _pair_half(0), ref.colwise_3d_scale_and_cast, (2, 24, 40), 1),
     DenseOp("pair-transpose_rhs", _pair_half(1), ref.rowwise_3d_transpose_rhs, (2, 24, 40), 2),
+    DenseOp("colwise_3d-coop", _colwise_3d_coop, ref.colwise_3d_scale_and_cast, (2, 40, 24), 1),
 ]
 OPS_2D = [op for op in OPS if op.ndim == 2]
 OPS_3D = [op for op in OPS if op.ndim == 3]

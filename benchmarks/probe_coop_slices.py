@@ -1,0 +1,170 @@
+"""Can long slices be read once? Programs that split a slice, hold their chunk in registers and meet through atomics.
+
+    python benchmarks/probe_coop_slices.py --out results.md      # on a CUDA GPU; a Markdown table
+
+Why: where a group's slice is longer than a tile can hold (per-group colwise at 4096-token groups, colwise 3D on
+row-major input with K = 2048-8192), fp8moe reads it twice, amax then cast, and the second read misses L2: DRAM
+reads 1.66-1.92x the input (benchmarks/results/h200-bench-2026-12-02-s8-summary.md). A design that reads x twice
+cannot pass 60% of copy bandwidth; per-group colwise 65536x4096 G16 runs at 94% of that bound (issue11-misses.md).
+fp8moe's tile kernel (fp8moe.kernels._group_tiles, opt-in) reads such slices once, but its generality (any jagged
+layout, long-slice lists, about 250 registers) made it 4-9x slower than the span kernel on short groups
+(per-group-ledger.md rows 11). This probe is that design stripped to uniform long slices: a slice of SLICE tokens
+x BLOCK_N columns is cut into SLICE / CHUNK chunks, one program each, taken in ticket order (an atomic counter, so
+a slice's programs start together); each loads its chunk once, folds the chunk's amax into a workspace word per
+column (integer atomic max of the f32 bits), arrives, waits for the slice's other chunks
+(fp8moe.kernels._coop.wait_for_slice) and casts the chunk it still holds. Math as the stripped ceiling
+(benchmarks/transpose_ceiling.py: 448 / amax by ``div_rn``, saturating cast, transposed pointer stores).
+
+Variants: ``op`` (fp8moe.ops.per_group_colwise_scales on the same x and uniform offs, autotuned: the baseline),
+``coop<CHUNK>x<BLOCK_N>/w<W>`` (the cooperative kernel; its time includes zeroing its workspace, one memset).
+
+Each coop variant's codes are checked against transpose_ceiling.expected (every byte), the op's against fp8ref,
+before timing; times are CUDA-graph medians; % of copy is ideal bytes (2 read + 1 written per element) over the copy
+bandwidth timed in the same run. The interpreter (CPU) runs the fold and the cast as two launches, since its
+programs run one after another and a wait would never end (fp8moe.kernels._coop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+
+import torch
+
+import fp8moe
+
+# isort: split
+import triton
+import triton.language as tl
+from transpose_ceiling import _load_tile, _slice_scale, _store_scaled, expected
+
+from fp8moe.backend import backend_for
+from fp8moe.kernels._coop import PHASE_AMAX, PHASE_CAST, PHASE_FUSED, coop_limit, wait_for_slice
+
+#: The variants main times by default (the first is every row's baseline).
+VARIANTS = ("op", "coop128x64/w4", "coop256x64/w4", "coop128x128/w8", "coop256x32/w4", "coop64x128/w4")
+
+
+@triton.jit
+def _coop_kernel(
+    x_ptr, q_ptr, ws_ptr, KT, N, SLICES,
+    SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr,
+):  # fmt: skip
+    """Workspace (int32, zeroed): [0] the ticket of each launch's phase ([0] fused or fold, [1] cast), then one
+    arrival count per item, then BLOCK_N amax words per item. Item i = (slice i % SLICES, column block i //
+    SLICES); ticket t takes chunk t % CHUNKS of item t // CHUNKS."""
+    CHUNKS: tl.constexpr = SLICE // CHUNK
+    items = SLICES * tl.cdiv(N, BLOCK_N)
+    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
+    item = t // CHUNKS
+    k0 = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK
+    n0 = (item // SLICES) * BLOCK_N
+    words = ws_ptr + 2 + items + item * BLOCK_N + tl.arange(0, BLOCK_N)
+    x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
+    if PHASE != PHASE_CAST:
+        chunk_amax = tl.max(tl.abs(x.to(tl.float32)), 0)
+        tl.atomic_max(words, chunk_amax.to(tl.int32, bitcast=True), sem="relaxed")
+        if PHASE == PHASE_FUSED:
+            tl.atomic_add(ws_ptr + 2 + item, 1, sem="release")
+            wait_for_slice(ws_ptr + 2 + item, CHUNKS)
+    if PHASE != PHASE_AMAX:
+        amax = tl.atomic_max(words, tl.zeros((BLOCK_N,), tl.int32), sem="acquire").to(tl.float32, bitcast=True)
+        scale = _slice_scale(amax[None, :], BLOCK_N)
+        _store_scaled(q_ptr, None, x, k0, n0, N, KT, scale, CHUNK, BLOCK_N, 0)
+
+
+def parse_variant(variant: str) -> tuple[int, int, int]:
+    """(CHUNK, BLOCK_N, warps) of ``coop<CHUNK>x<BLOCK_N>/w<W>``."""
+    tile, warps = variant.removeprefix("coop").split("/w")
+    chunk, block_n = (int(v) for v in tile.split("x"))
+    return chunk, block_n, int(warps)
+
+
+def coop_call(variant: str, x: torch.Tensor, slice_len: int):
+    """(call, bitwise) of a coop variant on x (KT, N), uniform slices of ``slice_len`` tokens."""
+    chunk, block_n, warps = parse_variant(variant)
+    kt, n = x.shape
+    slices, chunks = kt // slice_len, slice_len // chunk
+    items = slices * triton.cdiv(n, block_n)
+    backend = backend_for(x.device.type)
+    if chunks > coop_limit(backend, x.device) and backend.kind != "interpreter":
+        raise ValueError(f"{chunks} chunks per slice: more than the {coop_limit(backend, x.device)} that may wait")
+    q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
+    ws = torch.empty((2 + items + items * block_n,), dtype=torch.int32, device=x.device)
+    phases = [PHASE_AMAX, PHASE_CAST] if backend.kind == "interpreter" else [PHASE_FUSED]
+
+    def call():
+        ws.zero_()
+        for phase in phases:
+            _coop_kernel[(items * chunks,)](
+                x, q, ws, kt, n, slices, SLICE=slice_len, CHUNK=chunk, BLOCK_N=block_n, PHASE=phase,
+                num_warps=warps,
+            )  # fmt: skip
+
+    q.view(torch.uint8).fill_(0xAA)
+    call()
+    return call, torch.equal(q.view(torch.uint8), expected(x, slice_len, "ptr").view(torch.uint8))
+
+
+def op_call(x: torch.Tensor, slice_len: int):
+    """(call, bitwise) of fp8moe's per-group colwise op on x with uniform groups of ``slice_len`` tokens."""
+    from fp8ref import ops as ref
+
+    offs = torch.arange(slice_len, x.shape[0] + 1, slice_len, dtype=torch.int32, device=x.device)
+    q_ref, s_ref = ref.per_group_colwise_scales(x, offs, torch.float8_e4m3fn, False)
+    q, s = fp8moe.ops.per_group_colwise_scales(x, offs)
+    same = torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(s, s_ref)
+    return (lambda: fp8moe.ops.per_group_colwise_scales(x, offs)), same
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="also write the Markdown table here")
+    parser.add_argument("--points", default="65536x4096/4096,131072x5120/8192,16384x5120/2048",
+                        help="KTxN/slice, comma-separated")  # fmt: skip
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    args = parser.parse_args(argv)
+    from probe_timing import check_and_time, timing_cells
+
+    from fp8moe.bench import copy_bandwidth_gbps
+
+    bw = copy_bandwidth_gbps()
+    lines = [
+        f"# coop slices: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
+        f"copy bandwidth {bw:.0f} GB/s",
+        "",
+        "| point | variant | us | % of copy | x op | bitwise |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    print("\n".join(lines), flush=True)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    status = 0
+    for point in args.points.split(","):
+        shape, slice_len = point.split("/")
+        kt, n = (int(v) for v in shape.split("x"))
+        x = torch.randn(kt, n, device="cuda", generator=gen).to(torch.bfloat16)
+        base_us = None
+        for variant in args.variants.split(","):
+            prepare = partial(op_call, x, int(slice_len)) if variant == "op" else partial(
+                coop_call, variant, x, int(slice_len))  # fmt: skip
+            timed = check_and_time(f"{point} {variant}", prepare)
+            if timed is None:
+                status = 1
+                continue
+            us, ok, _ = timed
+            status |= 0 if ok else 1
+            base_us = us if variant == "op" else base_us
+            row = f"| {point} | {variant} | {timing_cells(us, 3 * kt * n, bw, base_us)} | {'yes' if ok else 'NO'} |"
+            print(row, flush=True)
+            lines.append(row)
+        del x
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
