@@ -905,9 +905,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "14"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "16"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 14: 1 to 13, or h200" in refused.stderr
+    assert "no prepared call 16: 1 to 15, or h200" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -927,7 +927,15 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
     out.mkdir()
     # The knobs the calls set come from the script alone, not from this process (the suite may run under
     # FP8MOE_PDL=1, as prepared call 13 runs it).
-    knobs = {"FP8MOE_PDL", "STEPS", "HOST_ARGS", "BENCH_ARGS", "TEST_PATHS", "PREPARED_PRINT"}
+    knobs = {
+        "FP8MOE_PDL",
+        "FP8MOE_COLWISE_3D_KERNEL",
+        "STEPS",
+        "HOST_ARGS",
+        "BENCH_ARGS",
+        "TEST_PATHS",
+        "PREPARED_PRINT",
+    }
     env = {k: v for k, v in os.environ.items() if k not in knobs}
     done = subprocess.run(
         ["bash", str(tmp_path / "prepared_calls.sh"), call], env={**env, "OUT": str(out)},
@@ -988,6 +996,30 @@ def test_the_dependent_launch_suite_call_runs_every_test_under_it(tmp_path):
     )  # fmt: skip
     assert steps == ["tests 1 all 540"]
     assert sorted(p.name for p in out.iterdir()) == ["env.txt", "pdl_suite.log"]
+
+
+def test_the_cooperative_column_suite_call_runs_every_test_under_auto(tmp_path):
+    """prepared_calls.sh 14: the tests step once, FP8MOE_COLWISE_3D_KERNEL=auto, the whole suite, its log kept as
+    coop_suite.log. Stub, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "14", '$STEPS $FP8MOE_COLWISE_3D_KERNEL ${TEST_PATHS:-all} $TEST_TIMEOUT\n'
+        'case "$STEPS" in tests) touch pytest.log ;; esac',
+    )  # fmt: skip
+    assert steps == ["tests auto all 540"]
+    assert sorted(p.name for p in out.iterdir()) == ["coop_suite.log", "env.txt"]
+
+
+def test_the_colwise_3d_call_benches_the_row_kernel_then_auto_on_one_machine(tmp_path):
+    """prepared_calls.sh 15: the colwise 3D row-major points benched twice, rows first then auto, torch.compile at
+    the first point; each bench's table and JSON kept under its kernel's name, the plot and log dropped. Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path, "15", '$STEPS $FP8MOE_COLWISE_3D_KERNEL $BENCH_ARGS\n'
+        'case "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; esac',
+    )  # fmt: skip
+    args = "--only colwise_3d_scale --select row_major --compile first"
+    assert steps == [f"bench rows {args}", f"bench auto {args}"]
+    names = ["bench_auto.json", "bench_auto.md", "bench_rows.json", "bench_rows.md", "env.txt"]
+    assert sorted(p.name for p in out.iterdir()) == names
 
 
 @needs_interpreter

@@ -45,7 +45,7 @@ from fp8moe.kernels._coop import PHASE_AMAX, PHASE_CAST, PHASE_FUSED, coop_limit
 __all__ = ["launch_coop_columns"]
 
 #: Workspace words before the per-column-block counts: the tickets of the fused (or fold) and the cast launch.
-_TICKETS = 2
+_TICKETS = tl.constexpr(2)
 
 
 @triton.jit
@@ -121,7 +121,7 @@ def launch_coop_columns(
     if chunks > limit:
         raise ValueError(f"K = {k} is {chunks} chunks of {chunk}: more than the {limit} that may wait for each other")
     blocks = e * triton.cdiv(n, block_n)
-    workspace = replay.scratch_zeros((_TICKETS + blocks + e * n,), torch.int32, x.device)
+    workspace = replay.scratch_zeros((_TICKETS.value + blocks + e * n,), torch.int32, x.device)
     phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
     for phase in phases:
         configs.launch(
