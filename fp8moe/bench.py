@@ -497,7 +497,8 @@ def _launch_configs(point: Point, impl: str) -> str | None:
 
 def _config_lists(point: Point):
     """The KernelConfigs lists fp8moe's kernels may run with at the point (fp8moe.configs.CONFIGS_BY_SPEC; a jagged
-    op's call may run a cooperative kernel as well, fp8moe.configs.PER_GROUP_KERNEL)."""
+    op's call may run a cooperative kernel as well, fp8moe.configs.PER_GROUP_KERNEL, and colwise 3D the cooperative
+    column kernel, fp8moe.configs.COLWISE_3D_KERNEL)."""
     from fp8moe import configs
 
     method = point.kwargs.get("method")
@@ -505,6 +506,8 @@ def _config_lists(point: Point):
     if point.op.startswith("per_group"):
         cooperative = [k for ks in configs.COOPERATIVE_LISTS.values() for k in ks]
         lists = (*lists, *(k for k in cooperative if k not in lists))
+    if point.op == "colwise_3d_scale_and_cast":
+        lists = (*lists, configs.COOP_COLUMNS)
     return lists
 
 

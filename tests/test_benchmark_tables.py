@@ -591,6 +591,26 @@ def test_bench_reports_the_config_of_the_jagged_kernel_that_ran(groups, kernel_l
 
 
 @needs_interpreter  # CPU tensors (see the test above)
+@pytest.mark.parametrize(("kernel", "kernel_list"), [("rows", "rowwise_scale_and_cast"), ("coop", "coop_columns")])
+def test_bench_reports_the_config_of_the_colwise_3d_kernel_that_ran(kernel, kernel_list, monkeypatch):
+    """colwise 3D on a row-major input runs the row kernel or the cooperative column kernel
+    (fp8moe.configs.COLWISE_3D_KERNEL): the row's config is the one of the kernel that ran, and only that one."""
+    from fp8moe import configs
+
+    monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, kernel))
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 6.5)))[1])
+    monkeypatch.setattr(bench, "loop_us", lambda fn, device, per_call_us: 7.0)
+    monkeypatch.setattr(bench, "host_us", lambda fn, device: 3.0)
+    fp8moe.replay.forget()
+    point = bench.Point("colwise_3d_scale_and_cast", (2, 40, 24), layout="row_major")
+    [row] = bench.bench_point(point, {"fp8moe": fp8moe.colwise_3d_scale_and_cast}, 4000.0, 1 << 12, device="cpu")
+    assert row["bitwise_ok"]
+    assert row["config"] == configs.describe(configs.LAST_CONFIG[kernel_list])
+    assert "+" not in row["config"]
+    fp8moe.replay.forget()
+
+
+@needs_interpreter  # CPU tensors (see the test above)
 def test_bench_forgets_the_autotuners_choice_before_each_jagged_point_and_only_there(monkeypatch):
     """The per-group autotune key is the shape, not the group layout: each jagged row must be tuned at its own
     layout, not inherit the tile of the previous layout of the same shape (fp8moe.bench._forget_tuning)."""
