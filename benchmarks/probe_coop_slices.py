@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from functools import partial
 
 import torch
 
@@ -125,44 +124,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="KTxN/slice, comma-separated")  # fmt: skip
     parser.add_argument("--variants", default=",".join(VARIANTS))
     args = parser.parse_args(argv)
-    from probe_timing import check_and_time, timing_cells
+    from probe_timing import table_head, time_variants, write_table
 
     from fp8moe.bench import copy_bandwidth_gbps
 
     bw = copy_bandwidth_gbps()
-    lines = [
-        f"# coop slices: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
-        f"copy bandwidth {bw:.0f} GB/s",
-        "",
-        "| point | variant | us | % of copy | x op | bitwise |",
-        "|---|---|---:|---:|---:|---|",
-    ]
-    print("\n".join(lines), flush=True)
+    variants = args.variants.split(",")
+    lines = table_head("coop slices", bw, "", variants[0])
     gen = torch.Generator(device="cuda").manual_seed(0)
     status = 0
     for point in args.points.split(","):
         shape, slice_len = point.split("/")
         kt, n = (int(v) for v in shape.split("x"))
         x = torch.randn(kt, n, device="cuda", generator=gen).to(torch.bfloat16)
-        base_us = None
-        for variant in args.variants.split(","):
-            prepare = partial(op_call, x, int(slice_len)) if variant == "op" else partial(
-                coop_call, variant, x, int(slice_len))  # fmt: skip
-            timed = check_and_time(f"{point} {variant}", prepare)
-            if timed is None:
-                status = 1
-                continue
-            us, ok, _ = timed
-            status |= 0 if ok else 1
-            base_us = us if variant == "op" else base_us
-            row = f"| {point} | {variant} | {timing_cells(us, 3 * kt * n, bw, base_us)} | {'yes' if ok else 'NO'} |"
-            print(row, flush=True)
-            lines.append(row)
+
+        def prepare(variant, x=x, slice_len=int(slice_len)):
+            return op_call(x, slice_len) if variant == "op" else coop_call(variant, x, slice_len)
+
+        status |= time_variants(lines, point, variants, prepare, 3 * kt * n, bw)
         del x
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    write_table(lines, args.out)
     return status
 
 

@@ -39,12 +39,10 @@ variant's time over the ceiling's at the same shape.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import sys
 from collections.abc import Callable
-from functools import partial
 
 import torch
 
@@ -53,6 +51,7 @@ import fp8moe  # noqa: F401  (before triton: without a GPU it turns the interpre
 # isort: split
 import triton
 import triton.language as tl
+from probe_timing import uniform_offs  # noqa: F401  (tests build the probe's offs with it)
 
 from fp8moe import configs, replay
 from fp8moe.backend import backend_for
@@ -234,62 +233,15 @@ def _same(q: torch.Tensor, s: torch.Tensor, q_ref: torch.Tensor, s_ref: torch.Te
     )
 
 
-def uniform_offs(ktot: int, slice_len: int, device: str) -> torch.Tensor:
-    """End offsets of Ktot // slice_len groups of slice_len tokens."""
-    if ktot % slice_len:
-        raise SystemExit(f"Ktot {ktot} is not a multiple of the group size {slice_len}")
-    return torch.arange(slice_len, ktot + 1, slice_len, dtype=torch.int32, device=device)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="also write the Markdown table here")
-    parser.add_argument("--shapes", default="16640x2048,16640x5120", help="KtotxN, comma-separated")
-    parser.add_argument("--group", type=int, default=128, help="tokens per group = the tile's token extent")
-    parser.add_argument("--tile", default="64/w4", help="columns per program and warps, e.g. 64/w4")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    args = parser.parse_args(argv)
-    from probe_timing import check_and_time, timing_cells
+    from probe_timing import uniform_group_probe
 
-    from fp8moe.bench import copy_bandwidth_gbps
-
-    block_r, warps = (int(v) for v in args.tile.split("/w"))
-    bw = copy_bandwidth_gbps()
-    lines = [
-        f"# one-read gap: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
-        f"copy bandwidth {bw:.0f} GB/s; groups of {args.group} tokens, tile {args.group} tokens x {block_r} columns, "
-        f"{warps} warps",
-        "",
-        "| shape | variant | us | % of copy | x ceiling | bitwise |",
-        "|---|---|---:|---:|---:|---|",
-    ]
-    print("\n".join(lines), flush=True)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    status = 0
-    for shape in args.shapes.split(","):
-        ktot, n = (int(v) for v in shape.split("x"))
-        x = torch.randn(ktot, n, device="cuda", generator=gen).to(torch.bfloat16)
-        offs = uniform_offs(ktot, args.group, "cuda")
-        ideal_bytes = 3 * ktot * n + 4 * n * offs.numel()
+    def prepare(x, offs, group, block_r, warps):
         expected = ref.per_group_colwise_scales(x, offs, E4, False)  # once per shape, on the GPU
-        ceiling_us = None
-        for variant in args.variants.split(","):
-            prepare = partial(checked_call, variant, x, offs, args.group, block_r, warps, expected)
-            timed = check_and_time(f"{shape} {variant}", prepare)
-            if timed is None:
-                status = 1
-                continue
-            us, ok, _ = timed
-            status |= 0 if ok else 1
-            ceiling_us = us if variant == "ceiling" else ceiling_us
-            row = f"| {shape} | {variant} | {timing_cells(us, ideal_bytes, bw, ceiling_us)} | {'yes' if ok else 'NO'} |"
-            print(row, flush=True)
-            lines.append(row)
-        torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
-    return status
+        return lambda variant: checked_call(variant, x, offs, group, block_r, warps, expected)
+
+    shapes = "16640x2048,16640x5120"
+    return uniform_group_probe(argv, __doc__, "one-read gap", VARIANTS, shapes, prepare, scale_bytes=True)
 
 
 if __name__ == "__main__":

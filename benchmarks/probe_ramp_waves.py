@@ -28,7 +28,6 @@ ends. Not taken into the kernels.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from functools import partial
 
@@ -97,53 +96,13 @@ def variant_call(variant: str, x: torch.Tensor, group: int, block_n: int, warps:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="also write the Markdown table here")
-    parser.add_argument(
-        "--shapes", default="16640x1024,16640x2048,16640x3072,16640x5120", help="KtotxN, comma-separated"
-    )
-    parser.add_argument("--group", type=int, default=256, help="tokens per group = the tile's token extent")
-    parser.add_argument("--tile", default="64/w4", help="columns per program and warps, e.g. 64/w4")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    args = parser.parse_args(argv)
-    from probe_timing import check_and_time, timing_cells
+    from probe_timing import uniform_group_probe
 
-    from fp8moe.bench import copy_bandwidth_gbps
+    def prepare(x, offs, group, block_n, warps):
+        return partial(variant_call, x=x, group=group, block_n=block_n, warps=warps)
 
-    block_n, warps = (int(v) for v in args.tile.split("/w"))
-    bw = copy_bandwidth_gbps()
-    lines = [
-        f"# ramp waves: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
-        f"copy bandwidth {bw:.0f} GB/s; groups of {args.group} tokens, tile {args.group} tokens x {block_n} "
-        f"columns, {warps} warps",
-        "",
-        "| shape | variant | programs | us | % of copy | x head0 | bitwise |",
-        "|---|---|---:|---:|---:|---:|---|",
-    ]
-    print("\n".join(lines), flush=True)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    status = 0
-    for shape in args.shapes.split(","):
-        kt, n = (int(v) for v in shape.split("x"))
-        x = torch.randn(kt, n, device="cuda", generator=gen).to(torch.bfloat16)
-        base_us = None
-        for variant in args.variants.split(","):
-            timed = check_and_time(f"{shape} {variant}", partial(variant_call, variant, x, args.group, block_n, warps))
-            if timed is None:
-                status = 1
-                continue
-            us, ok, (programs,) = timed
-            status |= 0 if ok else 1
-            base_us = us if variant == "head0" else base_us
-            row = f"| {shape} | {variant} | {programs} | {timing_cells(us, 3 * kt * n, bw, base_us)} | "
-            row += "yes |" if ok else "NO |"
-            print(row, flush=True)
-            lines.append(row)
-        torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
-    return status
+    shapes = "16640x1024,16640x2048,16640x3072,16640x5120"
+    return uniform_group_probe(argv, __doc__, "ramp waves", VARIANTS, shapes, prepare, ("programs",))
 
 
 if __name__ == "__main__":

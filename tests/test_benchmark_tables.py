@@ -729,6 +729,26 @@ def test_one_read_gap_op_check_sees_outputs_the_op_never_wrote(monkeypatch):
     assert not check()
 
 
+def test_probe_rows_time_each_variant_against_the_first_and_say_which_failed(monkeypatch, capsys):
+    """probe_timing.time_variants: one row per variant that ran, its time over the first variant's, the extra cells
+    between variant and time, "NO" for a variant that was not bitwise; status 1 for that and for one that could not
+    run (no row), 0 when every variant ran bitwise."""
+    import probe_timing
+
+    times = {"base": (10.0, True, (4,)), "half": (5.0, True, (8,)), "wrong": (20.0, False, (2,)), "broken": None}
+    monkeypatch.setattr(probe_timing, "check_and_time", lambda label, prepare: (prepare(), times[label.split()[1]])[1])
+    prepared = []
+    lines: list[str] = []
+    args = ("16x8", ["base", "half"], prepared.append, 384_000, 40.0, lambda extra: extra)  # 38.4 GB/s at 10 us
+    assert probe_timing.time_variants(lines, *args) == 0
+    assert prepared == ["base", "half"]
+    assert lines == ["| 16x8 | base | 4 | 10.0 | 96% | 1.00 | yes |", "| 16x8 | half | 8 | 5.0 | 192% | 0.50 | yes |"]
+    lines.clear()
+    assert probe_timing.time_variants(lines, "16x8", ["base", "wrong", "broken"], str, 384_000, 40.0) == 1
+    assert lines == ["| 16x8 | base | 10.0 | 96% | 1.00 | yes |", "| 16x8 | wrong | 20.0 | 48% | 2.00 | NO |"]
+    assert "| 16x8 | wrong |" in capsys.readouterr().out
+
+
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 def test_pipelined_slice_walks_write_every_tile_once_and_the_check_can_fail():
     """benchmarks/probe_pipelined_slices.py: every default variant, with a grid of fewer programs than tiles so that
