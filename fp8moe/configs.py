@@ -939,11 +939,13 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #: other (fp8moe.kernels._coop.coop_limit), the row kernel elsewhere. "coop" takes the cooperative kernel wherever it
 #: can run.
 #:
-#: Every backend keeps "rows" until the cooperative kernel has run the whole GPU suite and been timed beside the
-#: row kernel at the issue #11 3D points (benchmarks/prepared_calls.sh 14): so far only its stripped form was timed
-#: (H100, benchmarks/results/h100-s35-coop-slices.md), against the per-group span kernel. Its bytes are tested in
-#: the interpreter (tests/test_kernels_coop_columns.py). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it for
-#: every backend (read once, at import).
+#: On an H100 (session 35, benchmarks/results/h100-s35-colwise3d-rows-vs-coop.md, one machine) the cooperative
+#: kernel took 0.81-0.93x the row kernel's time at the issue #11 3D points on row-major input (52-64% -> 56-73% of
+#: copy bandwidth), bitwise, and its GPU tests passed (h100-s35-coop-columns-tests.log). Every backend keeps "rows"
+#: until the whole GPU suite has run under "auto" (benchmarks/prepared_calls.sh 14) and the H200 has timed it
+#: (prepared_calls.sh 15); ROCm has no AMD timing. Its bytes are tested in the interpreter as well
+#: (tests/test_kernels_coop_columns.py, tests/test_kernels_dense.py). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets
+#: it for every backend (read once, at import).
 COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "rows", "rocm": "rows", "interpreter": "rows"}
 COLWISE_3D_KERNELS = ("rows", "auto", "coop")
 COOP_COLUMNS_MIN_K = 1024

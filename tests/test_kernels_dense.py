@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from unittest import mock
@@ -27,6 +26,7 @@ import torch
 import fp8moe  # before anything imports triton: turns the interpreter on when there is no GPU
 from fp8moe import configs, replay
 from fp8moe.backend import backend_for
+from fp8moe.kernels import colwise_3d_scale_and_cast as colwise_3d_launcher
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
 from fp8ref.formats import all_formats, fmt
@@ -104,15 +104,14 @@ def _colwise_3d_coop(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
     every dense test runs it: the reduced dims of 33-130 are two chunks in the interpreter, 32 or less one (its
     fold and cast are two launches there; a GPU runs them fused, the chunks waiting for each other). Fails where the
     cooperative launcher did not run (only an empty input may skip it)."""
-    module = sys.modules["fp8moe.kernels.colwise_3d_scale_and_cast"]
     launched = []
 
     def spy(*args):
         launched.append(args[0].shape)
         return real(*args)
 
-    real = module.launch_coop_columns
-    with forced_colwise_3d_kernel("coop"), mock.patch.object(module, "launch_coop_columns", spy):
+    real = colwise_3d_launcher.launch_coop_columns
+    with forced_colwise_3d_kernel("coop"), mock.patch.object(colwise_3d_launcher, "launch_coop_columns", spy):
         outs = fp8moe.colwise_3d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
     assert launched or 0 in x.shape, f"the cooperative kernel did not run for {tuple(x.shape)}"
     return outs

@@ -8,8 +8,9 @@ second read misses L2: the colwise 3D op on row-major input ran at 46-60% of cop
 K elements are cut into chunks of CHUNK, one program each. Every program loads its (CHUNK, BLOCK_N) tile once,
 folds the tile's amax into a workspace word per column (fp8moe.kernels._common.fold_amax), arrives, waits for the
 column block's other chunks (fp8moe.kernels._coop.wait_for_slice), reads the complete amax back and casts the tile
-it still holds. On an H100 the stripped form of this kernel ran at 72-74% of copy bandwidth at K = 4096 and 8192,
-where fp8moe's per-group span kernel on the same data ran at 57-59% (benchmarks/results/h100-s35-coop-slices.md).
+it still holds. On an H100 (session 35) it took 0.81-0.93x the row kernel's time at the issue #11 3D points on
+row-major input, 56-73% of copy bandwidth against 52-64% (benchmarks/results/h100-s35-colwise3d-rows-vs-coop.md);
+which kernel runs is fp8moe.configs.COLWISE_3D_KERNEL (opt-in for now).
 
 Semantics: those of fp8ref.colwise_3d_scale_and_cast (the NaN-keeping amax of fp8moe.kernels._common, its scale and
 cast), so the bytes are the row kernel's.
