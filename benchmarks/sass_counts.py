@@ -8,6 +8,7 @@
     python benchmarks/sass_counts.py --gap --gap-group 256  # the same ladder at 256-token groups
     python benchmarks/sass_counts.py --candidates per_group_scales=64x128/w4/g/o256  # registers of any candidate
     python benchmarks/sass_counts.py --long-slices          # probe_long_slices.py's kernels: cp.async, shared memory
+    python benchmarks/sass_counts.py --coop-columns         # the cooperative column kernel: registers, barriers
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -171,14 +172,45 @@ def fold_barriers() -> dict:
     }  # fmt: skip
     result = {}
     for name, (kernel, constants, pointers, divisible) in kernels.items():
-        compiled = compile_sm90(kernel, constants, pointers, divisible, 4)
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(compiled.asm["cubin"])
-            f.flush()
-            sass = _cuobjdump("-sass", f.name)
-        opcodes = [m.group(1) for m in re.finditer(r"\s([A-Z][A-Z0-9]*)[.\s]", sass)]
+        result[name] = _barrier_counts(compile_sm90(kernel, constants, pointers, divisible, 4))
+    return result
+
+
+def _barrier_counts(compiled) -> dict:
+    """A compiled kernel's memory barriers (MEMBAR), reductions without a return (RED) and atomics with one (ATOM)
+    in SASS."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        sass = _cuobjdump("-sass", f.name)
+    opcodes = [m.group(1) for m in re.finditer(r"\s([A-Z][A-Z0-9]*)[.\s]", sass)]
+    return {kind: sum(op == kind or op == kind + "G" for op in opcodes) for kind in ("MEMBAR", "RED", "ATOM")}
+
+
+def coop_columns() -> dict:
+    """The cooperative column kernel (fp8moe.kernels._coop_columns) under its CUDA config, compiled for sm_90 in
+    each of its phases (fused; the interpreter's fold and cast): registers per thread, programs per SM, and its
+    memory barriers and atomics (:func:`_barrier_counts`)."""
+    from fp8moe import configs
+    from fp8moe.kernels import _coop, _coop_columns
+
+    config = configs.COOP_COLUMNS.cuda[0]
+    pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32"}
+    divisible = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "N", "stride_xe", "stride_xk", "stride_qe", "stride_qn"]
+    result = {}
+    for name, phase in (("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)):
+        constants = {
+            **config.kwargs, "PHASE": phase, "INT64_INDEX": False, "stride_xn": 1,
+            **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
+        }  # fmt: skip
+        compiled = compile_sm90(_coop_columns._coop_columns_kernel, constants, pointers, divisible, config.num_warps)
+        registers = loops(compiled)["registers"]
+        shared = compiled.metadata.shared
         result[name] = {
-            kind: sum(op == kind or op == kind + "G" for op in opcodes) for kind in ("MEMBAR", "RED", "ATOM")
+            "registers": registers,
+            "shared_bytes": shared,
+            "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
+            **_barrier_counts(compiled),
         }
     return result
 
@@ -524,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
         "--long-slices", action="store_true", help="registers, shared memory and cp.async of probe_long_slices.py"
     )
     parser.add_argument(
+        "--coop-columns", action="store_true", help="the cooperative column kernel's registers and barriers (JSON)"
+    )
+    parser.add_argument(
         "--gap-group", type=int, default=128, help="with --gap: tokens per group, the one-read tile's token extent"
     )
     args = parser.parse_args(argv)
@@ -537,7 +572,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(long_slices()))
         return 0
     for wanted, report in ((args.caps, register_caps), (args.folds, fold_barriers),
-                           (args.l2_hints, l2_hints), (args.dependent_launch, dependent_launch)):  # fmt: skip
+                           (args.l2_hints, l2_hints), (args.dependent_launch, dependent_launch),
+                           (args.coop_columns, coop_columns)):  # fmt: skip
         if wanted:
             print(json.dumps(report()))
             return 0
