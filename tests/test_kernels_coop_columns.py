@@ -141,3 +141,20 @@ def test_a_cast_without_the_fold_of_the_other_chunks_is_caught(monkeypatch):
     q, _ = fp8moe.colwise_3d_scale_and_cast(x, E4, False)
     assert not torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
     replay.forget()
+
+
+def test_the_environment_variable_sets_every_backend_and_refuses_other_values():
+    """FP8MOE_COLWISE_3D_KERNEL, read once at import, sets the choice of every backend; a value outside
+    rows|auto|coop stops the import with a message naming the variable and the choices."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "import fp8moe.configs as c; print(sorted(set(c.COLWISE_3D_KERNEL.values())))"
+    env = {**os.environ, "FP8MOE_COLWISE_3D_KERNEL": "auto"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['auto']"
+    env["FP8MOE_COLWISE_3D_KERNEL"] = "cooperative"
+    bad = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert "FP8MOE_COLWISE_3D_KERNEL must be one of ('rows', 'auto', 'coop'), got 'cooperative'" in bad.stderr
