@@ -23,11 +23,12 @@ every CUDA candidate, against the same reference). The policy per backend:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -75,6 +76,7 @@ __all__ = [
     "autotuned",
     "colwise_3d_kernel",
     "describe",
+    "forced_colwise_3d_kernel",
     "forget_tuning",
     "fuse_activations",
     "interpreter_block",
@@ -950,6 +952,23 @@ COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "rows", "rocm": "rows", "interprete
 COLWISE_3D_KERNELS = ("rows", "auto", "coop")
 COOP_COLUMNS_MIN_K = 1024
 COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3D_KERNEL, COLWISE_3D_KERNELS)
+
+
+@contextlib.contextmanager
+def forced_colwise_3d_kernel(kind: str) -> Iterator[None]:
+    """colwise_3d_scale_and_cast takes kernel ``kind`` (one of COLWISE_3D_KERNELS) on every backend inside the block
+    (tests, benchmarks). Launch plans are forgotten on the way in and out: a plan replays the kernel it recorded."""
+    if kind not in COLWISE_3D_KERNELS:
+        raise ValueError(f"kind must be one of {COLWISE_3D_KERNELS}, got {kind!r}")
+    global COLWISE_3D_KERNEL
+    saved = COLWISE_3D_KERNEL
+    COLWISE_3D_KERNEL = dict.fromkeys(saved, kind)
+    replay.forget()
+    try:
+        yield
+    finally:
+        COLWISE_3D_KERNEL = saved
+        replay.forget()
 
 
 def colwise_3d_kernel(backend: Backend, x: torch.Tensor, limit_chunks: int) -> str:

@@ -625,6 +625,30 @@ def test_launch_device_switches_only_to_a_cuda_device_that_is_not_current(monkey
     assert other.idx == 1
 
 
+@pytest.mark.parametrize(
+    ("variable", "table", "value", "refused"),
+    [("FP8MOE_PER_GROUP_KERNEL", "PER_GROUP_KERNEL", "tiles", "fast"),
+     ("FP8MOE_COLWISE_3D_KERNEL", "COLWISE_3D_KERNEL", "auto", "cooperative")],
+)  # fmt: skip
+def test_a_kernel_setting_read_at_import_sets_every_backend_and_refuses_other_values(variable, table, value, refused):
+    """The kernel choices set from the environment when fp8moe.configs is imported, end to end in a fresh process:
+    the value reaches every backend's entry; a value outside the choices stops the import, naming the variable and
+    the choices."""
+    import os
+    import subprocess
+    import sys
+
+    choices = getattr(configs, f"{table}S")
+    probe = f"import fp8moe.configs as c; print(sorted(set(c.{table}.values())))"
+    env = {**os.environ, variable: value}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"['{value}']"
+    env[variable] = refused
+    bad = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert f"{variable} must be one of {choices}, got '{refused}'" in bad.stderr
+
+
 def test_an_environment_variable_sets_every_backend_or_names_its_choices(monkeypatch):
     """FP8MOE_PER_GROUP_KERNEL and FP8MOE_FUSED_ACTIVATIONS (read at import) through one rule."""
     table = {"cuda": "auto", "rocm": "span", "interpreter": "auto"}

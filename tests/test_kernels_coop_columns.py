@@ -27,18 +27,6 @@ pytestmark = pytest.mark.interpreter
 E4 = torch.float8_e4m3fn
 
 
-@pytest.fixture
-def coop_kernel(monkeypatch):
-    """``use(kind)``: colwise_3d_scale_and_cast takes kernel ``kind`` on every backend; plans forgotten around."""
-
-    def use(kind: str) -> None:
-        monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, kind))
-        replay.forget()
-
-    yield use
-    replay.forget()
-
-
 def _chunks(backend, k: int) -> int:
     return -(-k // configs.COOP_COLUMNS.fixed(backend, {"E": 1, "K": k, "N": 1}).kwargs["CHUNK"])
 
@@ -59,16 +47,16 @@ def _special_columns(e: int, k: int, n: int, dtype: torch.dtype) -> torch.Tensor
 
 @pytest.mark.parametrize("pow2", [False, True], ids=["", "pow2"])
 @pytest.mark.parametrize("fp8_dtype", [f.dtype for f in all_formats()], ids=lambda d: fmt(d).name)
-def test_columns_shared_by_several_chunks_match_the_reference(coop_kernel, fp8_dtype, pow2, device):
+def test_columns_shared_by_several_chunks_match_the_reference(fp8_dtype, pow2, device):
     backend = backend_for(device)
     if fp8_dtype not in backend.fp8_dtypes:
         pytest.skip(f"{fmt(fp8_dtype).name} is not native on {backend.kind}/{backend.arch}")
-    coop_kernel("coop")
     limit = coop_limit(backend, torch.device(device))
     k = 1000 if backend.kind != "interpreter" else 77  # several chunks: 4 of 256 on a GPU, 2 of 64 here
     assert 1 < _chunks(backend, k) <= limit
     x = _special_columns(2, k, 70, torch.bfloat16)
-    q, s = fp8moe.colwise_3d_scale_and_cast(x.to(device), fp8_dtype, pow2)
+    with configs.forced_colwise_3d_kernel("coop"):
+        q, s = fp8moe.colwise_3d_scale_and_cast(x.to(device), fp8_dtype, pow2)
     q_ref, s_ref = ref.colwise_3d_scale_and_cast(x, fp8_dtype, pow2)
     assert q.stride() == q_ref.stride()
     assert s.shape == s_ref.shape
@@ -77,12 +65,12 @@ def test_columns_shared_by_several_chunks_match_the_reference(coop_kernel, fp8_d
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
-def test_other_input_dtypes_and_a_strided_view_match_the_reference(coop_kernel, dtype, device):
-    coop_kernel("coop")
+def test_other_input_dtypes_and_a_strided_view_match_the_reference(dtype, device):
     x = _special_columns(3, 77, 40, dtype)
     view = torch.stack([x, x], dim=3).flatten(2).to(device)[:, :, ::2]  # x itself, read along N with stride 2
     assert view.stride(2) == 2
-    q, s = fp8moe.colwise_3d_scale_and_cast(view, E4, True)
+    with configs.forced_colwise_3d_kernel("coop"):
+        q, s = fp8moe.colwise_3d_scale_and_cast(view, E4, True)
     q_ref, s_ref = ref.colwise_3d_scale_and_cast(x, E4, True)
     assert_same_bits(q, q_ref, what="q")
     assert_same_bits(s, s_ref, what="scales")
@@ -132,29 +120,29 @@ def test_a_cast_without_the_fold_of_the_other_chunks_is_caught(monkeypatch):
         if args.get("PHASE") != _coop_columns.PHASE_AMAX:
             real(kernel, kernel_configs, backend, grid, config, **args)
 
-    monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, "coop"))
-    replay.forget()
-    q, _ = fp8moe.colwise_3d_scale_and_cast(x, E4, False)
+    with configs.forced_colwise_3d_kernel("coop"):
+        q, _ = fp8moe.colwise_3d_scale_and_cast(x, E4, False)
     assert_same_bits(q, q_ref, what="q")
     monkeypatch.setattr(configs, "launch", without_fold)
-    replay.forget()
-    q, _ = fp8moe.colwise_3d_scale_and_cast(x, E4, False)
+    with configs.forced_colwise_3d_kernel("coop"):
+        q, _ = fp8moe.colwise_3d_scale_and_cast(x, E4, False)
     assert not torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
-    replay.forget()
 
 
-def test_the_environment_variable_sets_every_backend_and_refuses_other_values():
-    """FP8MOE_COLWISE_3D_KERNEL, read once at import, sets the choice of every backend; a value outside
-    rows|auto|coop stops the import with a message naming the variable and the choices."""
-    import os
-    import subprocess
-    import sys
-
-    probe = "import fp8moe.configs as c; print(sorted(set(c.COLWISE_3D_KERNEL.values())))"
-    env = {**os.environ, "FP8MOE_COLWISE_3D_KERNEL": "auto"}
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['auto']"
-    env["FP8MOE_COLWISE_3D_KERNEL"] = "cooperative"
-    bad = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
-    assert bad.returncode != 0
-    assert "FP8MOE_COLWISE_3D_KERNEL must be one of ('rows', 'auto', 'coop'), got 'cooperative'" in bad.stderr
+def test_forcing_a_kernel_restores_the_setting_and_forgets_plans_and_refuses_an_unknown_kind(monkeypatch):
+    """fp8moe.configs.forced_colwise_3d_kernel: the kind on every backend inside, the setting as it was after, launch
+    plans forgotten on the way in and out (a plan replays the kernel it recorded); an unknown kind is an error
+    naming the choices, with nothing changed."""
+    forgotten = []
+    monkeypatch.setattr(replay, "forget", lambda: forgotten.append(dict(configs.COLWISE_3D_KERNEL)))
+    before = configs.COLWISE_3D_KERNEL
+    with configs.forced_colwise_3d_kernel("auto"):
+        assert dict.fromkeys(before, "auto") == configs.COLWISE_3D_KERNEL
+    assert configs.COLWISE_3D_KERNEL is before
+    assert forgotten == [dict.fromkeys(before, "auto"), before]  # after the switch in, after the switch back
+    forgotten.clear()
+    with pytest.raises(ValueError, match=r"kind must be one of \('rows', 'auto', 'coop'\), got 'fast'"), \
+            configs.forced_colwise_3d_kernel("fast"):  # fmt: skip
+        pass
+    assert configs.COLWISE_3D_KERNEL is before
+    assert forgotten == []

@@ -13,7 +13,6 @@ the GPU's satfinite cast drops the NaN sign, SPEC §3), except where a test says
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from collections.abc import Callable
@@ -24,7 +23,7 @@ import pytest
 import torch
 
 import fp8moe  # before anything imports triton: turns the interpreter on when there is no GPU
-from fp8moe import configs, replay
+from fp8moe import configs
 from fp8moe.backend import backend_for
 from fp8moe.kernels import colwise_3d_scale_and_cast as colwise_3d_launcher
 from fp8ref import ops as ref
@@ -85,20 +84,6 @@ def _pair_half(half: int) -> Callable:
     return run
 
 
-@contextlib.contextmanager
-def forced_colwise_3d_kernel(kind: str):
-    """colwise_3d_scale_and_cast runs kernel ``kind`` on every backend inside the block (fp8moe.configs.
-    COLWISE_3D_KERNEL); launch plans are forgotten around it, so none recorded under another kernel replays."""
-    saved = configs.COLWISE_3D_KERNEL
-    configs.COLWISE_3D_KERNEL = dict.fromkeys(saved, kind)
-    replay.forget()
-    try:
-        yield
-    finally:
-        configs.COLWISE_3D_KERNEL = saved
-        replay.forget()
-
-
 def _colwise_3d_coop(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
     """colwise_3d_scale_and_cast with the cooperative column kernel forced (fp8moe.configs.COLWISE_3D_KERNEL), so
     every dense test runs it: the reduced dims of 33-130 are two chunks in the interpreter, 32 or less one (its
@@ -111,7 +96,7 @@ def _colwise_3d_coop(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
         return real(*args)
 
     real = colwise_3d_launcher.launch_coop_columns
-    with forced_colwise_3d_kernel("coop"), mock.patch.object(colwise_3d_launcher, "launch_coop_columns", spy):
+    with configs.forced_colwise_3d_kernel("coop"), mock.patch.object(colwise_3d_launcher, "launch_coop_columns", spy):
         outs = fp8moe.colwise_3d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
     assert launched or 0 in x.shape, f"the cooperative kernel did not run for {tuple(x.shape)}"
     return outs

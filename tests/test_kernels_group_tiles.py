@@ -173,18 +173,3 @@ def test_tile_rule_picks_by_view_on_cuda_and_the_fixed_tile_on_rocm():
 def test_tile_count_is_row_blocks_times_chunks_with_one_chunk_for_an_empty_jagged_dim():
     assert _group_tiles.tile_count((20, 40), 300, 16, 32) == (2 + 3) * 10
     assert _group_tiles.tile_count((20,), 0, 16, 32) == 2
-
-
-def test_per_group_kernel_environment_variable_sets_every_backend_and_refuses_other_values():
-    import os
-    import subprocess
-    import sys
-
-    probe = "import fp8moe.configs as c; print(sorted(set(c.PER_GROUP_KERNEL.values())))"
-    env = {**os.environ, "FP8MOE_PER_GROUP_KERNEL": "tiles"}
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "['tiles']"
-    env["FP8MOE_PER_GROUP_KERNEL"] = "fast"
-    bad = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
-    assert bad.returncode != 0
-    assert "FP8MOE_PER_GROUP_KERNEL must be one of ('auto', 'span', 'chunks', 'tiles'), got 'fast'" in bad.stderr
