@@ -16,8 +16,9 @@
 #   bash benchmarks/prepared_calls.sh 11  # the host time of eager calls, by part and at four points (about a minute)
 #   bash benchmarks/prepared_calls.sh 12  # the span kernels as dependent launches: GPU tests, then the bench off/on (9 min)
 #   bash benchmarks/prepared_calls.sh 13  # the whole GPU suite under dependent launches (about 7 minutes)
-#   bash benchmarks/prepared_calls.sh 14  # the whole GPU suite with the cooperative column kernel on "auto" (7 min)
+#   bash benchmarks/prepared_calls.sh 14  # the whole GPU suite with both cooperative slice kernels on (about 7 min)
 #   bash benchmarks/prepared_calls.sh 15  # colwise 3D on row-major input, row kernel then "auto", torch.compile (4 min)
+#   bash benchmarks/prepared_calls.sh 16  # the atomic transpose, two launches then "coop", torch.compile; tiles (4 min)
 #   bash benchmarks/prepared_calls.sh h200  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -82,7 +83,7 @@ if [ "${1:-}" = "h200" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 15, or h200}" in
+case "${1:?which call: 1 to 16, or h200}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -156,11 +157,14 @@ case "${1:?which call: 1 to 15, or h200}" in
       # at 13 of the 17 per-group points and left graph time flat. Files: env.txt, pdl_suite.log.
     FP8MOE_PDL=1 STEPS="tests" TEST_TIMEOUT=540 bash "$here/gpu_session.sh"
     mv "$OUT/pytest.log" "$OUT/pdl_suite.log" ;;
-  14) # the whole GPU suite with colwise_3d_scale_and_cast on FP8MOE_COLWISE_3D_KERNEL=auto: the cooperative column
-      # kernel (fp8moe.kernels._coop_columns) for inputs read along N with K >= 1024, what turning "auto" on by
-      # default needs (fp8moe.configs.COLWISE_3D_KERNEL). On an H100 (s35-summary.md section 5) its tests and every
-      # colwise 3D dense test passed under "coop" (90). Files: env.txt, coop_suite.log.
-    FP8MOE_COLWISE_3D_KERNEL=auto STEPS="tests" TEST_TIMEOUT=540 bash "$here/gpu_session.sh"
+  14) # the whole GPU suite with both ops of the cooperative slice kernel (fp8moe.kernels._coop_slices) on:
+      # colwise_3d_scale_and_cast under FP8MOE_COLWISE_3D_KERNEL=auto (inputs read along N with K >= 1024) and the
+      # atomic transpose under FP8MOE_TRANSPOSE_ATOMIC_KERNEL=coop, what turning them on by default needs
+      # (fp8moe.configs.COLWISE_3D_KERNEL, TRANSPOSE_ATOMIC_KERNEL). On an H100 (s35-summary.md section 5) the
+      # column kernel's tests and every colwise 3D dense test passed under "coop" (90); the transpose has not run on
+      # a GPU. Files: env.txt, coop_suite.log.
+    FP8MOE_COLWISE_3D_KERNEL=auto FP8MOE_TRANSPOSE_ATOMIC_KERNEL=coop STEPS="tests" TEST_TIMEOUT=540 \
+      bash "$here/gpu_session.sh"
     mv "$OUT/pytest.log" "$OUT/coop_suite.log" ;;
   15) # colwise 3D at the issue #11 points on row-major input, the row kernel then "auto" (the cooperative kernel),
       # same machine, torch.compile at the first point: on an H100 "auto" took 0.81-0.93x the row kernel's time
@@ -172,5 +176,18 @@ case "${1:?which call: 1 to 15, or h200}" in
       mv "$OUT/bench.md" "$OUT/bench_$kernel.md"; mv "$OUT/bench.json" "$OUT/bench_$kernel.json"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     done ;;
-  *) echo "no prepared call $1: 1 to 15, or h200" >&2; exit 2 ;;
+  16) # the atomic transpose at the issue #11 3D points, its two-launch kernel (x read twice: 56-63% of copy on the
+      # H200, issue11-misses.md) then the cooperative slice kernel (x read once), same machine, torch.compile at the
+      # first point; then the cooperative kernel's four tiles (fp8moe.configs.COOP_TRANSPOSE) forced one at a time at
+      # the four points, each checked bitwise. Read with python -m fp8moe.bench_diff bench_two_launch.json
+      # bench_coop.json. Files: env.txt, bench_{two_launch,coop}.{md,json}, configs.md, tune.log.
+    for kernel in two_launch coop; do
+      FP8MOE_TRANSPOSE_ATOMIC_KERNEL=$kernel STEPS="bench" BENCH_TIMEOUT=150 \
+        BENCH_ARGS="--only rowwise_3d_transpose --select atomic --compile first" bash "$here/gpu_session.sh"
+      mv "$OUT/bench.md" "$OUT/bench_$kernel.md"; mv "$OUT/bench.json" "$OUT/bench_$kernel.json"
+      rm -f "$OUT/bench.png" "$OUT/bench.log"
+    done
+    FP8MOE_TRANSPOSE_ATOMIC_KERNEL=coop STEPS="tune" TUNE_TIMEOUT=150 \
+      TUNE_ARGS="--only rowwise_3d_transpose --select atomic" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 16, or h200" >&2; exit 2 ;;
 esac

@@ -8,7 +8,7 @@
     python benchmarks/sass_counts.py --gap --gap-group 256  # the same ladder at 256-token groups
     python benchmarks/sass_counts.py --candidates per_group_scales=64x128/w4/g/o256  # registers of any candidate
     python benchmarks/sass_counts.py --long-slices          # probe_long_slices.py's kernels: cp.async, shared memory
-    python benchmarks/sass_counts.py --coop-columns         # the cooperative column kernel: registers, barriers
+    python benchmarks/sass_counts.py --coop-slices          # the cooperative slice kernel: registers, barriers
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -187,31 +187,35 @@ def _barrier_counts(compiled) -> dict:
     return {kind: sum(op == kind or op == kind + "G" for op in opcodes) for kind in ("MEMBAR", "RED", "ATOM")}
 
 
-def coop_columns() -> dict:
-    """The cooperative column kernel (fp8moe.kernels._coop_columns) under its CUDA config, compiled for sm_90 in
-    each of its phases (fused; the interpreter's fold and cast): registers per thread, programs per SM, and its
-    memory barriers and atomics (:func:`_barrier_counts`)."""
+def coop_slices() -> dict:
+    """The cooperative slice kernel (fp8moe.kernels._coop_slices) under each op's first CUDA candidate, compiled for
+    sm_90 with the unit stride of that op's input (colwise 3D on row-major input: across the slices; the atomic
+    transpose: along them) in each of its phases (fused; the interpreter's fold and cast): registers per thread,
+    programs per SM, and its memory barriers and atomics (:func:`_barrier_counts`), keyed "<op> <phase>"."""
     from fp8moe import configs
-    from fp8moe.kernels import _coop, _coop_columns
+    from fp8moe.kernels import _coop, _coop_slices
 
-    config = configs.COOP_COLUMNS.cuda[0]
     pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32"}
-    divisible = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "N", "stride_xe", "stride_xk", "stride_qe", "stride_qn"]
     result = {}
-    for name, phase in (("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)):
-        constants = {
-            **config.kwargs, "PHASE": phase, "INT64_INDEX": False, "stride_xn": 1,
-            **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
-        }  # fmt: skip
-        compiled = compile_sm90(_coop_columns._coop_columns_kernel, constants, pointers, divisible, config.num_warps)
-        registers = loops(compiled)["registers"]
-        shared = compiled.metadata.shared
-        result[name] = {
-            "registers": registers,
-            "shared_bytes": shared,
-            "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
-            **_barrier_counts(compiled),
-        }
+    for op, table, unit, other in (("columns", configs.COOP_COLUMNS, "stride_xm", "stride_xl"),
+                                   ("transpose", configs.COOP_TRANSPOSE, "stride_xl", "stride_xm")):  # fmt: skip
+        config = table.cuda[0]
+        divisible = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "stride_xe", other, "stride_qe", "stride_qm"]
+        for phase_name, phase in (("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX),
+                                  ("cast", _coop.PHASE_CAST)):  # fmt: skip
+            constants = {
+                **config.kwargs, "PHASE": phase, "INT64_INDEX": False, unit: 1,
+                **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
+            }  # fmt: skip
+            compiled = compile_sm90(_coop_slices._coop_slices_kernel, constants, pointers, divisible, config.num_warps)
+            registers = loops(compiled)["registers"]
+            shared = compiled.metadata.shared
+            result[f"{op} {phase_name}"] = {
+                "registers": registers,
+                "shared_bytes": shared,
+                "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
+                **_barrier_counts(compiled),
+            }
     return result
 
 
@@ -556,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         "--long-slices", action="store_true", help="registers, shared memory and cp.async of probe_long_slices.py"
     )
     parser.add_argument(
-        "--coop-columns", action="store_true", help="the cooperative column kernel's registers and barriers (JSON)"
+        "--coop-slices", action="store_true", help="the cooperative slice kernel's registers and barriers (JSON)"
     )
     parser.add_argument(
         "--gap-group", type=int, default=128, help="with --gap: tokens per group, the one-read tile's token extent"
@@ -573,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for wanted, report in ((args.caps, register_caps), (args.folds, fold_barriers),
                            (args.l2_hints, l2_hints), (args.dependent_launch, dependent_launch),
-                           (args.coop_columns, coop_columns)):  # fmt: skip
+                           (args.coop_slices, coop_slices)):  # fmt: skip
         if wanted:
             print(json.dumps(report()))
             return 0

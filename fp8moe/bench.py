@@ -498,7 +498,8 @@ def _launch_configs(point: Point, impl: str) -> str | None:
 def _config_lists(point: Point):
     """The KernelConfigs lists fp8moe's kernels may run with at the point (fp8moe.configs.CONFIGS_BY_SPEC; a jagged
     op's call may run a cooperative kernel as well, fp8moe.configs.PER_GROUP_KERNEL, and colwise 3D the cooperative
-    column kernel, fp8moe.configs.COLWISE_3D_KERNEL)."""
+    column kernel, fp8moe.configs.COLWISE_3D_KERNEL, and the atomic transpose either of its kernels,
+    fp8moe.configs.TRANSPOSE_ATOMIC_KERNEL)."""
     from fp8moe import configs
 
     method = point.kwargs.get("method")
@@ -508,6 +509,9 @@ def _config_lists(point: Point):
         lists = (*lists, *(k for k in cooperative if k not in lists))
     if point.op == "colwise_3d_scale_and_cast":
         lists = (*lists, configs.COOP_COLUMNS)
+    if method == "atomic":
+        both = (configs.TRANSPOSE_AMAX, configs.TRANSPOSE_QUANTIZE, configs.COOP_TRANSPOSE)
+        lists = (*lists, *(k for k in both if k not in lists))
     return lists
 
 

@@ -28,7 +28,7 @@ import functools
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +46,7 @@ __all__ = [
     "COOPERATIVE_LISTS",
     "COOP_COLUMNS",
     "COOP_COLUMNS_MIN_K",
+    "COOP_TRANSPOSE",
     "FUSED_ACTIVATIONS",
     "FUSED_ACTIVATIONS_CHOICES",
     "FUSED_ACTIVATIONS_MIN_MEAN_GROUP",
@@ -70,13 +71,17 @@ __all__ = [
     "RESULT_ARGS",
     "ROWWISE",
     "TRANSPOSE_AMAX",
+    "TRANSPOSE_ATOMIC_KERNEL",
+    "TRANSPOSE_ATOMIC_KERNELS",
     "TRANSPOSE_QUANTIZE",
     "InterpreterTiles",
     "KernelConfigs",
     "autotuned",
     "colwise_3d_kernel",
+    "coop_chunks",
+    "coop_config",
     "describe",
-    "forced_colwise_3d_kernel",
+    "forced_kernel",
     "forget_tuning",
     "fuse_activations",
     "interpreter_block",
@@ -85,6 +90,7 @@ __all__ = [
     "needs_int64_index",
     "per_group_kernel",
     "per_group_view",
+    "transpose_atomic_kernel",
 ]
 
 #: Below this many elements in the largest tensor argument, CUDA launches use a fixed config instead of autotuning.
@@ -855,28 +861,70 @@ GROUP_CHUNKS = KernelConfigs(
 )
 
 
-def _coop_columns_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
-    """The cooperative column kernel's config (fp8moe.kernels._coop_columns): it never autotunes (its workspace is
-    sized from BLOCK_N, and the autotuner's timing runs would share it). CUDA takes the first candidate, ROCm its
-    fixed config (no AMD timing)."""
-    return COOP_COLUMNS.rocm if backend.kind == "rocm" else COOP_COLUMNS.cuda[0]
+def _first_coop_candidate(
+    cuda: tuple[triton.Config, ...], rocm: triton.Config, backend: Backend, args: Mapping[str, object]
+) -> triton.Config:
+    """The rule of the cooperative slice kernel's tables: it never autotunes (its workspace is sized from BLOCK_M,
+    and the autotuner's timing runs would share it). CUDA takes the first candidate, ROCm its fixed config (no AMD
+    timing)."""
+    return rocm if backend.kind == "rocm" else cuda[0]
 
 
-#: The cooperative column kernel (fp8moe.kernels._coop_columns): tile (CHUNK positions along K, BLOCK_N columns),
-#: one program per tile, the chunks of a column block meeting through workspace atomics. First candidate: the
-#: stripped kernel's best on an H100 at K = 2048-8192 (256 x 64, 4 warps: 72-74% of copy at K = 4096 and 8192,
-#: 69% at 2048; 128 x 64 with 2 warps and 512 x 32 with 4 warps next, benchmarks/results/h100-s35-coop-slices*.md).
+def coop_config(table: KernelConfigs, backend: Backend, shape: Sequence[int]) -> triton.Config:
+    """The config of the cooperative slice kernel (fp8moe.kernels._coop_slices) under ``table`` for an (E, M, L)
+    view of ``shape``."""
+    e, m, length = shape
+    return table.fixed(backend, {"E": e, "M": m, "L": length})
+
+
+def coop_chunks(table: KernelConfigs, backend: Backend, shape: Sequence[int]) -> int:
+    """Chunks per slice of the cooperative slice kernel under ``table`` for an (E, M, L) view of ``shape``: the
+    programs that wait for each other, which fp8moe.kernels._coop.coop_limit bounds."""
+    return -(-shape[2] // coop_config(table, backend, shape).kwargs["BLOCK_L"])
+
+
+_COOP_INTERPRETER = InterpreterTiles({"BLOCK_L": ("L",), "BLOCK_M": ("M",)}, reduced="BLOCK_L")
+_COOP_KEY = ("E", "M", "L", "stride_xe", "stride_xm", "stride_xl", "FP8_DTYPE", "ROUND_POW2")
+
+#: The cooperative slice kernel for colwise_3d_scale_and_cast (fp8moe.kernels._coop_slices on the view x.mT):
+#: tile (BLOCK_L positions along K, BLOCK_M columns), one program per tile, the chunks of a column block meeting
+#: through workspace atomics. First candidate: the stripped kernel's best on an H100 at K = 2048-8192 (256 x 64,
+#: 4 warps: 72-74% of copy at K = 4096 and 8192, 69% at 2048; 128 x 64 with 2 warps and 512 x 32 with 4 warps next,
+#: benchmarks/results/h100-s35-coop-slices*.md).
+_COOP_COLUMNS_CUDA = (
+    triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+    triton.Config({"BLOCK_L": 128, "BLOCK_M": 64}, num_warps=2),
+    triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+)
+_COOP_COLUMNS_ROCM = triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4)
 COOP_COLUMNS = KernelConfigs(
     name="coop_columns",
-    cuda=(
-        triton.Config({"CHUNK": 256, "BLOCK_N": 64}, num_warps=4),
-        triton.Config({"CHUNK": 128, "BLOCK_N": 64}, num_warps=2),
-        triton.Config({"CHUNK": 512, "BLOCK_N": 32}, num_warps=4),
-    ),
-    rocm=triton.Config({"CHUNK": 256, "BLOCK_N": 64}, num_warps=4),
-    interpreter=InterpreterTiles({"CHUNK": ("K",), "BLOCK_N": ("N",)}, reduced="CHUNK"),
-    key=("E", "K", "N", "stride_xe", "stride_xk", "stride_xn", "FP8_DTYPE", "ROUND_POW2"),
-    rule=_coop_columns_rule,
+    cuda=_COOP_COLUMNS_CUDA,
+    rocm=_COOP_COLUMNS_ROCM,
+    interpreter=_COOP_INTERPRETER,
+    key=_COOP_KEY,
+    rule=functools.partial(_first_coop_candidate, _COOP_COLUMNS_CUDA, _COOP_COLUMNS_ROCM),
+)
+
+#: The cooperative slice kernel for rowwise_3d_transpose_rhs, method "atomic" (fp8moe.kernels._coop_slices on x
+#: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Untimed on a GPU so
+#: far: every candidate keeps the column table's 16384 elements and 4 warps (135-138 registers, 3 programs per SM
+#: on sm_90, benchmarks/sass_counts.py --coop-slices); the first splits the issue #11 widths (N = 1408, 5120, 8192)
+#: into 3, 10 and 16 chunks with at most 9% of the last one masked. The others are for benchmarks/tune_configs.py.
+_COOP_TRANSPOSE_CUDA = (
+    triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+    triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
+    triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+    triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
+)
+_COOP_TRANSPOSE_ROCM = triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4)
+COOP_TRANSPOSE = KernelConfigs(
+    name="coop_transpose",
+    cuda=_COOP_TRANSPOSE_CUDA,
+    rocm=_COOP_TRANSPOSE_ROCM,
+    interpreter=_COOP_INTERPRETER,
+    key=_COOP_KEY,
+    rule=functools.partial(_first_coop_candidate, _COOP_TRANSPOSE_CUDA, _COOP_TRANSPOSE_ROCM),
 )
 
 
@@ -936,17 +984,17 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 
 
 #: Which kernel colwise_3d_scale_and_cast runs, per backend kind: "rows", the batched row kernel on the (E, N, K)
-#: view (fp8moe.kernels._rows), or "auto", the cooperative column kernel (fp8moe.kernels._coop_columns) where the
-#: input is read along N and K is at least COOP_COLUMNS_MIN_K and at most the chunks that may wait for each
-#: other (fp8moe.kernels._coop.coop_limit), the row kernel elsewhere. "coop" takes the cooperative kernel wherever it
-#: can run.
+#: view (fp8moe.kernels._rows), or "auto", the cooperative slice kernel on its columns (fp8moe.kernels._coop_slices
+#: under COOP_COLUMNS) where the input is read along N and K is at least COOP_COLUMNS_MIN_K and at most the chunks
+#: that may wait for each other (fp8moe.kernels._coop.coop_limit), the row kernel elsewhere. "coop" takes the
+#: cooperative kernel wherever it can run.
 #:
 #: On an H100 (session 35, benchmarks/results/h100-s35-colwise3d-rows-vs-coop.md, one machine) the cooperative
 #: kernel took 0.81-0.93x the row kernel's time at the issue #11 3D points on row-major input (52-64% -> 56-73% of
 #: copy bandwidth), bitwise, and its GPU tests passed (h100-s35-coop-columns-tests.log). Every backend keeps "rows"
 #: until the whole GPU suite has run under "auto" (benchmarks/prepared_calls.sh 14) and the H200 has timed it
 #: (prepared_calls.sh 15); ROCm has no AMD timing. Its bytes are tested in the interpreter as well
-#: (tests/test_kernels_coop_columns.py, tests/test_kernels_dense.py). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets
+#: (tests/test_kernels_coop_slices.py, tests/test_kernels_dense.py). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets
 #: it for every backend (read once, at import).
 COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "rows", "rocm": "rows", "interpreter": "rows"}
 COLWISE_3D_KERNELS = ("rows", "auto", "coop")
@@ -954,20 +1002,49 @@ COOP_COLUMNS_MIN_K = 1024
 COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3D_KERNEL, COLWISE_3D_KERNELS)
 
 
+#: Which kernel rowwise_3d_transpose_rhs's method "atomic" runs, per backend kind: "two_launch", a fold launch over
+#: (BLOCK_K, BLOCK_N) tiles then a cast launch that reads x again (fp8moe.kernels.rowwise_3d_transpose_rhs), or
+#: "coop", the cooperative slice kernel (fp8moe.kernels._coop_slices under COOP_TRANSPOSE: each row's chunks fold
+#: their amax by atomic max, wait for each other and cast the tile they hold, x read once) wherever a row's chunks
+#: may wait for each other (fp8moe.kernels._coop.coop_limit), "two_launch" elsewhere. Both fold by atomics, and the
+#: bytes are the same. The two-launch form ran at 56-63% of copy bandwidth on the H200 (issue #11). Every backend
+#: keeps "two_launch" until the GPU suite has run under "coop" and a GPU has timed it; its bytes are tested in the
+#: interpreter (tests/test_kernels_coop_slices.py, tests/test_kernels_dense.py). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=
+#: two_launch|coop sets it for every backend (read once, at import).
+TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "two_launch", "rocm": "two_launch", "interpreter": "two_launch"}
+TRANSPOSE_ATOMIC_KERNELS = ("two_launch", "coop")
+TRANSPOSE_ATOMIC_KERNEL = _forced_by_environment(
+    "FP8MOE_TRANSPOSE_ATOMIC_KERNEL", TRANSPOSE_ATOMIC_KERNEL, TRANSPOSE_ATOMIC_KERNELS
+)
+
+#: The kernel settings :func:`forced_kernel` may force, each with its choices.
+_FORCIBLE_KERNEL_SETTINGS = {
+    "COLWISE_3D_KERNEL": COLWISE_3D_KERNELS,
+    "TRANSPOSE_ATOMIC_KERNEL": TRANSPOSE_ATOMIC_KERNELS,
+}
+
+
 @contextlib.contextmanager
-def forced_colwise_3d_kernel(kind: str) -> Iterator[None]:
-    """colwise_3d_scale_and_cast takes kernel ``kind`` (one of COLWISE_3D_KERNELS) on every backend inside the block
-    (tests, benchmarks). Launch plans are forgotten on the way in and out: a plan replays the kernel it recorded."""
-    if kind not in COLWISE_3D_KERNELS:
-        raise ValueError(f"kind must be one of {COLWISE_3D_KERNELS}, got {kind!r}")
-    global COLWISE_3D_KERNEL
-    saved = COLWISE_3D_KERNEL
-    COLWISE_3D_KERNEL = dict.fromkeys(saved, kind)
+def forced_kernel(setting: str, kind: str) -> Iterator[None]:
+    """The kernel setting ``setting`` ("COLWISE_3D_KERNEL" or "TRANSPOSE_ATOMIC_KERNEL") takes ``kind`` on every
+    backend inside the block (tests, benchmarks). Launch plans are forgotten on the way in and out: a plan replays
+    the kernel it recorded.
+
+    Raises:
+        ValueError: an unknown setting, or a kind outside the setting's choices (nothing is changed).
+    """
+    if setting not in _FORCIBLE_KERNEL_SETTINGS:
+        raise ValueError(f"setting must be one of {tuple(_FORCIBLE_KERNEL_SETTINGS)}, got {setting!r}")
+    choices = _FORCIBLE_KERNEL_SETTINGS[setting]
+    if kind not in choices:
+        raise ValueError(f"{setting} must be one of {choices}, got {kind!r}")
+    saved = globals()[setting]
+    globals()[setting] = dict.fromkeys(saved, kind)
     replay.forget()
     try:
         yield
     finally:
-        COLWISE_3D_KERNEL = saved
+        globals()[setting] = saved
         replay.forget()
 
 
@@ -980,12 +1057,20 @@ def colwise_3d_kernel(backend: Backend, x: torch.Tensor, limit_chunks: int) -> s
     if kind == "rows":
         return "rows"
     e, k, n = x.shape
-    chunk = COOP_COLUMNS.fixed(backend, {"E": e, "K": k, "N": n}).kwargs["CHUNK"]
-    if k == 0 or -(-k // chunk) > limit_chunks:
+    if k == 0 or coop_chunks(COOP_COLUMNS, backend, (e, n, k)) > limit_chunks:
         return "rows"
     if kind == "auto" and not (x.stride(2) < x.stride(1) and k >= COOP_COLUMNS_MIN_K):
         return "rows"
     return "coop"
+
+
+def transpose_atomic_kernel(backend: Backend, x: torch.Tensor, limit_chunks: int) -> str:
+    """The kernel rowwise_3d_transpose_rhs's method "atomic" runs for the (E, K, N) ``x`` on ``backend``
+    (:data:`TRANSPOSE_ATOMIC_KERNEL`): "coop" where it is set and a row's N elements, at least one, take at most
+    ``limit_chunks`` chunks of COOP_TRANSPOSE's config, "two_launch" otherwise."""
+    if TRANSPOSE_ATOMIC_KERNEL[backend.kind] != "coop" or x.shape[2] == 0:
+        return "two_launch"
+    return "coop" if coop_chunks(COOP_TRANSPOSE, backend, x.shape) <= limit_chunks else "two_launch"
 
 
 #: How fp8moe.grouped_mm quantizes A and grad_out, per backend kind: "on", the fused activation pair
@@ -1031,7 +1116,10 @@ CONFIGS_BY_SPEC: dict[str, tuple[KernelConfigs, ...]] = {
     "rowwise_2d_scale_and_cast": (ROWWISE,),
     "colwise_3d_scale_and_cast": (ROWWISE,),
     "rowwise_3d_transpose_rhs[reduction]": (ROWWISE,),
-    "rowwise_3d_transpose_rhs[atomic]": (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
+    # the lists of the kernel CUDA runs (TRANSPOSE_ATOMIC_KERNEL)
+    "rowwise_3d_transpose_rhs[atomic]": (COOP_TRANSPOSE,)
+    if TRANSPOSE_ATOMIC_KERNEL["cuda"] == "coop"
+    else (TRANSPOSE_AMAX, TRANSPOSE_QUANTIZE),
     # the lists of the kernel CUDA runs (PER_GROUP_KERNEL)
     "per_group_rowwise_scales": COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),
     "per_group_colwise_scales": COOPERATIVE_LISTS.get(PER_GROUP_KERNEL["cuda"], (PER_GROUP,)),

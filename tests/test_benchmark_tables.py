@@ -945,9 +945,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "16"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "17"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 16: 1 to 15, or h200" in refused.stderr
+    assert "no prepared call 17: 1 to 16, or h200" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -970,7 +970,9 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
     knobs = {
         "FP8MOE_PDL",
         "FP8MOE_COLWISE_3D_KERNEL",
+        "FP8MOE_TRANSPOSE_ATOMIC_KERNEL",
         "STEPS",
+        "TUNE_ARGS",
         "HOST_ARGS",
         "BENCH_ARGS",
         "TEST_PATHS",
@@ -1038,14 +1040,14 @@ def test_the_dependent_launch_suite_call_runs_every_test_under_it(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["env.txt", "pdl_suite.log"]
 
 
-def test_the_cooperative_column_suite_call_runs_every_test_under_auto(tmp_path):
-    """prepared_calls.sh 14: the tests step once, FP8MOE_COLWISE_3D_KERNEL=auto, the whole suite, its log kept as
-    coop_suite.log. Stub, as above."""
+def test_the_cooperative_suite_call_runs_every_test_under_both_cooperative_kernels(tmp_path):
+    """prepared_calls.sh 14: the tests step once, FP8MOE_COLWISE_3D_KERNEL=auto and FP8MOE_TRANSPOSE_ATOMIC_KERNEL=
+    coop, the whole suite, its log kept as coop_suite.log. Stub, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "14", '$STEPS $FP8MOE_COLWISE_3D_KERNEL ${TEST_PATHS:-all} $TEST_TIMEOUT\n'
-        'case "$STEPS" in tests) touch pytest.log ;; esac',
+        tmp_path, "14", '$STEPS $FP8MOE_COLWISE_3D_KERNEL $FP8MOE_TRANSPOSE_ATOMIC_KERNEL ${TEST_PATHS:-all} '
+        '$TEST_TIMEOUT\ncase "$STEPS" in tests) touch pytest.log ;; esac',
     )  # fmt: skip
-    assert steps == ["tests auto all 540"]
+    assert steps == ["tests auto coop all 540"]
     assert sorted(p.name for p in out.iterdir()) == ["coop_suite.log", "env.txt"]
 
 
@@ -1059,6 +1061,23 @@ def test_the_colwise_3d_call_benches_the_row_kernel_then_auto_on_one_machine(tmp
     args = "--only colwise_3d_scale --select row_major --compile first"
     assert steps == [f"bench rows {args}", f"bench auto {args}"]
     names = ["bench_auto.json", "bench_auto.md", "bench_rows.json", "bench_rows.md", "env.txt"]
+    assert sorted(p.name for p in out.iterdir()) == names
+
+
+def test_the_atomic_transpose_call_benches_both_kernels_then_times_the_cooperative_tiles(tmp_path):
+    """prepared_calls.sh 16: the atomic transpose's points benched under the two-launch kernel, then the cooperative
+    one, torch.compile at the first point, each bench's table and JSON kept under its kernel's name; then the tune
+    step at the same points under the cooperative kernel. Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path, "16", '$STEPS $FP8MOE_TRANSPOSE_ATOMIC_KERNEL $BENCH_ARGS $TUNE_ARGS\n'
+        'case "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; tune) touch configs.md tune.log ;; '
+        "esac",
+    )  # fmt: skip
+    args = "--only rowwise_3d_transpose --select atomic"
+    assert steps == [f"bench two_launch {args} --compile first ", f"bench coop {args} --compile first ",
+                     f"tune coop  {args}"]  # fmt: skip
+    names = ["bench_coop.json", "bench_coop.md", "bench_two_launch.json", "bench_two_launch.md", "configs.md",
+             "env.txt", "tune.log"]  # fmt: skip
     assert sorted(p.name for p in out.iterdir()) == names
 
 

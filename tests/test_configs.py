@@ -24,7 +24,7 @@ from fp8moe import backend as backend_module
 from fp8moe import configs, fp8ref_backend
 from fp8moe.backend import Backend, launch_device
 from fp8moe.kernels import (
-    _coop_columns,
+    _coop_slices,
     _pair,
     _per_group,
     _rows,
@@ -51,14 +51,15 @@ KERNELS = {
     "per_group_dual": (per_group_colwise_scales_dual._per_group_colwise_scales_dual_kernel, configs.PER_GROUP_DUAL),
 }
 #: Kernels whose configs also set a chunk length (CHUNK_TILES, which the launcher adds in the interpreter, or the
-#: cooperative column kernel's CHUNK): the autotune key test covers them; the block test below is for KERNELS.
+#: cooperative slice kernel's BLOCK_L): the autotune key test covers them; the block test below is for KERNELS.
 CHUNKED_KERNELS = {
     "pair_amax": (colwise_3d_and_transpose_rhs._pair_amax_kernel, configs.PAIR_AMAX),
     "pair_scales": (_pair._pair_scales_kernel, configs.PAIR_SCALES),
     "pair_cast": (colwise_3d_and_transpose_rhs._pair_cast_kernel, configs.PAIR_CAST),
     "jagged_pair_amax": (rowwise_and_per_group_colwise._jagged_amax_kernel, configs.JAGGED_PAIR_AMAX),
     "jagged_pair_cast": (rowwise_and_per_group_colwise._jagged_cast_kernel, configs.JAGGED_PAIR_CAST),
-    "coop_columns": (_coop_columns._coop_columns_kernel, configs.COOP_COLUMNS),
+    "coop_columns": (_coop_slices._coop_slices_kernel, configs.COOP_COLUMNS),
+    "coop_transpose": (_coop_slices._coop_slices_kernel, configs.COOP_TRANSPOSE),
 }
 
 
@@ -628,7 +629,8 @@ def test_launch_device_switches_only_to_a_cuda_device_that_is_not_current(monkey
 @pytest.mark.parametrize(
     ("variable", "table", "value", "refused"),
     [("FP8MOE_PER_GROUP_KERNEL", "PER_GROUP_KERNEL", "tiles", "fast"),
-     ("FP8MOE_COLWISE_3D_KERNEL", "COLWISE_3D_KERNEL", "auto", "cooperative")],
+     ("FP8MOE_COLWISE_3D_KERNEL", "COLWISE_3D_KERNEL", "auto", "cooperative"),
+     ("FP8MOE_TRANSPOSE_ATOMIC_KERNEL", "TRANSPOSE_ATOMIC_KERNEL", "coop", "one_launch")],
 )  # fmt: skip
 def test_a_kernel_setting_read_at_import_sets_every_backend_and_refuses_other_values(variable, table, value, refused):
     """The kernel choices set from the environment when fp8moe.configs is imported, end to end in a fresh process:

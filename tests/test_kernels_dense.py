@@ -26,6 +26,7 @@ import fp8moe  # before anything imports triton: turns the interpreter on when t
 from fp8moe import configs
 from fp8moe.backend import backend_for
 from fp8moe.kernels import colwise_3d_scale_and_cast as colwise_3d_launcher
+from fp8moe.kernels import rowwise_3d_transpose_rhs as transpose_launcher
 from fp8ref import ops as ref
 from fp8ref.engine.poison import POISON_BYTES, poisoned_allocations, unwritten_mask
 from fp8ref.formats import all_formats, fmt
@@ -84,32 +85,51 @@ def _pair_half(half: int) -> Callable:
     return run
 
 
-def _colwise_3d_coop(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
-    """colwise_3d_scale_and_cast with the cooperative column kernel forced (fp8moe.configs.COLWISE_3D_KERNEL), so
-    every dense test runs it: the reduced dims of 33-130 are two chunks in the interpreter, 32 or less one (its
-    fold and cast are two launches there; a GPU runs them fused, the chunks waiting for each other). Fails where the
-    cooperative launcher did not run (only an empty input may skip it)."""
-    launched = []
+def _cooperative(run: Callable, setting: str, launcher) -> Callable:
+    """``run`` with the cooperative slice kernel forced (fp8moe.configs.forced_kernel(``setting``, "coop")), so every
+    dense test runs it: the reduced dims of 33-130 are two chunks in the interpreter, 32 or less one (its fold and
+    cast are two launches there; a GPU runs them fused, the chunks waiting for each other). Fails where the
+    cooperative launcher, as the op's ``launcher`` module calls it, did not run (only an empty input may skip it)."""
 
-    def spy(*args):
-        launched.append(args[0].shape)
-        return real(*args)
+    def forced(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
+        launched = []
+        real = launcher.launch_coop_slices
 
-    real = colwise_3d_launcher.launch_coop_columns
-    with configs.forced_colwise_3d_kernel("coop"), mock.patch.object(colwise_3d_launcher, "launch_coop_columns", spy):
-        outs = fp8moe.colwise_3d_scale_and_cast(x, fp8_dtype, round_scales_to_power_of_2)
-    assert launched or 0 in x.shape, f"the cooperative kernel did not run for {tuple(x.shape)}"
-    return outs
+        def spy(*args):
+            launched.append(args[0].shape)
+            return real(*args)
+
+        with configs.forced_kernel(setting, "coop"), mock.patch.object(launcher, "launch_coop_slices", spy):
+            outs = run(x, fp8_dtype, round_scales_to_power_of_2)
+        assert launched or 0 in x.shape, f"the cooperative kernel did not run for {tuple(x.shape)}"
+        return outs
+
+    return forced
 
 
 OPS += [
     DenseOp("pair-colwise_3d", _pair_half(0), ref.colwise_3d_scale_and_cast, (2, 24, 40), 1),
     DenseOp("pair-transpose_rhs", _pair_half(1), ref.rowwise_3d_transpose_rhs, (2, 24, 40), 2),
-    DenseOp("colwise_3d-coop", _colwise_3d_coop, ref.colwise_3d_scale_and_cast, (2, 40, 24), 1),
+    DenseOp(
+        "colwise_3d-coop",
+        _cooperative(fp8moe.colwise_3d_scale_and_cast, "COLWISE_3D_KERNEL", colwise_3d_launcher),
+        ref.colwise_3d_scale_and_cast,
+        (2, 40, 24),
+        1,
+    ),
+    DenseOp(
+        "transpose_rhs-atomic-coop",
+        _cooperative(OPS[2].run, "TRANSPOSE_ATOMIC_KERNEL", transpose_launcher),
+        ref.rowwise_3d_transpose_rhs,
+        (2, 24, 40),
+        2,
+    ),
 ]
 OPS_2D = [op for op in OPS if op.ndim == 2]
 OPS_3D = [op for op in OPS if op.ndim == 3]
 TRANSPOSE_ATOMIC, TRANSPOSE_REDUCTION = OPS[2], OPS[3]
+#: The atomic transpose's two kernels (fp8moe.configs.TRANSPOSE_ATOMIC_KERNEL).
+TRANSPOSE_ATOMIC_KERNELS = [TRANSPOSE_ATOMIC, OPS[-1]]
 
 
 def _op_id(op: DenseOp) -> str:
@@ -334,21 +354,24 @@ def test_all_zero_slice_gets_eps_scale_and_inf_slice_zero_scale(op, device):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("atomic", TRANSPOSE_ATOMIC_KERNELS, ids=_op_id)
 @pytest.mark.parametrize("pow2", [False, True], ids=["", "pow2"])
 @pytest.mark.parametrize("shape", [(2, 24, 40), (2, 7, 33), (1, 33, 65)], ids=_shape_id)
-def test_atomic_and_reduction_transpose_give_identical_bytes_strict(shape, pow2, device):
+def test_atomic_and_reduction_transpose_give_identical_bytes_strict(shape, pow2, atomic, device):
     special = _special_input(TRANSPOSE_REDUCTION, torch.bfloat16)
     for x in (_values(shape, torch.bfloat16, seed=6), special):
         x = x.to(device)
-        q_a, s_a = TRANSPOSE_ATOMIC.run(x, E4, pow2)
+        q_a, s_a = atomic.run(x, E4, pow2)
         q_r, s_r = TRANSPOSE_REDUCTION.run(x, E4, pow2)
         _assert_q_equal(q_a, q_r, strict=True)
         _assert_scales_equal(s_a, s_r, strict=True)
 
 
-def test_atomic_max_keeps_nan_over_inf_from_another_tile(device):
+@pytest.mark.parametrize("atomic", TRANSPOSE_ATOMIC_KERNELS, ids=_op_id)
+def test_atomic_max_keeps_nan_over_inf_from_another_tile(atomic, device):
     # Each row spans several N-tiles of the amax kernel whatever config runs it (twice the widest CUDA tile plus 6:
-    # >= 3 tiles on CUDA and ROCm; the interpreter's block for 1030 is 1024, tiles of 1024 and 6). Row 0: +inf in the
+    # >= 3 tiles on CUDA and ROCm, 3 chunks of the cooperative kernel's first candidate; the interpreter's block for
+    # 1030 is 1024, tiles of 1024 and 6). Row 0: +inf in the
     # first tile, NaN in the last: an int32 max of the f32 bits must end at the NaN (0x7FC00000 > 0x7F800000); a float
     # max that drops NaN would end at inf (scale 0). Row 1: a NaN with its sign bit set (0xFFC0 in bf16), which
     # survives only because the kernel clears the sign bit before the int32 max.
@@ -358,7 +381,7 @@ def test_atomic_max_keeps_nan_over_inf_from_another_tile(device):
     x[0, 0, n - 1] = math.nan
     x[0, 1, n - 1] = torch.tensor(-64, dtype=torch.int16).view(torch.bfloat16)  # 0xFFC0: -NaN
     x[0, 1, 0] = 3.0
-    q, s = TRANSPOSE_ATOMIC.run(x.to(device), E4, False)
+    q, s = atomic.run(x.to(device), E4, False)
     assert torch.isnan(s.cpu()).tolist() == [[True, True]], f"scales {s.cpu().tolist()}"
     assert set(q.cpu().view(torch.uint8).unique().tolist()) <= set(fmt(E4).nan_codes)
 

@@ -4,11 +4,15 @@ q (E, N, K) with strides (N*K, 1, N) is, viewed as ``q.mT``, a contiguous (E, K,
 quantized in place of itself, so neither method moves data across rows.
 
 - "reduction": the batched row kernel (fp8moe.kernels._rows); one program owns whole rows (one launch).
-- "atomic": two launches over (BLOCK_K, BLOCK_N) tiles. Kernel 1 reduces each tile's rows to a partial amax and
-  combines partials across N-tiles with an int32 atomic max on the f32 bit patterns; kernel 2 turns amax into the
-  scale and quantizes its tile. More programs in flight when K*E is small and N large.
+- "atomic": (BLOCK_K, BLOCK_N) tiles whose partial row amaxes combine across N-tiles by an int32 atomic max on the
+  f32 bit patterns. More programs in flight when K*E is small and N large. Two kernels do it, the same bytes
+  (fp8moe.configs.transpose_atomic_kernel picks one per call):
+  - "two_launch": kernel 1 folds the partials, kernel 2 turns amax into the scale and quantizes its tile, reading
+    x a second time;
+  - "coop": the cooperative slice kernel (fp8moe.kernels._coop_slices): each tile's program folds, waits for the
+    other tiles of its rows and casts the tile it holds, x read once.
 
-Both compute the same exact amax (max is exact and order-free) and then the same helpers, hence the same bytes.
+All compute the same exact amax (max is exact and order-free) and then the same helpers, hence the same bytes.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import triton.language as tl
 from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._common import abs_max_keep_nan, fold_amax, fp8_constexprs, quantize, scale_from_amax
+from fp8moe.kernels._coop import coop_limit
+from fp8moe.kernels._coop_slices import launch_coop_slices
 from fp8moe.kernels._rows import launch_rows
 
 __all__ = ["METHODS", "launch"]
@@ -182,6 +188,10 @@ def launch(
     scales = torch.empty((e, k), dtype=torch.float32, device=x.device)
     if method == "reduction":
         launch_rows(x, q.mT, scales.view(e * k), fp8_dtype, round_scales_to_power_of_2, backend)
+    elif configs.transpose_atomic_kernel(backend, x, coop_limit(backend, x.device)) == "coop":
+        launch_coop_slices(
+            x, q.mT, scales.view(e * k), configs.COOP_TRANSPOSE, fp8_dtype, round_scales_to_power_of_2, backend
+        )
     elif e > 0 and k > 0:
         _launch_atomic(x, q.mT, scales.view(e * k), fp8_dtype, round_scales_to_power_of_2, backend)
     return q, scales

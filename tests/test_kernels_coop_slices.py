@@ -1,0 +1,236 @@
+"""The cooperative slice kernel (fp8moe.kernels._coop_slices) in both ops that run it, colwise_3d_scale_and_cast
+(the columns of an input read along N) and rowwise_3d_transpose_rhs's method "atomic" (the rows): its bytes against
+fp8ref where several chunks share a slice, when each op takes it (fp8moe.configs.colwise_3d_kernel,
+transpose_atomic_kernel), what the launcher refuses, and a lost fold caught.
+
+Every dense test of tests/test_kernels_dense.py runs it too (its ``colwise_3d-coop`` and
+``transpose_rhs-atomic-coop`` ops), at shapes of one or two chunks. Here the reduced dim spans several chunks of
+the config the backend launches with (on a GPU: the fused launch, each chunk waiting for the others of its slice
+block), and the chunks hold different special values.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import fp8moe  # before anything imports triton: turns the interpreter on when there is no GPU
+from fp8moe import configs, replay
+from fp8moe.backend import backend_for
+from fp8moe.kernels import _coop_slices
+from fp8moe.kernels._coop import coop_limit
+from fp8ref import ops as ref
+from fp8ref.formats import all_formats, fmt
+from fp8ref.pytest_plugin import needs_interpreter
+from fp8ref.testing import assert_same_bits
+
+pytestmark = pytest.mark.interpreter
+
+E4 = torch.float8_e4m3fn
+
+
+@dataclass(frozen=True)
+class CoopOp:
+    """One op that runs the cooperative slice kernel: its fp8moe callable and fp8ref twin (each ``(x, fp8_dtype,
+    pow2)``), the kernel setting that forces the kernel, its config table, and how a slice lies in the op's (E, K, N)
+    input (``slices_axis``: the axis a slice runs along, 1 for columns, 2 for rows)."""
+
+    name: str
+    run: object
+    reference: object
+    setting: str
+    table: configs.KernelConfigs
+    slices_axis: int
+
+    def input_of(self, slices: torch.Tensor) -> torch.Tensor:
+        """The op's contiguous (E, K, N) input whose slices are those of ``slices`` (E, M, L)."""
+        return slices.mT.contiguous() if self.slices_axis == 1 else slices.contiguous()
+
+    def chunks(self, backend, length: int) -> int:
+        """Chunks per slice of ``length`` under the config ``backend`` launches with."""
+        return configs.coop_chunks(self.table, backend, (1, 1, length))
+
+
+COLUMNS = CoopOp(
+    "colwise_3d",
+    fp8moe.colwise_3d_scale_and_cast,
+    ref.colwise_3d_scale_and_cast,
+    "COLWISE_3D_KERNEL",
+    configs.COOP_COLUMNS,
+    1,
+)
+ROWS = CoopOp(
+    "transpose_rhs-atomic",
+    functools.partial(fp8moe.rowwise_3d_transpose_rhs, method="atomic"),
+    ref.rowwise_3d_transpose_rhs,
+    "TRANSPOSE_ATOMIC_KERNEL",
+    configs.COOP_TRANSPOSE,
+    2,
+)
+OPS = [COLUMNS, ROWS]
+
+
+def _special_slices(e: int, m: int, length: int, dtype: torch.dtype) -> torch.Tensor:
+    """(E, M, L) values over ~20 binades, with slice specials placed in one chunk only: a NaN at the last position, an
+    inf in the middle, a slice of zeros, a slice whose amax sits in its last element, -0.0 only."""
+    gen = torch.Generator().manual_seed(11)
+    shape = (e, m, length)
+    x = torch.randn(shape, generator=gen) * torch.exp2(torch.randint(-10, 11, shape, generator=gen).float())
+    x[0, 0, length - 1] = float("nan")
+    x[-1, 1, length // 2] = float("-inf")
+    x[:, 2, :] = 0.0
+    x[0, 3, :] = x[0, 3, :].clamp(-1, 1)
+    x[0, 3, length - 1] = 3000.0
+    x[-1, 4, :] = -0.0
+    return x.to(dtype)
+
+
+def _assert_matches_reference(op: CoopOp, x: torch.Tensor, view: torch.Tensor, fp8_dtype, pow2) -> None:
+    """The op on ``view`` (x, on the device, in any layout) under the cooperative kernel: fp8ref's bytes for x."""
+    with configs.forced_kernel(op.setting, "coop"):
+        q, s = op.run(view, fp8_dtype, pow2)
+    q_ref, s_ref = op.reference(x, fp8_dtype, pow2)
+    assert q.stride() == q_ref.stride()
+    assert s.shape == s_ref.shape
+    assert_same_bits(q, q_ref, what="q")
+    assert_same_bits(s, s_ref, what="scales")
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+@pytest.mark.parametrize("pow2", [False, True], ids=["", "pow2"])
+@pytest.mark.parametrize("fp8_dtype", [f.dtype for f in all_formats()], ids=lambda d: fmt(d).name)
+def test_slices_shared_by_several_chunks_match_the_reference(fp8_dtype, pow2, op, device):
+    backend = backend_for(device)
+    if fp8_dtype not in backend.fp8_dtypes:
+        pytest.skip(f"{fmt(fp8_dtype).name} is not native on {backend.kind}/{backend.arch}")
+    # several chunks: on a GPU 4 of 256 (columns) or 3 of 512 (rows), here 2 of 64
+    length = 1300 if backend.kind != "interpreter" else 77
+    assert 1 < op.chunks(backend, length) <= coop_limit(backend, torch.device(device))
+    x = op.input_of(_special_slices(2, 70, length, torch.bfloat16))
+    _assert_matches_reference(op, x, x.to(device), fp8_dtype, pow2)
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_other_input_dtypes_and_a_strided_view_match_the_reference(dtype, op, device):
+    x = op.input_of(_special_slices(3, 40, 77, dtype))
+    view = torch.stack([x, x], dim=3).flatten(2).to(device)[:, :, ::2]  # x itself, read along N with stride 2
+    assert view.stride(2) == 2
+    _assert_matches_reference(op, x, view, E4, True)
+
+
+@needs_interpreter  # the interpreter's config and limits
+def test_colwise_3d_takes_the_kernel_by_the_setting_the_layout_and_k(monkeypatch):
+    """ "rows" everywhere by default; "auto" takes the cooperative kernel for an input read along N with K of at
+    least COOP_COLUMNS_MIN_K, the row kernel for the canonical layout (read along K) and shorter K; every setting
+    falls back to rows for an empty K or one of more chunks than may wait for each other."""
+    backend = backend_for("cpu")
+    k = configs.COOP_COLUMNS_MIN_K
+    row_major = torch.empty((2, k, 8))
+    canonical = row_major.mT.contiguous().mT
+    chunks = COLUMNS.chunks(backend, k)
+    assert dict.fromkeys(configs.COLWISE_3D_KERNEL, "rows") == configs.COLWISE_3D_KERNEL
+    assert configs.colwise_3d_kernel(backend, row_major, chunks) == "rows"
+    monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, "auto"))
+    assert configs.colwise_3d_kernel(backend, row_major, chunks) == "coop"
+    assert configs.colwise_3d_kernel(backend, canonical, chunks) == "rows"
+    assert configs.colwise_3d_kernel(backend, torch.empty((2, k - 1, 8)), chunks) == "rows"
+    assert configs.colwise_3d_kernel(backend, row_major, chunks - 1) == "rows"  # too many chunks to wait for
+    monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, "coop"))
+    assert configs.colwise_3d_kernel(backend, canonical, chunks) == "coop"
+    assert configs.colwise_3d_kernel(backend, torch.empty((2, 0, 8)), chunks) == "rows"
+
+
+@needs_interpreter  # the interpreter's config and limits
+def test_the_atomic_transpose_takes_the_kernel_by_the_setting_and_n(monkeypatch):
+    """ "two_launch" everywhere by default; "coop" takes the cooperative kernel in any layout, and falls back to the
+    two launches for an empty N (no chunk would write the scales) or one of more chunks than may wait."""
+    backend = backend_for("cpu")
+    x = torch.empty((2, 8, 100))
+    chunks = ROWS.chunks(backend, 100)
+    assert dict.fromkeys(configs.TRANSPOSE_ATOMIC_KERNEL, "two_launch") == configs.TRANSPOSE_ATOMIC_KERNEL
+    assert configs.transpose_atomic_kernel(backend, x, chunks) == "two_launch"
+    monkeypatch.setattr(configs, "TRANSPOSE_ATOMIC_KERNEL", dict.fromkeys(configs.TRANSPOSE_ATOMIC_KERNEL, "coop"))
+    assert configs.transpose_atomic_kernel(backend, x, chunks) == "coop"
+    assert configs.transpose_atomic_kernel(backend, x.mT.contiguous().mT, chunks) == "coop"
+    assert configs.transpose_atomic_kernel(backend, x, chunks - 1) == "two_launch"  # too many chunks to wait for
+    assert configs.transpose_atomic_kernel(backend, torch.empty((2, 8, 0)), chunks) == "two_launch"
+
+
+def test_the_atomic_transpose_of_an_empty_n_writes_its_scales_under_either_kernel(device):
+    """N = 0: no element, yet K scales per expert, each the scale of amax 0 (fp8ref's rule); the cooperative setting
+    leaves it to the two launches, whose cast kernel writes them."""
+    x = torch.empty((2, 3, 0), dtype=torch.bfloat16)
+    q_ref, s_ref = ROWS.reference(x, E4, False)
+    for kind in configs.TRANSPOSE_ATOMIC_KERNELS:
+        with configs.forced_kernel("TRANSPOSE_ATOMIC_KERNEL", kind):
+            q, s = ROWS.run(x.to(device), E4, False)
+        assert q.shape == q_ref.shape, kind
+        assert_same_bits(s, s_ref, what=f"scales under {kind}")
+
+
+@needs_interpreter  # its configs (chunks of 64) are the interpreter's
+def test_the_launcher_refuses_more_chunks_than_may_wait_an_empty_l_and_a_strided_q(monkeypatch):
+    """Called directly: L of two chunks where one may wait, L = 0 with slices to write scales for, and a q not
+    contiguous along L are each a clear error before any launch."""
+    monkeypatch.setattr(_coop_slices, "coop_limit", lambda backend, device: 1)
+    backend = backend_for("cpu")
+    x = torch.randn((1, 8, 77)).to(torch.bfloat16)
+    q = torch.empty((1, 8, 77), dtype=E4)
+    with pytest.raises(ValueError, match="L = 77 is 2 chunks of 64: more than the 1"):
+        _coop_slices.launch_coop_slices(x, q, torch.empty(8), configs.COOP_TRANSPOSE, E4, False, backend)
+    with pytest.raises(ValueError, match="L = 0: the slices have no chunk"):
+        _coop_slices.launch_coop_slices(x[:, :, :0], q[:, :, :0], torch.empty(8), configs.COOP_TRANSPOSE, E4, False,
+                                        backend)  # fmt: skip
+    strided = torch.empty((1, 77, 8), dtype=E4).mT
+    with pytest.raises(ValueError, match="q must be contiguous along L"):
+        _coop_slices.launch_coop_slices(x, strided, torch.empty(8), configs.COOP_TRANSPOSE, E4, False, backend)
+
+
+@needs_interpreter  # the fold is a launch of its own there; a GPU fuses it with the cast
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_a_cast_without_the_fold_of_the_other_chunks_is_caught(op, monkeypatch):
+    """Test the tester: a launcher whose fold launch is lost (the interpreter's PHASE_AMAX) casts with amax 0, and
+    the reference comparison fails; with the fold it passes."""
+    x = op.input_of(_special_slices(2, 40, 77, torch.bfloat16))
+    q_ref, _ = op.reference(x, E4, False)
+    real = configs.launch
+
+    def without_fold(kernel, kernel_configs, backend, grid, config=None, **args):
+        if args.get("PHASE") != _coop_slices.PHASE_AMAX:
+            real(kernel, kernel_configs, backend, grid, config, **args)
+
+    with configs.forced_kernel(op.setting, "coop"):
+        q, _ = op.run(x, E4, False)
+    assert_same_bits(q, q_ref, what="q")
+    monkeypatch.setattr(configs, "launch", without_fold)
+    with configs.forced_kernel(op.setting, "coop"):
+        q, _ = op.run(x, E4, False)
+    assert not torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8))
+
+
+@pytest.mark.parametrize(("setting", "kind"), [("COLWISE_3D_KERNEL", "auto"), ("TRANSPOSE_ATOMIC_KERNEL", "coop")])
+def test_forcing_a_kernel_restores_the_setting_and_forgets_plans_and_refuses_unknown_names(setting, kind, monkeypatch):
+    """fp8moe.configs.forced_kernel: the kind on every backend inside, the setting as it was after, launch plans
+    forgotten on the way in and out (a plan replays the kernel it recorded); an unknown kind or setting is an error
+    naming the choices, with nothing changed."""
+    forgotten = []
+    monkeypatch.setattr(replay, "forget", lambda: forgotten.append(dict(getattr(configs, setting))))
+    before = getattr(configs, setting)
+    with configs.forced_kernel(setting, kind):
+        assert dict.fromkeys(before, kind) == getattr(configs, setting)
+    assert getattr(configs, setting) is before
+    assert forgotten == [dict.fromkeys(before, kind), before]  # after the switch in, after the switch back
+    forgotten.clear()
+    choices = getattr(configs, f"{setting}S")
+    refusal = re.escape(f"{setting} must be one of {choices}, got 'fast'")
+    with pytest.raises(ValueError, match=refusal), configs.forced_kernel(setting, "fast"):
+        pass
+    with pytest.raises(ValueError, match="setting must be one of"), configs.forced_kernel("PER_GROUP_KERNEL", kind):
+        pass
+    assert getattr(configs, setting) is before
+    assert forgotten == []
