@@ -19,6 +19,7 @@
 #   bash benchmarks/prepared_calls.sh 14  # the whole GPU suite with both cooperative slice kernels on (about 7 min)
 #   bash benchmarks/prepared_calls.sh 15  # colwise 3D on row-major input, row kernel then "auto", torch.compile (4 min)
 #   bash benchmarks/prepared_calls.sh 16  # the atomic transpose, two launches then "coop", torch.compile; tiles (4 min)
+#   bash benchmarks/prepared_calls.sh 17  # the per-group ops, default kernels then the jagged "coop" (about 6 min)
 #   bash benchmarks/prepared_calls.sh h200  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -83,7 +84,7 @@ if [ "${1:-}" = "h200" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 16, or h200}" in
+case "${1:?which call: 1 to 17, or h200}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -189,5 +190,20 @@ case "${1:?which call: 1 to 16, or h200}" in
     done
     FP8MOE_TRANSPOSE_ATOMIC_KERNEL=coop STEPS="tune" TUNE_TIMEOUT=150 \
       TUNE_ARGS="--only rowwise_3d_transpose --select atomic" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 16, or h200" >&2; exit 2 ;;
+  17) # the per-group bench at the 17 issue #11 points under the default kernels ("auto": span or chunks), then under
+      # FP8MOE_PER_GROUP_KERNEL=coop (the cooperative slice kernel's jagged form, each slice read once: the stripped
+      # probe ran 4096-8192-token slices at 72-74% of copy on an H100 against the span kernel's 57-59%; the G = 16
+      # point's 65536 tokens take its 1024 x 16 tile), same machine. The first runs the GPU tests of the kernel under
+      # "coop". Read with python -m fp8moe.bench_diff bench_auto.json bench_coop.json. Files: env.txt,
+      # coop_tests.log, bench_{auto,coop}.{md,json}.
+    FP8MOE_PER_GROUP_KERNEL=coop STEPS="tests" TEST_TIMEOUT=150 \
+      TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_per_group.py" bash "$here/gpu_session.sh"
+    mv "$OUT/pytest.log" "$OUT/coop_tests.log"
+    for kernel in auto coop; do
+      FP8MOE_PER_GROUP_KERNEL=$kernel STEPS="bench" BENCH_TIMEOUT=165 BENCH_ARGS="--only per_group --compile none" \
+        bash "$here/gpu_session.sh"
+      mv "$OUT/bench.md" "$OUT/bench_$kernel.md"; mv "$OUT/bench.json" "$OUT/bench_$kernel.json"
+      rm -f "$OUT/bench.png" "$OUT/bench.log"
+    done ;;
+  *) echo "no prepared call $1: 1 to 17, or h200" >&2; exit 2 ;;
 esac

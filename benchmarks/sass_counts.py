@@ -188,26 +188,34 @@ def _barrier_counts(compiled) -> dict:
 
 
 def coop_slices() -> dict:
-    """The cooperative slice kernel (fp8moe.kernels._coop_slices) under each op's first CUDA candidate, compiled for
-    sm_90 with the unit stride of that op's input (colwise 3D on row-major input: across the slices; the atomic
-    transpose: along them) in each of its phases (fused; the interpreter's fold and cast): registers per thread,
-    programs per SM, and its memory barriers and atomics (:func:`_barrier_counts`), keyed "<op> <phase>"."""
+    """The cooperative slice kernel (fp8moe.kernels._coop_slices) under each use's first CUDA candidate, compiled for
+    sm_90 with the unit stride of that use's input (colwise 3D on row-major input: across the slices; the atomic
+    transpose: along them; the jagged kernel on the colwise ops' transposing view, 64 groups) in each of its phases
+    (fused; the interpreter's fold and cast): registers per thread, programs per SM, and its memory barriers and
+    atomics (:func:`_barrier_counts`), keyed "<use> <phase>"."""
     from fp8moe import configs
     from fp8moe.kernels import _coop, _coop_slices
 
-    pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32"}
+    pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32", "offs_ptr": "*i32"}
+    dense = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "stride_xe", "stride_qe", "stride_qm"]
+    jagged = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "offs_ptr", "R", "stride_qr"]
     result = {}
-    for op, table, unit, other in (("columns", configs.COOP_COLUMNS, "stride_xm", "stride_xl"),
-                                   ("transpose", configs.COOP_TRANSPOSE, "stride_xl", "stride_xm")):  # fmt: skip
-        config = table.cuda[0]
-        divisible = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "stride_xe", other, "stride_qe", "stride_qm"]
+    for op, kernel, config, unit, other, divisible, extra in (
+        ("columns", _coop_slices._coop_slices_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xm", "stride_xl", dense,
+         {}),
+        ("transpose", _coop_slices._coop_slices_kernel, configs.COOP_TRANSPOSE.cuda[0], "stride_xl", "stride_xm",
+         dense, {}),
+        ("groups", _coop_slices._coop_groups_kernel, configs.GROUP_COOP.cuda[0], "stride_xr", "stride_xk", jagged,
+         {"BLOCK_G": 64}),
+    ):  # fmt: skip
         for phase_name, phase in (("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX),
                                   ("cast", _coop.PHASE_CAST)):  # fmt: skip
             constants = {
-                **config.kwargs, "PHASE": phase, "INT64_INDEX": False, unit: 1,
+                **config.kwargs, **extra, "PHASE": phase, "INT64_INDEX": False, unit: 1,
                 **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
             }  # fmt: skip
-            compiled = compile_sm90(_coop_slices._coop_slices_kernel, constants, pointers, divisible, config.num_warps)
+            pointer_args = {k: v for k, v in pointers.items() if k != "offs_ptr" or "offs_ptr" in divisible}
+            compiled = compile_sm90(kernel, constants, pointer_args, [*divisible, other], config.num_warps)
             registers = loops(compiled)["registers"]
             shared = compiled.metadata.shared
             result[f"{op} {phase_name}"] = {

@@ -51,6 +51,7 @@ __all__ = [
     "FUSED_ACTIVATIONS_CHOICES",
     "FUSED_ACTIVATIONS_MIN_MEAN_GROUP",
     "GROUP_CHUNKS",
+    "GROUP_COOP",
     "GROUP_TILES",
     "INT32_MAX",
     "INTERPRETER_MAX_BLOCK",
@@ -928,6 +929,34 @@ COOP_TRANSPOSE = KernelConfigs(
 )
 
 
+def _group_coop_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
+    """The cooperative slice kernel's tile on the jagged views (fp8moe.kernels._coop_slices.launch_coop_groups): it
+    never autotunes (its workspace is sized from BLOCK_M, and the autotuner's timing runs would share it).
+    Transposing views (the colwise ops) take the tile of colwise 3D on row-major input, views contiguous along K that
+    of the atomic transpose. ROCm takes its one fixed tile (no AMD timing)."""
+    return _config_by_view(GROUP_COOP, backend, args)
+
+
+#: The cooperative slice kernel on the jagged views of the per-group ops (PER_GROUP_KERNEL = "coop"): tile (BLOCK_L
+#: jagged positions, BLOCK_M rows), chosen by :func:`_group_coop_rule` from the first two (transposing view: the
+#: stripped probe's best at 2048-8192-token slices on an H100, 256 x 64 with 4 warps, h100-s35-coop-slices*.md; view
+#: contiguous along K: COOP_TRANSPOSE's first, untimed); the rest are for benchmarks/tune_configs.py. A Ktot beyond
+#: coop_limit chunks of BLOCK_L goes to the chunked kernel, so a longer BLOCK_L keeps longer Ktot on this one.
+GROUP_COOP = KernelConfigs(
+    name="group_coop",
+    cuda=(
+        triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+        triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+        triton.Config({"BLOCK_L": 128, "BLOCK_M": 64}, num_warps=2),
+        triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
+    ),
+    rocm=triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+    interpreter=InterpreterTiles({"BLOCK_L": ("K",), "BLOCK_M": ("R",)}, reduced="BLOCK_L"),
+    key=("R", "K", "stride_xr", "stride_xk", "FP8_DTYPE", "ROUND_POW2"),
+    rule=_group_coop_rule,
+)
+
+
 #: The kernel the three jagged ops launch, per backend kind:
 #:
 #: - "span" (fp8moe.kernels._per_group): one program per (group, row block) slice, two reads of a slice longer than
@@ -935,6 +964,8 @@ COOP_TRANSPOSE = KernelConfigs(
 #: - "chunks" (fp8moe.kernels._group_chunks): slices cut into chunks whose programs fold their amax through a
 #:   workspace and wait for each other, each chunk read twice;
 #: - "tiles" (fp8moe.kernels._group_tiles): one read, aligned tiles of one group meeting through workspace atomics;
+#: - "coop" (fp8moe.kernels._coop_slices): one read, chunks that start at their group's start meeting through
+#:   workspace atomics, each held in registers across the wait (the chunked kernel where Ktot is too long for that);
 #: - "auto": "chunks" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) within
 #:   :data:`CHUNKS_MEAN_GROUP`, else "span" (:func:`per_group_kernel`).
 #:
@@ -947,10 +978,10 @@ COOP_TRANSPOSE = KernelConfigs(
 #: bitwise but at 12-25% of copy bandwidth (h200-s11-group-tiles.md). CUDA and the interpreter (which runs what
 #: the GPUs run, so the CPU's sweep, engine and bring-up cover it) take "auto"; ROCm keeps "span" (no AMD timing).
 #: Every per-group kernel test runs on every kernel (tests/test_kernels_per_group.py).
-#: FP8MOE_PER_GROUP_KERNEL=auto|span|chunks|tiles sets it for every backend (read once, at import: a launch plan,
+#: FP8MOE_PER_GROUP_KERNEL=auto|span|chunks|tiles|coop sets it for every backend (read once, at import: a launch plan,
 #: fp8moe.replay, records the kernel of its first call).
 PER_GROUP_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "span", "interpreter": "auto"}
-PER_GROUP_KERNELS = ("auto", "span", "chunks", "tiles")
+PER_GROUP_KERNELS = ("auto", "span", "chunks", "tiles", "coop")
 #: "auto" takes the chunked kernel for a transposing view whose mean group length Ktot / G is in [low, high).
 CHUNKS_MEAN_GROUP = (1024, 4096)
 
@@ -1108,7 +1139,11 @@ def fuse_activations(kind: str, rows: int, groups: int) -> bool:
 #: colwise call may run the chunked kernel or the span kernel: CONFIGS_BY_SPEC names the span kernel's lists there
 #: (benchmarks/tune_configs.py times them; FP8MOE_PER_GROUP_KERNEL=chunks times the chunked one), and fp8moe.bench
 #: reports the configs of whichever kernels a call ran (these lists included).
-COOPERATIVE_LISTS: dict[str, tuple[KernelConfigs, ...]] = {"tiles": (GROUP_TILES,), "chunks": (GROUP_CHUNKS,)}
+COOPERATIVE_LISTS: dict[str, tuple[KernelConfigs, ...]] = {
+    "tiles": (GROUP_TILES,),
+    "chunks": (GROUP_CHUNKS,),
+    "coop": (GROUP_COOP,),
+}
 
 #: The candidate lists each fp8moe launch variant runs with, by KernelSpec id (op, and the method in brackets where
 #: an op has several): what benchmarks/tune_configs.py forces one candidate at a time. The first entry owns the list.

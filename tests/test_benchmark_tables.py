@@ -945,9 +945,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "17"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "18"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 17: 1 to 16, or h200" in refused.stderr
+    assert "no prepared call 18: 1 to 17, or h200" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -971,6 +971,7 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
         "FP8MOE_PDL",
         "FP8MOE_COLWISE_3D_KERNEL",
         "FP8MOE_TRANSPOSE_ATOMIC_KERNEL",
+        "FP8MOE_PER_GROUP_KERNEL",
         "STEPS",
         "TUNE_ARGS",
         "HOST_ARGS",
@@ -1079,6 +1080,20 @@ def test_the_atomic_transpose_call_benches_both_kernels_then_times_the_cooperati
     names = ["bench_coop.json", "bench_coop.md", "bench_two_launch.json", "bench_two_launch.md", "configs.md",
              "env.txt", "tune.log"]  # fmt: skip
     assert sorted(p.name for p in out.iterdir()) == names
+
+
+def test_the_jagged_coop_call_tests_it_then_benches_the_default_kernels_and_it(tmp_path):
+    """prepared_calls.sh 17: the cooperative kernel's GPU tests under FP8MOE_PER_GROUP_KERNEL=coop, then the
+    per-group bench under "auto" and "coop", each bench's table and JSON kept under its kernel's name. Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path, "17", '$STEPS $FP8MOE_PER_GROUP_KERNEL $BENCH_ARGS\ncase "$STEPS" in tests) echo "$TEST_PATHS" > '
+        "pytest.log ;; bench) touch bench.md bench.json bench.png bench.log ;; esac",
+    )  # fmt: skip
+    args = "--only per_group --compile none"
+    assert steps == ["tests coop ", f"bench auto {args}", f"bench coop {args}"]
+    names = ["bench_auto.json", "bench_auto.md", "bench_coop.json", "bench_coop.md", "coop_tests.log", "env.txt"]
+    assert sorted(p.name for p in out.iterdir()) == names
+    assert "tests/test_kernels_coop_slices.py" in (out / "coop_tests.log").read_text()
 
 
 @needs_interpreter

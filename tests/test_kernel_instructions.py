@@ -25,8 +25,8 @@ which the interpreter this process runs has replaced):
 - EDGE_LOOP (the ``/l`` candidates) takes the partial edge chunks in run-time loops of their own;
 - DEPENDENT_LAUNCH (fp8moe.backend.Backend.dependent_launch) waits for the kernel before it ahead of any global load or
   store, lets the next one start, and costs no register; without it the span kernels have no grid dependency control;
-- the cooperative slice kernel compiles in every phase for both its ops, folds relaxed and keeps two programs per
-  SM or more.
+- the cooperative slice kernel compiles in every phase for each of its uses, folds relaxed and keeps two programs
+  per SM or more.
 """
 
 from __future__ import annotations
@@ -309,18 +309,20 @@ def test_a_dependent_launch_waits_before_touching_memory_and_costs_no_register()
         assert on["registers"] <= off["registers"], (kernel, off, on)
 
 
-def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_both_ops_and_folds_relaxed():
-    """fp8moe.kernels._coop_slices under each op's first CUDA candidate and input layout, compiled for sm_90 (the
-    interpreter accepts code Triton's compiler refuses: a plain global inside the kernel failed only on the GPU,
-    session 35). Every phase compiles; the fold is a relaxed reduction (RED), so the fold launch's one barrier is its
-    ticket's and the fused launch's two are the ticket's and the arrival's release; the fused kernel keeps at least
-    two programs per SM (three with triton 3.9 here: colwise 3D 152 registers and 32 KB of shared memory, the
-    residency its H100 timing ran at; the atomic transpose 168 registers)."""
+def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_each_use_and_folds_relaxed():
+    """fp8moe.kernels._coop_slices under each use's first CUDA candidate and input layout (colwise 3D, the atomic
+    transpose, the jagged kernel), compiled for sm_90 (the interpreter accepts code Triton's compiler refuses: a plain
+    global inside the kernel failed only on the GPU, session 35). Every phase compiles; the fold is a relaxed
+    reduction (RED), so the fold launch's one barrier is its ticket's and the fused launch's two are the ticket's and
+    the arrival's release; the fused kernel keeps at least two programs per SM (three with triton 3.9 here: colwise
+    3D 147 registers and 32 KB of shared memory, the residency its H100 timing ran at; the atomic transpose and the
+    jagged kernel 168 registers)."""
     phases = _sass_counts("--coop-slices")
-    assert set(phases) == {f"{op} {phase}" for op in ("columns", "transpose") for phase in ("fused", "fold", "cast")}
-    for op in ("columns", "transpose"):
-        assert phases[f"{op} fold"]["RED"] == 1, op
-        assert phases[f"{op} fold"]["MEMBAR"] == 1, op
-        assert phases[f"{op} fused"]["MEMBAR"] == 2, op
-        assert phases[f"{op} cast"]["RED"] == 0, op  # the cast folds nothing
-        assert phases[f"{op} fused"]["programs_per_sm"] >= 2, phases[f"{op} fused"]
+    uses = ("columns", "transpose", "groups")
+    assert set(phases) == {f"{use} {phase}" for use in uses for phase in ("fused", "fold", "cast")}
+    for use in uses:
+        assert phases[f"{use} fold"]["RED"] == 1, use
+        assert phases[f"{use} fold"]["MEMBAR"] == 1, use
+        assert phases[f"{use} fused"]["MEMBAR"] == 2, use
+        assert phases[f"{use} cast"]["RED"] == 0, use  # the cast folds nothing
+        assert phases[f"{use} fused"]["programs_per_sm"] >= 2, phases[f"{use} fused"]

@@ -234,3 +234,156 @@ def test_forcing_a_kernel_restores_the_setting_and_forgets_plans_and_refuses_unk
         pass
     assert getattr(configs, setting) is before
     assert forgotten == []
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The jagged form (fp8moe.kernels._coop_slices.launch_coop_groups, PER_GROUP_KERNEL = "coop"). Every test of
+# tests/test_kernels_per_group.py runs it too; here: slices of several chunks with specials in one, the counts the
+# GPU's waits rely on, the hand-over to the chunked kernel, and a lost fold caught.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _group_view(rows: int, ends: list[int], transposing: bool, dtype=torch.bfloat16) -> torch.Tensor:
+    """An (R, Ktot) view, Ktot = ends[-1] + 5 (positions past the last group), with the specials of
+    :func:`_special_slices` in group 1, and group 1's amax in the last position of its last chunk: the view of
+    x.t() for a transposing view (the colwise ops' (Ktot, R) input), the row-major input itself otherwise."""
+    ktot = ends[-1] + 5
+    slices = _special_slices(1, rows, ktot, torch.float32)[0]  # (R, Ktot)
+    start, end = ends[0], ends[1]
+    slices[3, start:end] = slices[3, start:end].clamp(-1, 1)
+    slices[3, end - 1] = 3000.0
+    slices[0, end - 1] = float("nan")
+    slices = slices.to(dtype)
+    return slices.t().contiguous().t() if transposing else slices.contiguous()
+
+
+def _coop_groups_config(backend, view: torch.Tensor):
+    return configs.GROUP_COOP.fixed(backend, _coop_slices._group_shape_args(view))
+
+
+def _chunk_counts(ends: list[int], block_l: int, ktot: int) -> list[int]:
+    """Chunks per group, as the kernel derives them: bounds are running maxima of the clamped offsets, a group's
+    chunks start at the 16-aligned position at or before it, and an empty group is one chunk."""
+    bounds, last = [], 0
+    for e in ends:
+        last = max(last, min(max(e, 0), ktot))
+        bounds.append(last)
+    return [max(-(-(e - s // 16 * 16) // block_l), 1) for s, e in zip([0, *bounds], bounds)]
+
+
+def _group_ends(backend) -> list[int]:
+    """Groups of 1-3 chunks, an empty one and short ones at unaligned starts, under the config ``backend`` runs."""
+    block_l = 256 if backend.kind != "interpreter" else 64
+    return [13, 13 + 2 * block_l + 7, 13 + 2 * block_l + 7, 13 + 3 * block_l, 13 + 3 * block_l + 40]
+
+
+@pytest.mark.parametrize("transposing", [True, False], ids=["colwise", "rowwise"])
+@pytest.mark.parametrize("pow2", [False, True], ids=["", "pow2"])
+def test_jagged_slices_of_several_chunks_match_the_reference(pow2, transposing, device, monkeypatch):
+    """Per-group rowwise on the (R, Ktot) view (both layouts), every group through the cooperative slice kernel
+    (its hand-over to the chunked kernel refused), against fp8ref's per_group_rowwise_scales; positions past the
+    last group are compared nowhere (left unwritten, SPEC §4)."""
+    backend = backend_for(device)
+    ends = _group_ends(backend)
+    view = _group_view(70, ends, transposing)
+    x = view.to(device) if not transposing else view.t().contiguous().to(device).t()
+    assert (x.stride(0) == 1) == transposing
+    block_l = _coop_groups_config(backend, x).kwargs["BLOCK_L"]
+    assert max(_chunk_counts(ends, block_l, x.shape[1])) > 1
+    monkeypatch.setattr(_coop_slices, "launch_group_chunks", None)  # fails if called
+    offs = torch.tensor(ends, dtype=torch.int32, device=device)
+    [(q, s)] = _coop_slices.launch_coop_groups([x], offs, E4, pow2, backend)
+    q_ref, s_ref = ref.per_group_rowwise_scales(view, offs.cpu(), E4, pow2)
+    assert_same_bits(s, s_ref, what="scales")
+    assert_same_bits(q[:, : ends[-1]], q_ref[:, : ends[-1]], what="q")
+
+
+@needs_interpreter  # PHASE_ARRIVE alone: no wait, so the interpreter runs it
+def test_every_chunk_of_every_slice_arrives_once_and_past_the_last_item_nothing_does():
+    """The GPU's waits end when a slice block's count reaches its chunk count: run the folds and arrivals alone and
+    read the counts. Each (group, row block) count equals the chunks the kernel waits for, including an empty group's
+    one chunk and decreasing offsets (taken as running maxima); the ticket counts every program of the grid, the
+    ones past the last item included."""
+    backend = backend_for("cpu")
+    ends = [140, 60, 150, 150, 175]  # 60 < 140: acts as 140, so group 1 is empty
+    x = torch.randn(12, 180).to(torch.bfloat16)
+    q, s = torch.empty((12, 180), dtype=E4), torch.empty(len(ends) * 12)
+    config = _coop_groups_config(backend, x)
+    ws, _ = _coop_slices.run_coop_group_phases(
+        x, q, s, torch.tensor(ends, dtype=torch.int32), E4, False, backend, phases=[_coop_slices.PHASE_ARRIVE]
+    )
+    row_blocks = -(-12 // config.kwargs["BLOCK_M"])
+    chunks = _chunk_counts(ends, config.kwargs["BLOCK_L"], 180)
+    assert {1, 2} <= set(chunks)
+    counts = ws[2 : 2 + len(ends) * row_blocks].view(len(ends), row_blocks)
+    assert counts.tolist() == [[n] * row_blocks for n in chunks]
+    programs = row_blocks * (-(-180 // config.kwargs["BLOCK_L"]) + 2 * len(ends))
+    assert int(ws[0]) == programs
+
+
+@needs_interpreter  # the fold is a launch of its own there; a GPU fuses it with the cast
+def test_a_jagged_cast_without_the_fold_is_caught():
+    """Test the tester: the cast launch alone (every folded amax reads 0) gets each multi-chunk slice's scales wrong,
+    so the folded amax is what they use; with the fold they match fp8ref."""
+    backend = backend_for("cpu")
+    ends = _group_ends(backend)
+    x = _group_view(12, ends, transposing=False)
+    offs = torch.tensor(ends, dtype=torch.int32)
+    _, s_ref = ref.per_group_rowwise_scales(x, offs, E4)
+    outputs = [(torch.empty(x.shape, dtype=E4), torch.empty(len(ends) * 12)) for _ in range(2)]
+    for (q, s), phases in zip(outputs, ([_coop_slices.PHASE_CAST], None), strict=True):
+        _coop_slices.run_coop_group_phases(x, q, s, offs, E4, False, backend, phases=phases)
+    assert_same_bits(outputs[1][1], s_ref, what="scales with the fold")
+    assert not torch.equal(outputs[0][1].view(torch.int32), s_ref.view(torch.int32))
+
+
+def test_a_ktot_too_long_to_wait_for_goes_to_the_chunked_kernel(device, monkeypatch):
+    """Where a group holding all of Ktot would need more chunks than may wait under every tile (group_config None),
+    every view goes to the chunked kernel, which lengthens its chunks: the same bytes, the cooperative kernel never
+    launched."""
+    monkeypatch.setattr(_coop_slices, "group_config", lambda backend, view: None)
+    launched = []
+    real = _coop_slices.launch_group_chunks
+    monkeypatch.setattr(_coop_slices, "launch_group_chunks", lambda *args: launched.append(1) or real(*args))
+    monkeypatch.setattr(_coop_slices, "run_coop_group_phases", None)  # fails if called
+    backend = backend_for(device)
+    ends = _group_ends(backend)
+    x = _group_view(20, ends, transposing=True).to(device)
+    offs = torch.tensor(ends, dtype=torch.int32, device=device)
+    [(q, s)] = _coop_slices.launch_coop_groups([x], offs, E4, False, backend)
+    q_ref, s_ref = ref.per_group_rowwise_scales(x.cpu(), offs.cpu(), E4)
+    assert launched == [1]
+    assert_same_bits(s, s_ref, what="scales")
+    assert_same_bits(q[:, : ends[-1]], q_ref[:, : ends[-1]], what="q")
+
+
+@pytest.mark.parametrize(
+    ("ktot", "block_l"),
+    [(16, 256), (16640, 256), (66 * 256 - 15, 256), (66 * 256 - 14, 512), (65536, 1024), (66 * 1024 - 14, None)],
+)
+def test_a_gpu_lengthens_the_tile_until_the_longest_possible_group_may_wait(ktot, block_l, monkeypatch):
+    """The progress bound (the module docstring): a group may hold all of Ktot, its chunks starting up to 15
+    positions before it, so where 66 chunks may wait (coop_limit on 132 SMs) Ktot + 15 must fit 66 chunks: the
+    transposing view's tile (256 long) up to that, then the candidates with longer tiles in order, then none (the
+    chunked kernel). ROCm has one tile; the interpreter, where nothing waits, takes its tile for any Ktot."""
+    monkeypatch.setattr(_coop_slices, "coop_limit", lambda backend, device: 66)
+    view = torch.empty((2048, ktot)).t().contiguous().t()  # transposing: contiguous along R
+    config = _coop_slices.group_config(fp8moe.backend.cuda_backend(9, 0), view)
+    assert (config.kwargs["BLOCK_L"] if config else None) == block_l
+    on_rocm = _coop_slices.group_config(fp8moe.backend.rocm_backend("gfx942"), view)
+    assert on_rocm is (configs.GROUP_COOP.rocm if block_l == 256 else None)
+    assert _coop_slices.group_config(backend_for("cpu"), view) is not None
+
+
+def test_the_jagged_tile_follows_the_view_on_cuda_and_is_fixed_on_rocm():
+    """fp8moe.configs.GROUP_COOP: transposing views (x contiguous along R) take the first CUDA candidate, views
+    contiguous along K the second, ROCm its one config; and the GPU's limit keeps a 16384-token Ktot on the kernel
+    (66 chunks of 256 on 132 SMs) where the G = 16 point's 65536 goes to the chunked kernel."""
+    cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
+    colwise = {"R": 2048, "K": 16640, "stride_xr": 1, "stride_xk": 2048}
+    rowwise = {"R": 2048, "K": 16640, "stride_xr": 16640, "stride_xk": 1}
+    assert configs.GROUP_COOP.fixed(cuda, colwise) is configs.GROUP_COOP.cuda[0]
+    assert configs.GROUP_COOP.fixed(cuda, rowwise) is configs.GROUP_COOP.cuda[1]
+    assert configs.GROUP_COOP.fixed(rocm, colwise) is configs.GROUP_COOP.rocm
+    assert configs.GROUP_COOP.cuda[0].kwargs == {"BLOCK_L": 256, "BLOCK_M": 64}
+    assert 16384 <= 66 * 256 < 65536

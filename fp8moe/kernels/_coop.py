@@ -28,6 +28,7 @@ __all__ = [
     "clamped_ends",
     "coop_limit",
     "device_multiprocessors",
+    "lane",
     "max_combine",
     "multiprocessors",
     "view_outputs",
@@ -57,6 +58,12 @@ def clamped_ends(offs_ptr, gs, G, K):
     bound is derived from these on the device, so no offset can address memory outside x or q."""
     ends = tl.load(offs_ptr + gs, mask=(gs >= 0) & (gs < G), other=0)
     return tl.minimum(tl.maximum(ends, 0), K)
+
+
+@triton.jit
+def lane(values, gs, g):
+    """values[g] of a per-group vector whose lanes are the group indices ``gs``."""
+    return tl.sum(tl.where(gs == g, values, 0), 0)
 
 
 @triton.jit

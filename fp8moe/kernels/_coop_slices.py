@@ -9,7 +9,7 @@ program each. Every program loads its (BLOCK_L, BLOCK_M) tile once, folds the ti
 slice (fp8moe.kernels._common.fold_amax), arrives, waits for the slice block's other chunks
 (fp8moe.kernels._coop.wait_for_slice), reads the complete amax back and casts the tile it still holds.
 
-Two ops run it, each with its own config table (the tile follows the axis x is read along):
+Three uses, each with its own config table (the tile follows the axis x is read along):
 
 - colwise_3d_scale_and_cast on an input read along N (fp8moe.configs.COOP_COLUMNS): the view ``x.mT`` (E, N, K),
   each slice a column, the tile read across the slices. On an H100 (session 35) it took 0.81-0.93x the row kernel's
@@ -18,21 +18,35 @@ Two ops run it, each with its own config table (the tile follows the axis x is r
 - rowwise_3d_transpose_rhs, method "atomic" (fp8moe.configs.COOP_TRANSPOSE): x (E, K, N) itself, each slice a row,
   the tile read along it; fp8moe.configs.TRANSPOSE_ATOMIC_KERNEL picks it over the method's two-launch form, which
   reads x twice (56-63% of copy bandwidth on the H200, benchmarks/results/issue11-misses.md).
+- the three per-group ops (fp8moe.configs.GROUP_COOP, PER_GROUP_KERNEL = "coop"): an (R, Ktot) view jagged along K
+  by offs, each slice (g, r) = x[r, start_g:end_g] cut into chunks that start at the group's start
+  (:func:`launch_coop_groups`; a Ktot longer than the chunks that may wait for each other goes to the chunked
+  kernel, fp8moe.kernels._group_chunks, which lengthens its chunks instead). Where the span kernel reads a slice
+  longer than its one-read tile twice, this reads every slice once; the stripped form of it ran 4096- and 8192-token
+  slices at 72-74% of copy bandwidth on an H100 against the span kernel's 57-59% (session 35,
+  benchmarks/results/h100-s35-coop-slices.md). Untimed as a kernel.
 
 Semantics: those of the op's fp8ref reference (the NaN-keeping amax of fp8moe.kernels._common, its scale and cast),
 so the bytes are those of the op's other kernels.
 
+Jagged bounds. Group bounds are running maxima of the clamped offsets (SPEC §4.7, as every jagged kernel derives
+them), so a slice's chunk count, and the chunks it waits for, are exact whatever the offsets. An empty group is
+one chunk with nothing to load: amax 0, its EPS scale written. Positions past offs[-1] are never touched.
+
 Progress. A program takes its tile from a ticket (an atomic counter), not from its program id, so tiles are taken in
-the order programs start and a slice block's chunks start together. A program waits only for the chunks of its own
-slice block, at most ``coop_limit`` of them (fp8moe.kernels._coop: half the device's SMs), after arriving itself;
-they all have tickets no later than the last one a running program holds, so they have started or will start on
-the SMs running programs free. The launcher refuses an L that needs more chunks than that.
+the order programs start and a slice block's chunks start together (their tickets are consecutive). A program waits
+only for the chunks of its own slice block, at most ``coop_limit`` of them (fp8moe.kernels._coop: half the device's
+SMs), after arriving itself; they all have tickets no later than the last one a running program holds, so they have
+started or will start on the SMs running programs free. The dense launcher refuses an L that needs more chunks than
+that; the jagged one hands a Ktot that may need more (a group may hold all of it) to the chunked kernel.
 
 On the interpreter, whose programs run one after another, a wait would never end: there the fold and the cast are
 two launches of the same code (PHASE_AMAX, PHASE_CAST), the wait left out.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import triton
@@ -48,12 +62,64 @@ from fp8moe.kernels._common import (
     quantize,
     scale_from_amax,
 )
-from fp8moe.kernels._coop import PHASE_AMAX, PHASE_CAST, PHASE_FUSED, coop_limit, wait_for_slice
+from fp8moe.kernels._coop import (
+    PHASE_AMAX,
+    PHASE_ARRIVE,
+    PHASE_CAST,
+    PHASE_FUSED,
+    clamped_ends,
+    coop_limit,
+    lane,
+    max_combine,
+    view_outputs,
+    wait_for_slice,
+)
+from fp8moe.kernels._group_chunks import launch_group_chunks
 
-__all__ = ["launch_coop_slices"]
+__all__ = ["group_config", "launch_coop_groups", "launch_coop_slices", "run_coop_group_phases"]
 
 #: Workspace words before the per-slice-block counts: the tickets of the fused (or fold) and the cast launch.
 _TICKETS = tl.constexpr(2)
+
+
+@triton.jit
+def _quantize_chunk(
+    x_ptr, q_ptr, scales_ptr, words, count_ptr, chunks, first, ms, m_mask, ls, l_mask, edge_mask, edges, stride_xm,
+    stride_xl, stride_qm, PHASE: tl.constexpr, EDGES: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """One chunk's tile (positions ``ls`` along L first, slices ``ms``), x, q and scales already at its slices' base:
+    load it, fold its amax into ``words`` (one per slice), arrive at ``count_ptr`` and wait for the slice block's
+    ``chunks`` chunks, cast the tile it holds with the folded amax; the ``first`` chunk stores the scales. The tile is
+    laid out by the strides (Triton orders it by the axis x is read along).
+
+    ``l_mask`` selects the positions loaded and stored as vectors (constant over aligned runs of 16, so Triton keeps
+    16-byte accesses along L); with EDGES, where the run-time flag ``edges`` is set, the positions of ``edge_mask``
+    (the partial runs of 16 at a jagged slice's ends) are loaded and stored apart, element by element."""
+    ptrs = x_ptr + ls[:, None] * stride_xl + ms[None, :] * stride_xm
+    mask = l_mask[:, None] & m_mask[None, :]
+    x = tl.load(ptrs, mask=mask, other=0.0)
+    if EDGES:
+        at_edges = edge_mask[:, None] & m_mask[None, :]
+        if edges:
+            x = tl.where(at_edges, tl.load(ptrs, mask=at_edges, other=0.0), x)
+    if PHASE != PHASE_CAST:
+        fold_amax(words, amax_of_magnitude_bits(magnitude_bits(x), x.dtype, 0), m_mask)
+        if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
+            tl.atomic_add(count_ptr, 1, sem="release")
+        if PHASE == PHASE_FUSED:
+            wait_for_slice(count_ptr, chunks)
+    if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
+        folded = tl.atomic_max(words, tl.zeros_like(ms).to(tl.int32), mask=m_mask, sem="acquire")
+        scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
+        if first:
+            tl.store(scales_ptr + ms, scale, mask=m_mask)
+        q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        q_ptrs = q_ptr + ms[None, :] * stride_qm + ls[:, None]
+        tl.store(q_ptrs, q, mask=mask)
+        if EDGES and edges:
+            tl.store(q_ptrs, q, mask=at_edges)
 
 
 @triton.jit
@@ -64,9 +130,8 @@ def _coop_slices_kernel(
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Ticket t: chunk t % CHUNKS of slice block t // CHUNKS, block b = (e = b % E, slices (b // E) * BLOCK_M on).
-    The tile is (BLOCK_L, BLOCK_M), positions along L first, whichever axis x is read along (Triton lays it out by
-    the strides). Workspace (int32, zeroed): the two tickets, one arrival count per slice block, then the amax bits
-    of slice (e, m) at e * M + m. scales[e * M + m]; q[e, m, l] at e * stride_qe + m * stride_qm + l."""
+    Workspace (int32, zeroed): the two tickets, one arrival count per slice block, then the amax bits of slice
+    (e, m) at e * M + m. scales[e * M + m]; q[e, m, l] at e * stride_qe + m * stride_qm + l."""
     chunks = tl.cdiv(L, BLOCK_L)
     t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
     block = t // chunks
@@ -77,22 +142,64 @@ def _coop_slices_kernel(
         e = e.to(tl.int64)
         ms = ms.to(tl.int64)
         ls = ls.to(tl.int64)
-    m_mask = ms < M
-    mask = (ls < L)[:, None] & m_mask[None, :]
-    x = tl.load(x_ptr + e * stride_xe + ls[:, None] * stride_xl + ms[None, :] * stride_xm, mask=mask, other=0.0)
-    words = ws_ptr + _TICKETS + E * tl.cdiv(M, BLOCK_M) + e * M + ms
-    if PHASE != PHASE_CAST:
-        fold_amax(words, amax_of_magnitude_bits(magnitude_bits(x), x.dtype, 0), m_mask)
-        if PHASE == PHASE_FUSED:
-            tl.atomic_add(ws_ptr + _TICKETS + block, 1, sem="release")
-            wait_for_slice(ws_ptr + _TICKETS + block, chunks)
-    if PHASE != PHASE_AMAX:
-        folded = tl.atomic_max(words, tl.zeros_like(ms).to(tl.int32), mask=m_mask, sem="acquire")
-        scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
-        if t % chunks == 0:
-            tl.store(scales_ptr + e * M + ms, scale, mask=m_mask)
-        q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        tl.store(q_ptr + e * stride_qe + ms[None, :] * stride_qm + ls[:, None], q, mask=mask)
+    _quantize_chunk(
+        x_ptr + e * stride_xe, q_ptr + e * stride_qe, scales_ptr + e * M,
+        ws_ptr + _TICKETS + E * tl.cdiv(M, BLOCK_M) + e * M + ms, ws_ptr + _TICKETS + block, chunks, t % chunks == 0,
+        ms, ms < M, ls, ls < L, ls < L, False, stride_xm, stride_xl, stride_qm, PHASE, False, FP8_DTYPE, FP8_MAX,
+        MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+    )  # fmt: skip
+
+
+@triton.jit
+def _coop_groups_kernel(
+    x_ptr, q_ptr, scales_ptr, ws_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr,
+    PHASE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """An (R, K) view jagged along K: slice (g, r) = x[r, start_g:end_g], chunk j of group g its positions
+    floor16(start_g) + j * BLOCK_L on, those of the group masked in. Items are numbered row block major, then group,
+    then chunk (a slice block's chunks consecutive); programs past the last item do nothing. Workspace (int32,
+    zeroed): the two tickets, one arrival count per (g, row block) at g * cdiv(R, BLOCK_M) + rb, then the amax bits
+    of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at r * stride_qr + k."""
+    gs = tl.arange(0, BLOCK_G)
+    ends = tl.associative_scan(clamped_ends(offs_ptr, gs, G, K), 0, max_combine)
+    starts = tl.associative_scan(clamped_ends(offs_ptr, gs - 1, G, K), 0, max_combine)
+    # chunk j of group g: positions floor16(start_g) + j * BLOCK_L on (aligned, so whole runs of 16 stay vectors)
+    chunks = tl.where(gs < G, tl.maximum((ends - starts // 16 * 16 + BLOCK_L - 1) // BLOCK_L, 1), 0)
+    firsts = tl.cumsum(chunks, 0) - chunks
+    per_row_block = tl.sum(chunks, 0)
+    row_blocks = tl.cdiv(R, BLOCK_M)
+    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
+    if t < row_blocks * per_row_block:
+        rb = t // per_row_block
+        u = t - rb * per_row_block
+        g = tl.sum((firsts + chunks <= u).to(tl.int32), 0)  # lanes past G hold firsts = per_row_block > u
+        n = lane(chunks, gs, g)
+        j = u - lane(firsts, gs, g)
+        start = lane(starts, gs, g)
+        end = lane(ends, gs, g)
+        ms = rb * BLOCK_M + tl.arange(0, BLOCK_M)
+        ls = start // 16 * 16 + j * BLOCK_L + tl.arange(0, BLOCK_L)
+        g_row = g * R
+        if INT64_INDEX:
+            ms = ms.to(tl.int64)
+            ls = ls.to(tl.int64)
+            start = start.to(tl.int64)
+            end = end.to(tl.int64)
+            g_row = g.to(tl.int64) * R
+        # whole runs of 16 inside the group as vectors; its partial runs at either end (edges) apart
+        inner_lo = (start + 15) // 16 * 16
+        inner_hi = end // 16 * 16
+        inner = (ls >= inner_lo) & (ls < inner_hi)
+        in_group = (ls >= start) & (ls < end)
+        edges = ((j == 0) & (start != inner_lo)) | ((j == n - 1) & (end != inner_hi))
+        _quantize_chunk(
+            x_ptr, q_ptr, scales_ptr + g_row, ws_ptr + _TICKETS + G * row_blocks + g_row + ms,
+            ws_ptr + _TICKETS + g * row_blocks + rb, n, j == 0, ms, ms < R, ls, inner, in_group & ~inner, edges,
+            stride_xr, stride_xk, stride_qr, PHASE, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
+            CAST_MODE,
+        )  # fmt: skip
 
 
 def launch_coop_slices(
@@ -159,3 +266,90 @@ def launch_coop_slices(
             INT64_INDEX=configs.needs_int64_index(x, q, scales),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
+
+
+def group_config(backend: Backend, view: torch.Tensor) -> triton.Config | None:
+    """The tile the jagged launcher runs the (R, Ktot) ``view`` with, or None where no tile may wait on every slice
+    (the chunked kernel then takes the call). A group may hold all Ktot positions (the host never reads offs), its
+    chunks starting up to 15 positions before it, so Ktot + 15 must take at most ``coop_limit`` chunks of BLOCK_L:
+    fp8moe.configs.GROUP_COOP's tile for the view where it does, else on CUDA the candidate with the shortest BLOCK_L
+    that does (65536 tokens on 132 SMs: 1024 x 16). The interpreter, where nothing
+    waits (its fold and cast are two launches), takes its tile for any Ktot."""
+    first = configs.GROUP_COOP.fixed(backend, _group_shape_args(view))
+    if backend.kind == "interpreter":
+        return first
+    limit = coop_limit(backend, view.device)
+    longer = () if backend.kind == "rocm" else configs.GROUP_COOP.cuda
+    fitting = [c for c in (first, *longer) if triton.cdiv(view.shape[1] + 15, c.kwargs["BLOCK_L"]) <= limit]
+    if not fitting or fitting[0] is first:
+        return fitting[0] if fitting else None
+    return min(fitting, key=lambda c: (c.kwargs["BLOCK_L"], -c.kwargs["BLOCK_M"]))
+
+
+def _group_shape_args(view: torch.Tensor) -> dict[str, int]:
+    """The launch arguments fp8moe.configs.GROUP_COOP picks its config from."""
+    return {"R": view.shape[0], "K": view.shape[1], "stride_xr": view.stride(0), "stride_xk": view.stride(1)}
+
+
+def launch_coop_groups(
+    xs: Sequence[torch.Tensor], offs: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
+    backend: Backend,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
+    """fp8moe.kernels._group_tiles.launch_group_tiles (same arguments, same outputs: per (R_i, Ktot) view of one offs,
+    q (R_i, Ktot) row-major and the scales (G * R_i,) f32) on the cooperative slice kernel, one launch per view (two
+    per view in the interpreter), each view under :func:`group_config`'s tile. Where a view's Ktot may need more
+    chunks than may wait for each other under every tile, every view goes to the chunked kernel
+    (fp8moe.kernels._group_chunks)."""
+    tiles = [group_config(backend, x) for x in xs]
+    if any(tile is None for tile in tiles):
+        return launch_group_chunks(xs, offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    outs = view_outputs(xs, offs.numel(), fp8_dtype)
+    for x, (q, scales), config in zip(xs, outs, tiles, strict=True):
+        run_coop_group_phases(x, q, scales, offs, fp8_dtype, round_scales_to_power_of_2, backend, config=config)
+    return outs
+
+
+def run_coop_group_phases(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, offs: torch.Tensor, fp8_dtype: torch.dtype,
+    round_scales_to_power_of_2: bool, backend: Backend, phases: Sequence[int] | None = None,
+    config: triton.Config | None = None,
+) -> tuple[torch.Tensor, int] | None:  # fmt: skip
+    """Quantize one (R, Ktot) view into ``q`` (R, Ktot) and ``scales`` (G * R,) in the launches ``phases`` (None: the
+    backend's) under ``config`` (None: :func:`group_config`'s, which must fit), returning the workspace and where its
+    amax words start (the arrival counts lie before them, one per (g, row block) at g * cdiv(R, BLOCK_M) + rb after
+    the two tickets): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to launch."""
+    r, ktot = x.shape
+    groups = offs.numel()
+    if groups == 0 or r == 0:
+        return None
+    if config is None:
+        config = group_config(backend, x)
+    block_l, block_m = config.kwargs["BLOCK_L"], config.kwargs["BLOCK_M"]
+    row_blocks = triton.cdiv(r, block_m)
+    workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, x.device)
+    # items at most: per group cdiv(length + 15, BLOCK_L) <= length / BLOCK_L + 2 (its chunks start up to 15
+    # positions before it), one for an empty group
+    programs = row_blocks * (triton.cdiv(ktot, block_l) + 2 * groups)
+    if phases is None:
+        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
+    for phase in phases:
+        configs.launch(
+            _coop_groups_kernel,
+            configs.GROUP_COOP,
+            backend,
+            lambda meta: (programs,),
+            config=config,
+            x_ptr=x,
+            q_ptr=q,
+            scales_ptr=scales,
+            ws_ptr=workspace,
+            offs_ptr=offs,
+            **_group_shape_args(x),
+            G=groups,
+            stride_qr=q.stride(0),
+            PHASE=int(phase),
+            BLOCK_G=triton.next_power_of_2(max(groups, 2)),
+            INT64_INDEX=configs.needs_int64_index(x, q, scales),
+            **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
+        )
+    return workspace, _TICKETS.value + groups * row_blocks

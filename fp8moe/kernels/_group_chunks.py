@@ -63,6 +63,7 @@ from fp8moe.kernels._coop import (
     clamped_ends,
     coop_limit,
     device_multiprocessors,
+    lane,
     max_combine,
     view_outputs,
     wait_for_slice,
@@ -117,12 +118,6 @@ def _group_table(offs_ptr, G, K, chunk, BLOCK_G: tl.constexpr):
 
 
 @triton.jit
-def _lane(values, gs, g):
-    """values[g] of a per-group vector."""
-    return tl.sum(tl.where(gs == g, values, 0), 0)
-
-
-@triton.jit
 def _quantize_item(
     item, x_ptr, q_ptr, scales_ptr, counts_ptr, amax_ptr, offs_ptr, R, K, G, stride_xr, stride_xk,
     stride_qr, chunk, PHASE: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_G: tl.constexpr,
@@ -135,10 +130,10 @@ def _quantize_item(
     rb = item // per_row_block
     u = item - rb * per_row_block
     g = tl.sum((firsts + chunks <= u).to(tl.int32), 0)  # lanes past G hold firsts = per_row_block > u
-    n = _lane(chunks, gs, g)
-    j = u - _lane(firsts, gs, g)
-    start = _lane(starts, gs, g)
-    end = _lane(ends, gs, g)
+    n = lane(chunks, gs, g)
+    j = u - lane(firsts, gs, g)
+    start = lane(starts, gs, g)
+    end = lane(ends, gs, g)
     inner = (start + 15) // 16 * 16
     lo = tl.where(j == 0, start, inner + j * chunk)
     hi = tl.minimum(end, inner + (j + 1) * chunk)
