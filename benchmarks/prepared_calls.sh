@@ -20,6 +20,7 @@
 #   bash benchmarks/prepared_calls.sh 15  # colwise 3D on row-major input, row kernel then "auto", torch.compile (4 min)
 #   bash benchmarks/prepared_calls.sh 16  # the atomic transpose, two launches then "coop", torch.compile; tiles (4 min)
 #   bash benchmarks/prepared_calls.sh 17  # the per-group ops, default kernels then the jagged "coop" (about 6 min)
+#   bash benchmarks/prepared_calls.sh 18  # 15 and 16 in one call: both 3D uses tested, then benched off/on (9 min)
 #   bash benchmarks/prepared_calls.sh h200  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -84,7 +85,7 @@ if [ "${1:-}" = "h200" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 17, or h200}" in
+case "${1:?which call: 1 to 18, or h200}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -205,5 +206,21 @@ case "${1:?which call: 1 to 17, or h200}" in
       mv "$OUT/bench.md" "$OUT/bench_$kernel.md"; mv "$OUT/bench.json" "$OUT/bench_$kernel.json"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     done ;;
-  *) echo "no prepared call $1: 1 to 17, or h200" >&2; exit 2 ;;
+  18) # calls 15 and 16 in one, for a session with little device time: the tests of the cooperative slice kernel
+      # and its dense ops (-k coop) with both 3D uses on (colwise 3D "auto", the atomic transpose "coop"), then the
+      # 3D points read along N (colwise 3D on row-major input, the atomic transpose, and the reduction transpose,
+      # which neither setting changes: the control) benched with both off, then both on, torch.compile at each op's
+      # first point. Read with python -m fp8moe.bench_diff bench_off.json bench_on.json. Files: env.txt,
+      # coop3d_tests.log, bench_{off,on}.{md,json}.
+    FP8MOE_COLWISE_3D_KERNEL=auto FP8MOE_TRANSPOSE_ATOMIC_KERNEL=coop STEPS="tests" TEST_TIMEOUT=120 \
+      TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop" bash "$here/gpu_session.sh"
+    mv "$OUT/pytest.log" "$OUT/coop3d_tests.log"
+    for setting in "rows two_launch off" "auto coop on"; do
+      read -r columns transpose name <<< "$setting"
+      FP8MOE_COLWISE_3D_KERNEL=$columns FP8MOE_TRANSPOSE_ATOMIC_KERNEL=$transpose STEPS="bench" BENCH_TIMEOUT=190 \
+        BENCH_ARGS="--only 3d --select row_major --compile first" bash "$here/gpu_session.sh"
+      mv "$OUT/bench.md" "$OUT/bench_$name.md"; mv "$OUT/bench.json" "$OUT/bench_$name.json"
+      rm -f "$OUT/bench.png" "$OUT/bench.log"
+    done ;;
+  *) echo "no prepared call $1: 1 to 18, or h200" >&2; exit 2 ;;
 esac

@@ -247,6 +247,17 @@ def _point_label(r: dict) -> str:
     return " ".join([f"{op} {'x'.join(map(str, r['shape']))}{g}", *extras])
 
 
+def select_points(points: Sequence[Point], only: str | None, select: str | None) -> list[Point]:
+    """The points whose op contains ``only`` and whose '<op> <variant> <layout>' contains any of the comma-separated
+    ``select`` substrings (None: no filter)."""
+    wanted = select.split(",") if select else None
+    return [
+        p
+        for p in points
+        if (not only or only in p.op) and (wanted is None or any(w in f"{p.op} {p.variant} {p.layout}" for w in wanted))
+    ]
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line arguments (see ``python -m fp8moe.bench --help``)."""
     p = argparse.ArgumentParser(prog="python -m fp8moe.bench", description=__doc__.splitlines()[0])
@@ -260,7 +271,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="all",
         help="torch.compile baseline at every point, at the first point of each op, or nowhere",
     )
-    p.add_argument("--select", default=None, help="substring filter on '<op> <variant> <layout>' of a point")
+    p.add_argument(
+        "--select",
+        default=None,
+        help="substring filters on '<op> <variant> <layout>' of a point, comma-separated (any)",
+    )
     p.add_argument("--no-fp8moe", action="store_true", help="skip fp8moe (time only --kernel and torch.compile)")
     p.add_argument("--points", choices=("issue11", "moe"), default="issue11", help="issue #11 shapes or SPEC §7's")
     p.add_argument("--check-elements", type=int, default=1 << 20, help="input size of the shape compare checks")
@@ -585,9 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from fp8ref.engine.comparator import resolve_kernel
 
-    points = ISSUE11_POINTS if args.points == "issue11" else moe_points()
-    points = [p for p in points if not args.only or args.only in p.op]
-    points = [p for p in points if not args.select or args.select in f"{p.op} {p.variant} {p.layout}"]
+    points = select_points(ISSUE11_POINTS if args.points == "issue11" else moe_points(), args.only, args.select)
     foreign = resolve_kernel(args.kernel, args.like) if args.kernel else None
     if foreign is not None:
         points = [p for p in points if p.op == foreign.op]

@@ -239,6 +239,17 @@ def test_loop_us_is_the_median_batch_wall_time_per_call():
     assert len(calls) == 1 + 5 * 200
 
 
+def test_bench_point_filters_take_an_op_substring_and_any_of_several_selections():
+    """fp8moe.bench --only and --select (comma-separated, any)."""
+    picked = bench.select_points(bench.ISSUE11_POINTS, "3d", "- row_major,method=atomic")
+    assert [(p.op, p.layout, p.kwargs) for p in picked] == [
+        *[("colwise_3d_scale_and_cast", "row_major", {})] * 4,
+        *[("rowwise_3d_transpose_rhs", "row_major", {"method": "atomic"})] * 4,
+    ]
+    assert bench.select_points(bench.ISSUE11_POINTS, None, None) == list(bench.ISSUE11_POINTS)
+    assert bench.select_points(bench.ISSUE11_POINTS, "rowwise_2d", "nothing") == []
+
+
 def test_tune_point_filters_combine_ops_select_and_size():
     points = bench.ISSUE11_POINTS
     per_group = tune_configs.select_points(points, only="per_group_rowwise,rowwise_2d")
@@ -945,9 +956,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "18"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "19"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 18: 1 to 17, or h200" in refused.stderr
+    assert "no prepared call 19: 1 to 18, or h200" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1080,6 +1091,22 @@ def test_the_atomic_transpose_call_benches_both_kernels_then_times_the_cooperati
     names = ["bench_coop.json", "bench_coop.md", "bench_two_launch.json", "bench_two_launch.md", "configs.md",
              "env.txt", "tune.log"]  # fmt: skip
     assert sorted(p.name for p in out.iterdir()) == names
+
+
+def test_the_cooperative_3d_call_tests_both_uses_then_benches_their_points_off_and_on(tmp_path):
+    """prepared_calls.sh 18: the cooperative kernel's tests and its dense ops with both 3D uses on, then the 3D
+    points read along N benched with both off, then both on, each bench's table and JSON kept under its name.
+    Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path, "18", '$STEPS $FP8MOE_COLWISE_3D_KERNEL $FP8MOE_TRANSPOSE_ATOMIC_KERNEL $BENCH_ARGS\n'
+        'case "$STEPS" in tests) echo "$TEST_PATHS" > pytest.log ;; bench) touch bench.md bench.json bench.png '
+        "bench.log ;; esac",
+    )  # fmt: skip
+    args = "--only 3d --select row_major --compile first"
+    assert steps == ["tests auto coop ", f"bench rows two_launch {args}", f"bench auto coop {args}"]
+    names = ["bench_off.json", "bench_off.md", "bench_on.json", "bench_on.md", "coop3d_tests.log", "env.txt"]
+    assert sorted(p.name for p in out.iterdir()) == names
+    assert "tests/test_kernels_dense.py -k coop" in (out / "coop3d_tests.log").read_text()
 
 
 def test_the_jagged_coop_call_tests_it_then_benches_the_default_kernels_and_it(tmp_path):
