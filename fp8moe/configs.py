@@ -884,48 +884,48 @@ def coop_chunks(table: KernelConfigs, backend: Backend, shape: Sequence[int]) ->
     return -(-shape[2] // coop_config(table, backend, shape).kwargs["BLOCK_L"])
 
 
-_COOP_INTERPRETER = InterpreterTiles({"BLOCK_L": ("L",), "BLOCK_M": ("M",)}, reduced="BLOCK_L")
-_COOP_KEY = ("E", "M", "L", "stride_xe", "stride_xm", "stride_xl", "FP8_DTYPE", "ROUND_POW2")
+def _coop_table(name: str, cuda: tuple[triton.Config, ...], rocm: triton.Config) -> KernelConfigs:
+    """The config table of one use of the cooperative slice kernel on (E, M, L) views (its first CUDA candidate
+    fixed, :func:`_first_coop_candidate`)."""
+    return KernelConfigs(
+        name=name,
+        cuda=cuda,
+        rocm=rocm,
+        interpreter=InterpreterTiles({"BLOCK_L": ("L",), "BLOCK_M": ("M",)}, reduced="BLOCK_L"),
+        key=("E", "M", "L", "stride_xe", "stride_xm", "stride_xl", "FP8_DTYPE", "ROUND_POW2"),
+        rule=functools.partial(_first_coop_candidate, cuda, rocm),
+    )
+
 
 #: The cooperative slice kernel for colwise_3d_scale_and_cast (fp8moe.kernels._coop_slices on the view x.mT):
 #: tile (BLOCK_L positions along K, BLOCK_M columns), one program per tile, the chunks of a column block meeting
 #: through workspace atomics. First candidate: the stripped kernel's best on an H100 at K = 2048-8192 (256 x 64,
 #: 4 warps: 72-74% of copy at K = 4096 and 8192, 69% at 2048; 128 x 64 with 2 warps and 512 x 32 with 4 warps next,
 #: benchmarks/results/h100-s35-coop-slices*.md).
-_COOP_COLUMNS_CUDA = (
-    triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
-    triton.Config({"BLOCK_L": 128, "BLOCK_M": 64}, num_warps=2),
-    triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
-)
-_COOP_COLUMNS_ROCM = triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4)
-COOP_COLUMNS = KernelConfigs(
-    name="coop_columns",
-    cuda=_COOP_COLUMNS_CUDA,
-    rocm=_COOP_COLUMNS_ROCM,
-    interpreter=_COOP_INTERPRETER,
-    key=_COOP_KEY,
-    rule=functools.partial(_first_coop_candidate, _COOP_COLUMNS_CUDA, _COOP_COLUMNS_ROCM),
+COOP_COLUMNS = _coop_table(
+    "coop_columns",
+    cuda=(
+        triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+        triton.Config({"BLOCK_L": 128, "BLOCK_M": 64}, num_warps=2),
+        triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+    ),
+    rocm=triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
 )
 
 #: The cooperative slice kernel for rowwise_3d_transpose_rhs, method "atomic" (fp8moe.kernels._coop_slices on x
 #: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Untimed on a GPU so
-#: far: every candidate keeps the column table's 16384 elements and 4 warps (135-138 registers, 3 programs per SM
-#: on sm_90, benchmarks/sass_counts.py --coop-slices); the first splits the issue #11 widths (N = 1408, 5120, 8192)
+#: far: every candidate keeps the column table's 16384 elements and 4 warps (the first 168 registers, 3 programs per
+#: SM on sm_90, benchmarks/sass_counts.py --coop-slices); the first splits the issue #11 widths (N = 1408, 5120, 8192)
 #: into 3, 10 and 16 chunks with at most 9% of the last one masked. The others are for benchmarks/tune_configs.py.
-_COOP_TRANSPOSE_CUDA = (
-    triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
-    triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
-    triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
-    triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
-)
-_COOP_TRANSPOSE_ROCM = triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4)
-COOP_TRANSPOSE = KernelConfigs(
-    name="coop_transpose",
-    cuda=_COOP_TRANSPOSE_CUDA,
-    rocm=_COOP_TRANSPOSE_ROCM,
-    interpreter=_COOP_INTERPRETER,
-    key=_COOP_KEY,
-    rule=functools.partial(_first_coop_candidate, _COOP_TRANSPOSE_CUDA, _COOP_TRANSPOSE_ROCM),
+COOP_TRANSPOSE = _coop_table(
+    "coop_transpose",
+    cuda=(
+        triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+        triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
+        triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+        triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
+    ),
+    rocm=triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
 )
 
 

@@ -28,6 +28,8 @@ __all__ = [
     "clamped_ends",
     "coop_limit",
     "device_multiprocessors",
+    "group_bounds",
+    "group_item",
     "lane",
     "max_combine",
     "multiprocessors",
@@ -64,6 +66,27 @@ def clamped_ends(offs_ptr, gs, G, K):
 def lane(values, gs, g):
     """values[g] of a per-group vector whose lanes are the group indices ``gs``."""
     return tl.sum(tl.where(gs == g, values, 0), 0)
+
+
+@triton.jit
+def group_item(item, per_row_block, gs, starts, ends, chunks, firsts):
+    """Item ``item`` of a jagged launch whose items are numbered row block major, then group, then chunk, from the
+    per-group table (bounds, chunk counts, and each group's first item within a row block; lanes past G hold
+    firsts = per_row_block): its row block, group, the group's chunk count, its chunk within the group, and the
+    group's bounds."""
+    rb = item // per_row_block
+    u = item - rb * per_row_block
+    g = tl.sum((firsts + chunks <= u).to(tl.int32), 0)
+    return rb, g, lane(chunks, gs, g), u - lane(firsts, gs, g), lane(starts, gs, g), lane(ends, gs, g)
+
+
+@triton.jit
+def group_bounds(offs_ptr, gs, G, K):
+    """(starts, ends) of the groups in lanes ``gs``: running maxima of the clamped offsets (SPEC §4.7), so the groups
+    partition [0, K) in order whatever the offsets."""
+    ends = tl.associative_scan(clamped_ends(offs_ptr, gs, G, K), 0, max_combine)
+    starts = tl.associative_scan(clamped_ends(offs_ptr, gs - 1, G, K), 0, max_combine)
+    return starts, ends
 
 
 @triton.jit

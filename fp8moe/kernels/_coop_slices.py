@@ -67,10 +67,9 @@ from fp8moe.kernels._coop import (
     PHASE_ARRIVE,
     PHASE_CAST,
     PHASE_FUSED,
-    clamped_ends,
     coop_limit,
-    lane,
-    max_combine,
+    group_bounds,
+    group_item,
     view_outputs,
     wait_for_slice,
 )
@@ -163,8 +162,7 @@ def _coop_groups_kernel(
     zeroed): the two tickets, one arrival count per (g, row block) at g * cdiv(R, BLOCK_M) + rb, then the amax bits
     of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at r * stride_qr + k."""
     gs = tl.arange(0, BLOCK_G)
-    ends = tl.associative_scan(clamped_ends(offs_ptr, gs, G, K), 0, max_combine)
-    starts = tl.associative_scan(clamped_ends(offs_ptr, gs - 1, G, K), 0, max_combine)
+    starts, ends = group_bounds(offs_ptr, gs, G, K)
     # chunk j of group g: positions floor16(start_g) + j * BLOCK_L on (aligned, so whole runs of 16 stay vectors)
     chunks = tl.where(gs < G, tl.maximum((ends - starts // 16 * 16 + BLOCK_L - 1) // BLOCK_L, 1), 0)
     firsts = tl.cumsum(chunks, 0) - chunks
@@ -172,13 +170,7 @@ def _coop_groups_kernel(
     row_blocks = tl.cdiv(R, BLOCK_M)
     t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
     if t < row_blocks * per_row_block:
-        rb = t // per_row_block
-        u = t - rb * per_row_block
-        g = tl.sum((firsts + chunks <= u).to(tl.int32), 0)  # lanes past G hold firsts = per_row_block > u
-        n = lane(chunks, gs, g)
-        j = u - lane(firsts, gs, g)
-        start = lane(starts, gs, g)
-        end = lane(ends, gs, g)
+        rb, g, n, j, start, end = group_item(t, per_row_block, gs, starts, ends, chunks, firsts)
         ms = rb * BLOCK_M + tl.arange(0, BLOCK_M)
         ls = start // 16 * 16 + j * BLOCK_L + tl.arange(0, BLOCK_L)
         g_row = g * R

@@ -60,11 +60,10 @@ from fp8moe.kernels._coop import (
     PHASE_ARRIVE,
     PHASE_CAST,
     PHASE_FUSED,
-    clamped_ends,
     coop_limit,
     device_multiprocessors,
-    lane,
-    max_combine,
+    group_bounds,
+    group_item,
     view_outputs,
     wait_for_slice,
 )
@@ -107,8 +106,7 @@ def _group_table(offs_ptr, G, K, chunk, BLOCK_G: tl.constexpr):
     """Per group lane g < G: its bounds [start, end) (running maxima of the clamped offsets), its chunk count and the
     number of its first item within a row block; and the items of one row block."""
     gs = tl.arange(0, BLOCK_G)
-    ends = tl.associative_scan(clamped_ends(offs_ptr, gs, G, K), 0, max_combine)
-    starts = tl.associative_scan(clamped_ends(offs_ptr, gs - 1, G, K), 0, max_combine)
+    starts, ends = group_bounds(offs_ptr, gs, G, K)
     # Chunk 0 runs from start to the first 16-aligned position past it plus chunk; the others are chunk long. A group
     # ending before that first aligned position (ends - inner >= -15) is one chunk.
     inner = (starts + 15) // 16 * 16
@@ -127,13 +125,7 @@ def _quantize_item(
 ):  # fmt: skip
     """Item ``item`` of one (R, Ktot) view in this PHASE."""
     gs, starts, ends, chunks, firsts, per_row_block = _group_table(offs_ptr, G, K, chunk, BLOCK_G)
-    rb = item // per_row_block
-    u = item - rb * per_row_block
-    g = tl.sum((firsts + chunks <= u).to(tl.int32), 0)  # lanes past G hold firsts = per_row_block > u
-    n = lane(chunks, gs, g)
-    j = u - lane(firsts, gs, g)
-    start = lane(starts, gs, g)
-    end = lane(ends, gs, g)
+    rb, g, n, j, start, end = group_item(item, per_row_block, gs, starts, ends, chunks, firsts)
     inner = (start + 15) // 16 * 16
     lo = tl.where(j == 0, start, inner + j * chunk)
     hi = tl.minimum(end, inner + (j + 1) * chunk)

@@ -32,7 +32,7 @@ from fp8moe.backend import Backend
 from fp8moe.kernels import per_group_colwise_scales as _per_group_colwise
 from fp8moe.kernels import rowwise_2d_scale_and_cast as _rowwise_2d
 from fp8moe.kernels._common import amax_of_magnitude_bits, fold_amax, fp8_constexprs, quantize
-from fp8moe.kernels._coop import clamped_ends, max_combine
+from fp8moe.kernels._coop import group_bounds
 from fp8moe.kernels._pair import cast_along_p, cast_quads, fold_tiles_along_q, launch_pair
 
 __all__ = ["fusable", "launch"]
@@ -49,8 +49,7 @@ def _item(offs_ptr, G, M, item, chunk, BLOCK_G: tl.constexpr):
     """Item ``item`` of one position block (items numbered group by group, chunk by chunk; lane G is the rows past
     offs[-1]): its group g (G for those rows), its rows [lo, hi), and whether it exists."""
     gs = tl.arange(0, BLOCK_G)
-    ends = tl.associative_scan(clamped_ends(offs_ptr, gs, G, M), 0, max_combine)
-    starts = tl.associative_scan(clamped_ends(offs_ptr, gs - 1, G, M), 0, max_combine)
+    starts, ends = group_bounds(offs_ptr, gs, G, M)
     ends = tl.where(gs >= G, M, ends)
     starts = tl.where(gs > G, M, starts)
     chunks = (ends - starts + chunk - 1) // chunk
