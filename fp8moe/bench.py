@@ -512,8 +512,8 @@ def _launch_configs(point: Point, impl: str) -> str | None:
 
 def _config_lists(point: Point):
     """The KernelConfigs lists fp8moe's kernels may run with at the point (fp8moe.configs.CONFIGS_BY_SPEC; a jagged
-    op's call may run a cooperative kernel as well, fp8moe.configs.PER_GROUP_KERNEL, and colwise 3D the cooperative
-    column kernel, fp8moe.configs.COLWISE_3D_KERNEL, and the atomic transpose either of its kernels,
+    op's call may run a cooperative kernel as well, fp8moe.configs.PER_GROUP_KERNEL; colwise 3D the cooperative
+    slice kernel, fp8moe.configs.COLWISE_3D_KERNEL; and the atomic transpose either of its kernels,
     fp8moe.configs.TRANSPOSE_ATOMIC_KERNEL)."""
     from fp8moe import configs
 
