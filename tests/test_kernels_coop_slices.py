@@ -317,8 +317,26 @@ def test_every_chunk_of_every_slice_arrives_once_and_past_the_last_item_nothing_
     assert {1, 2} <= set(chunks)
     counts = ws[2 : 2 + len(ends) * row_blocks].view(len(ends), row_blocks)
     assert counts.tolist() == [[n] * row_blocks for n in chunks]
-    programs = row_blocks * (-(-180 // config.kwargs["BLOCK_L"]) + 2 * len(ends))
-    assert int(ws[0]) == programs
+    assert int(ws[0]) == row_blocks * _coop_slices.group_programs(180, len(ends), config.kwargs["BLOCK_L"])
+
+
+@pytest.mark.parametrize("block_l", [16, 64, 256, 1024])
+def test_the_jagged_grid_has_a_program_for_every_item_whatever_the_offsets(block_l):
+    """group_programs bounds the items of a row block (the chunks the kernel derives, _chunk_counts) from above for
+    offsets drawn at random, unaligned, empty, decreasing and past Ktot included, and where the groups cover Ktot it
+    exceeds them by at most G + 15 G / BLOCK_L + 1 (programs past the last item only take a ticket)."""
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(300):
+        ktot = int(torch.randint(0, 5000, (1,), generator=gen))
+        groups = int(torch.randint(1, 40, (1,), generator=gen))
+        ends = torch.randint(-20, ktot + 40, (groups,), generator=gen).tolist()
+        if torch.rand(1, generator=gen) < 0.5:
+            ends = sorted(ends)
+        items = sum(_chunk_counts(ends, block_l, ktot))
+        programs = _coop_slices.group_programs(ktot, groups, block_l)
+        assert items <= programs, (ktot, ends)
+        if max(ends) >= ktot:  # the groups cover Ktot: the bound is within G + 15 G / BLOCK_L + 1 of the items
+            assert programs <= items + groups + -(-15 * groups // block_l) + 1, (ktot, ends)
 
 
 @needs_interpreter  # the fold is a launch of its own there; a GPU fuses it with the cast

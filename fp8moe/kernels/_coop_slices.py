@@ -75,7 +75,7 @@ from fp8moe.kernels._coop import (
 )
 from fp8moe.kernels._group_chunks import launch_group_chunks
 
-__all__ = ["group_config", "launch_coop_groups", "launch_coop_slices", "run_coop_group_phases"]
+__all__ = ["group_config", "group_programs", "launch_coop_groups", "launch_coop_slices", "run_coop_group_phases"]
 
 #: Workspace words before the per-slice-block counts: the tickets of the fused (or fold) and the cast launch.
 _TICKETS = tl.constexpr(2)
@@ -278,6 +278,13 @@ def group_config(backend: Backend, view: torch.Tensor) -> triton.Config | None:
     return min(fitting, key=lambda c: (c.kwargs["BLOCK_L"], -c.kwargs["BLOCK_M"]))
 
 
+def group_programs(ktot: int, groups: int, block_l: int) -> int:
+    """Programs per row block of the jagged launch: at least its items, whatever the offsets. A group's chunks start
+    at the 16-aligned position at or before it, so a group of n positions has at most cdiv(n + 15, BLOCK_L) of them
+    (one when empty), and over G groups that sums to at most cdiv(Ktot + 15 G, BLOCK_L) + G - 1."""
+    return triton.cdiv(ktot + 15 * groups, block_l) + groups
+
+
 def _group_shape_args(view: torch.Tensor) -> dict[str, int]:
     """The launch arguments fp8moe.configs.GROUP_COOP picks its config from."""
     return {"R": view.shape[0], "K": view.shape[1], "stride_xr": view.stride(0), "stride_xk": view.stride(1)}
@@ -319,9 +326,7 @@ def run_coop_group_phases(
     block_l, block_m = config.kwargs["BLOCK_L"], config.kwargs["BLOCK_M"]
     row_blocks = triton.cdiv(r, block_m)
     workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, x.device)
-    # items at most: per group cdiv(length + 15, BLOCK_L) <= length / BLOCK_L + 2 (its chunks start up to 15
-    # positions before it), one for an empty group
-    programs = row_blocks * (triton.cdiv(ktot, block_l) + 2 * groups)
+    programs = row_blocks * group_programs(ktot, groups, block_l)
     if phases is None:
         phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
     for phase in phases:
