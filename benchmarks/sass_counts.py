@@ -191,8 +191,8 @@ def coop_slices() -> dict:
     """The cooperative slice kernel (fp8moe.kernels._coop_slices) under each use's first CUDA candidate, compiled for
     sm_90 with the unit stride of that use's input (colwise 3D on row-major input: across the slices; the atomic
     transpose: along them; the jagged kernel on the colwise ops' transposing view, 64 groups) in each of its phases
-    (fused; the interpreter's fold and cast): registers per thread, programs per SM, and its memory barriers and
-    atomics (:func:`_barrier_counts`), keyed "<use> <phase>"."""
+    (fused; the interpreter's fold and cast; the jagged kernel's long-group pass): registers per thread, programs
+    per SM, and its memory barriers and atomics (:func:`_barrier_counts`), keyed "<use> <phase>"."""
     from fp8moe import configs
     from fp8moe.kernels import _coop, _coop_slices
 
@@ -208,8 +208,10 @@ def coop_slices() -> dict:
         ("groups", _coop_slices._coop_groups_kernel, configs.GROUP_COOP.cuda[0], "stride_xr", "stride_xk", jagged,
          {"BLOCK_G": 64}),
     ):  # fmt: skip
-        for phase_name, phase in (("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX),
-                                  ("cast", _coop.PHASE_CAST)):  # fmt: skip
+        phases = [("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)]
+        if op == "groups":  # the launch that casts groups too long to wait for
+            phases.append(("long", _coop.PHASE_LONG))
+        for phase_name, phase in phases:
             constants = {
                 **config.kwargs, **extra, "PHASE": phase, "INT64_INDEX": False, unit: 1,
                 **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),

@@ -940,8 +940,8 @@ def _group_coop_rule(backend: Backend, args: Mapping[str, object]) -> triton.Con
 #: The cooperative slice kernel on the jagged views of the per-group ops (PER_GROUP_KERNEL = "coop"): tile (BLOCK_L
 #: jagged positions, BLOCK_M rows), chosen by :func:`_group_coop_rule` from the first two (transposing view: the
 #: stripped probe's best at 2048-8192-token slices on an H100, 256 x 64 with 4 warps, h100-s35-coop-slices*.md; view
-#: contiguous along K: COOP_TRANSPOSE's first, untimed); the rest are for benchmarks/tune_configs.py. A Ktot beyond
-#: coop_limit chunks of BLOCK_L goes to the chunked kernel, so a longer BLOCK_L keeps longer Ktot on this one.
+#: contiguous along K: COOP_TRANSPOSE's first); the rest are for benchmarks/tune_configs.py. A group of more than
+#: coop_limit chunks of BLOCK_L is cast by a second launch (fp8moe.kernels._coop_slices).
 GROUP_COOP = KernelConfigs(
     name="group_coop",
     cuda=(
@@ -964,8 +964,9 @@ GROUP_COOP = KernelConfigs(
 #: - "chunks" (fp8moe.kernels._group_chunks): slices cut into chunks whose programs fold their amax through a
 #:   workspace and wait for each other, each chunk read twice;
 #: - "tiles" (fp8moe.kernels._group_tiles): one read, aligned tiles of one group meeting through workspace atomics;
-#: - "coop" (fp8moe.kernels._coop_slices): one read, chunks that start at their group's start meeting through
-#:   workspace atomics, each held in registers across the wait (the chunked kernel where Ktot is too long for that);
+#: - "coop" (fp8moe.kernels._coop_slices): one read, chunks that start at their group meeting through workspace
+#:   atomics, each held in registers across the wait (groups too long to wait for read twice); bitwise and slower
+#:   than "auto" at all 17 issue #11 points on an H100 in its first form (session 36);
 #: - "auto": "chunks" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) within
 #:   :data:`CHUNKS_MEAN_GROUP`, else "span" (:func:`per_group_kernel`).
 #:

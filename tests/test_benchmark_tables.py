@@ -239,6 +239,17 @@ def test_loop_us_is_the_median_batch_wall_time_per_call():
     assert len(calls) == 1 + 5 * 200
 
 
+def test_the_jagged_coop_probe_times_the_g16_point_or_every_colwise_point():
+    """benchmarks/probe_jagged_coop.py: ``G16`` is the colwise 65536 x 4096 point alone, ``colwise`` every per-group
+    colwise point of issue #11 (the dual op's are another op)."""
+    probe = pytest.importorskip("probe_jagged_coop")
+    [g16] = probe.points("G16")
+    assert (g16.op, g16.shape, g16.groups) == ("per_group_colwise_scales", (65536, 4096), 16)
+    colwise = probe.points("colwise")
+    assert len(colwise) == 8
+    assert {p.op for p in colwise} == {"per_group_colwise_scales"}
+
+
 def test_bench_point_filters_take_an_op_substring_and_any_of_several_selections():
     """fp8moe.bench --only and --select (comma-separated, any)."""
     picked = bench.select_points(bench.ISSUE11_POINTS, "3d", "- row_major,method=atomic")

@@ -20,7 +20,7 @@ import torch
 
 import fp8moe  # before anything imports triton: turns the interpreter on when there is no GPU
 from fp8moe import configs, replay
-from fp8moe.backend import backend_for
+from fp8moe.backend import Backend, backend_for
 from fp8moe.kernels import _coop_slices
 from fp8moe.kernels._coop import coop_limit
 from fp8ref import ops as ref
@@ -279,10 +279,9 @@ def _group_ends(backend) -> list[int]:
 
 @pytest.mark.parametrize("transposing", [True, False], ids=["colwise", "rowwise"])
 @pytest.mark.parametrize("pow2", [False, True], ids=["", "pow2"])
-def test_jagged_slices_of_several_chunks_match_the_reference(pow2, transposing, device, monkeypatch):
-    """Per-group rowwise on the (R, Ktot) view (both layouts), every group through the cooperative slice kernel
-    (its hand-over to the chunked kernel refused), against fp8ref's per_group_rowwise_scales; positions past the
-    last group are compared nowhere (left unwritten, SPEC §4)."""
+def test_jagged_slices_of_several_chunks_match_the_reference(pow2, transposing, device):
+    """Per-group rowwise on the (R, Ktot) view (both layouts) through the cooperative slice kernel against fp8ref's
+    per_group_rowwise_scales; positions past the last group are compared nowhere (left unwritten, SPEC §4)."""
     backend = backend_for(device)
     ends = _group_ends(backend)
     view = _group_view(70, ends, transposing)
@@ -290,7 +289,6 @@ def test_jagged_slices_of_several_chunks_match_the_reference(pow2, transposing, 
     assert (x.stride(0) == 1) == transposing
     block_l = _coop_groups_config(backend, x).kwargs["BLOCK_L"]
     assert max(_chunk_counts(ends, block_l, x.shape[1])) > 1
-    monkeypatch.setattr(_coop_slices, "launch_group_chunks", None)  # fails if called
     offs = torch.tensor(ends, dtype=torch.int32, device=device)
     [(q, s)] = _coop_slices.launch_coop_groups([x], offs, E4, pow2, backend)
     q_ref, s_ref = ref.per_group_rowwise_scales(view, offs.cpu(), E4, pow2)
@@ -355,48 +353,65 @@ def test_a_jagged_cast_without_the_fold_is_caught():
     assert not torch.equal(outputs[0][1].view(torch.int32), s_ref.view(torch.int32))
 
 
-def test_a_ktot_too_long_to_wait_for_goes_to_the_chunked_kernel(device, monkeypatch):
-    """Where a group holding all of Ktot would need more chunks than may wait under every tile (group_config None),
-    every view goes to the chunked kernel, which lengthens its chunks: the same bytes, the cooperative kernel never
-    launched."""
-    monkeypatch.setattr(_coop_slices, "group_config", lambda backend, view: None)
-    launched = []
-    real = _coop_slices.launch_group_chunks
-    monkeypatch.setattr(_coop_slices, "launch_group_chunks", lambda *args: launched.append(1) or real(*args))
-    monkeypatch.setattr(_coop_slices, "run_coop_group_phases", None)  # fails if called
+@pytest.mark.parametrize("limit", [0, 1, 2])
+def test_groups_longer_than_may_wait_fold_then_are_cast_by_the_long_pass(limit, device):
+    """Groups of more than ``limit`` chunks (every group at 0, the two-chunk ones at 1, none at 2) fold without
+    waiting in the fused launch and are cast by PHASE_LONG; the others cast in the fused launch, waiting when
+    several chunks. Fused then long, the same bytes as fp8ref. In the interpreter only limit 0 can run (a wait would
+    never end there); on a GPU all three do."""
     backend = backend_for(device)
+    if backend.kind == "interpreter" and limit > 0:
+        pytest.skip("a group within the limit waits in the fused launch, which the interpreter cannot run")
     ends = _group_ends(backend)
-    x = _group_view(20, ends, transposing=True).to(device)
-    offs = torch.tensor(ends, dtype=torch.int32, device=device)
-    [(q, s)] = _coop_slices.launch_coop_groups([x], offs, E4, False, backend)
-    q_ref, s_ref = ref.per_group_rowwise_scales(x.cpu(), offs.cpu(), E4)
-    assert launched == [1]
+    x = _group_view(20, ends, transposing=True)
+    offs = torch.tensor(ends, dtype=torch.int32)
+    q_ref, s_ref = ref.per_group_rowwise_scales(x, offs, E4)
+    x, offs = x.to(device), offs.to(device)
+    q, s = torch.empty(x.shape, dtype=E4, device=device), torch.empty(len(ends) * 20, device=device)
+    _coop_slices.run_coop_group_phases(
+        x, q, s, offs, E4, False, backend, phases=[_coop_slices.PHASE_FUSED, _coop_slices.PHASE_LONG], limit=limit
+    )
     assert_same_bits(s, s_ref, what="scales")
     assert_same_bits(q[:, : ends[-1]], q_ref[:, : ends[-1]], what="q")
 
 
-@pytest.mark.parametrize(
-    ("ktot", "block_l"),
-    [(16, 256), (16640, 256), (66 * 256 - 15, 256), (66 * 256 - 14, 512), (65536, 1024), (66 * 1024 - 14, None)],
-)
-def test_a_gpu_lengthens_the_tile_until_the_longest_possible_group_may_wait(ktot, block_l, monkeypatch):
+@needs_interpreter  # PHASE_FUSED with every group long: no wait, so the interpreter runs it
+def test_a_long_group_cast_without_the_long_pass_is_caught():
+    """Test the tester: with every group long (limit 0) the fused launch only folds, so without PHASE_LONG after it
+    no code is written (the poisoned output stays); the fold and the long pass together give fp8ref's bytes."""
+    backend = backend_for("cpu")
+    ends = _group_ends(backend)
+    x = _group_view(20, ends, transposing=True)
+    offs = torch.tensor(ends, dtype=torch.int32)
+    q_ref, _ = ref.per_group_rowwise_scales(x, offs, E4)
+    outputs = []
+    for phases in ([_coop_slices.PHASE_FUSED], [_coop_slices.PHASE_FUSED, _coop_slices.PHASE_LONG]):
+        q = torch.full(x.shape, 0x55, dtype=torch.uint8).view(E4)
+        _coop_slices.run_coop_group_phases(x, q, torch.empty(len(ends) * 20), offs, E4, False, backend,
+                                           phases=phases, limit=0)  # fmt: skip
+        outputs.append(q[:, : ends[-1]])
+    assert bool((outputs[0].view(torch.uint8) == 0x55).all())
+    assert_same_bits(outputs[1], q_ref[:, : ends[-1]], what="q")
+
+
+@pytest.mark.parametrize(("ktot", "long_pass"), [(16, False), (16640, False), (66 * 256 - 15, False),
+                                                 (66 * 256 - 14, True), (65536, True)])  # fmt: skip
+def test_a_gpu_adds_the_long_pass_only_where_a_group_may_outnumber_the_waiting_programs(ktot, long_pass, monkeypatch):
     """The progress bound (the module docstring): a group may hold all of Ktot, its chunks starting up to 15
-    positions before it, so where 66 chunks may wait (coop_limit on 132 SMs) Ktot + 15 must fit 66 chunks: the
-    transposing view's tile (256 long) up to that, then the candidates with longer tiles in order, then none (the
-    chunked kernel). ROCm has one tile; the interpreter, where nothing waits, takes its tile for any Ktot."""
+    positions before it, so where 66 chunks may wait (coop_limit on 132 SMs) a Ktot + 15 past 66 chunks of 256 (the
+    transposing view's tile) needs the long pass; the interpreter, where nothing waits, never does."""
     monkeypatch.setattr(_coop_slices, "coop_limit", lambda backend, device: 66)
     view = torch.empty((2048, ktot)).t().contiguous().t()  # transposing: contiguous along R
-    config = _coop_slices.group_config(fp8moe.backend.cuda_backend(9, 0), view)
-    assert (config.kwargs["BLOCK_L"] if config else None) == block_l
-    on_rocm = _coop_slices.group_config(fp8moe.backend.rocm_backend("gfx942"), view)
-    assert on_rocm is (configs.GROUP_COOP.rocm if block_l == 256 else None)
-    assert _coop_slices.group_config(backend_for("cpu"), view) is not None
+    gpu = fp8moe.backend.cuda_backend(9, 0)
+    assert _coop_slices.group_config(gpu, view).kwargs["BLOCK_L"] == 256
+    assert _coop_slices.may_have_long_groups(gpu, view, 256) is long_pass
+    interpreter = Backend("interpreter", "cpu", (), exact_encode=True, autotune=False)
+    assert not _coop_slices.may_have_long_groups(interpreter, view, 16)
 
 
 def test_the_jagged_tile_follows_the_view_on_cuda_and_is_fixed_on_rocm():
     """fp8moe.configs.GROUP_COOP: transposing views (x contiguous along R) take the first CUDA candidate, views
-    contiguous along K the second, ROCm its one config; and the GPU's limit keeps a 16384-token Ktot on the kernel
-    (66 chunks of 256 on 132 SMs) where the G = 16 point's 65536 goes to the chunked kernel."""
+    contiguous along K the second, ROCm its one config."""
     cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
     colwise = {"R": 2048, "K": 16640, "stride_xr": 1, "stride_xk": 2048}
     rowwise = {"R": 2048, "K": 16640, "stride_xr": 16640, "stride_xk": 1}
@@ -404,4 +419,3 @@ def test_the_jagged_tile_follows_the_view_on_cuda_and_is_fixed_on_rocm():
     assert configs.GROUP_COOP.fixed(cuda, rowwise) is configs.GROUP_COOP.cuda[1]
     assert configs.GROUP_COOP.fixed(rocm, colwise) is configs.GROUP_COOP.rocm
     assert configs.GROUP_COOP.cuda[0].kwargs == {"BLOCK_L": 256, "BLOCK_M": 64}
-    assert 16384 <= 66 * 256 < 65536

@@ -19,12 +19,12 @@ Three uses, each with its own config table (the tile follows the axis x is read 
   the tile read along it; fp8moe.configs.TRANSPOSE_ATOMIC_KERNEL picks it over the method's two-launch form, which
   reads x twice (56-63% of copy bandwidth on the H200, benchmarks/results/issue11-misses.md).
 - the three per-group ops (fp8moe.configs.GROUP_COOP, PER_GROUP_KERNEL = "coop"): an (R, Ktot) view jagged along K
-  by offs, each slice (g, r) = x[r, start_g:end_g] cut into chunks that start at the group's start
-  (:func:`launch_coop_groups`; a Ktot longer than the chunks that may wait for each other goes to the chunked
-  kernel, fp8moe.kernels._group_chunks, which lengthens its chunks instead). Where the span kernel reads a slice
-  longer than its one-read tile twice, this reads every slice once; the stripped form of it ran 4096- and 8192-token
-  slices at 72-74% of copy bandwidth on an H100 against the span kernel's 57-59% (session 35,
-  benchmarks/results/h100-s35-coop-slices.md). Untimed as a kernel.
+  by offs, each slice (g, r) = x[r, start_g:end_g] cut into chunks from the 16-aligned position at or before the
+  group's start (:func:`launch_coop_groups`). A group of more chunks than may wait for each other (a long group:
+  the host never reads offs, so wherever Ktot allows one) folds without waiting, and a second launch reads and
+  casts its chunks again. On an H100 (session 36, benchmarks/results/h100-s36-call17-*) its first form, which gave
+  long Ktot longer tiles instead (1024 x 16 at 65536 tokens), was bitwise and slower than the default kernels at
+  all 17 issue #11 points (1.05x at G = 16, 1.7-4.2x at the short groups).
 
 Semantics: those of the op's fp8ref reference (the NaN-keeping amax of fp8moe.kernels._common, its scale and cast),
 so the bytes are those of the op's other kernels.
@@ -67,15 +67,22 @@ from fp8moe.kernels._coop import (
     PHASE_ARRIVE,
     PHASE_CAST,
     PHASE_FUSED,
+    PHASE_LONG,
     coop_limit,
     group_bounds,
     group_item,
     view_outputs,
     wait_for_slice,
 )
-from fp8moe.kernels._group_chunks import launch_group_chunks
 
-__all__ = ["group_config", "group_programs", "launch_coop_groups", "launch_coop_slices", "run_coop_group_phases"]
+__all__ = [
+    "group_config",
+    "group_programs",
+    "launch_coop_groups",
+    "launch_coop_slices",
+    "may_have_long_groups",
+    "run_coop_group_phases",
+]
 
 #: Workspace words before the per-slice-block counts: the tickets of the fused (or fold) and the cast launch.
 _TICKETS = tl.constexpr(2)
@@ -151,16 +158,19 @@ def _coop_slices_kernel(
 
 @triton.jit
 def _coop_groups_kernel(
-    x_ptr, q_ptr, scales_ptr, ws_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr,
+    x_ptr, q_ptr, scales_ptr, ws_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr, limit,
     PHASE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
     INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
     EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """An (R, K) view jagged along K: slice (g, r) = x[r, start_g:end_g], chunk j of group g its positions
     floor16(start_g) + j * BLOCK_L on, those of the group masked in. Items are numbered row block major, then group,
-    then chunk (a slice block's chunks consecutive); programs past the last item do nothing. Workspace (int32,
-    zeroed): the two tickets, one arrival count per (g, row block) at g * cdiv(R, BLOCK_M) + rb, then the amax bits
-    of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at r * stride_qr + k."""
+    then chunk (a slice block's chunks consecutive); programs past the last item do nothing. A group of more than
+    ``limit`` chunks (a long group) only folds in PHASE_FUSED, without waiting, and PHASE_LONG, launched after it,
+    reads and casts its chunks again; every other group's chunks are skipped there. Workspace (int32, zeroed): the
+    two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's or PHASE_LONG's), one arrival count per (g, row block)
+    at g * cdiv(R, BLOCK_M) + rb, then the amax bits of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at
+    r * stride_qr + k."""
     gs = tl.arange(0, BLOCK_G)
     starts, ends = group_bounds(offs_ptr, gs, G, K)
     # chunk j of group g: positions floor16(start_g) + j * BLOCK_L on (aligned, so whole runs of 16 stay vectors)
@@ -168,9 +178,10 @@ def _coop_groups_kernel(
     firsts = tl.cumsum(chunks, 0) - chunks
     per_row_block = tl.sum(chunks, 0)
     row_blocks = tl.cdiv(R, BLOCK_M)
-    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
+    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST or PHASE == PHASE_LONG else 0), 1)  # noqa: SIM109
     if t < row_blocks * per_row_block:
         rb, g, n, j, start, end = group_item(t, per_row_block, gs, starts, ends, chunks, firsts)
+        long_group = n > limit
         ms = rb * BLOCK_M + tl.arange(0, BLOCK_M)
         ls = start // 16 * 16 + j * BLOCK_L + tl.arange(0, BLOCK_L)
         g_row = g * R
@@ -186,12 +197,35 @@ def _coop_groups_kernel(
         inner = (ls >= inner_lo) & (ls < inner_hi)
         in_group = (ls >= start) & (ls < end)
         edges = ((j == 0) & (start != inner_lo)) | ((j == n - 1) & (end != inner_hi))
-        _quantize_chunk(
-            x_ptr, q_ptr, scales_ptr + g_row, ws_ptr + _TICKETS + G * row_blocks + g_row + ms,
-            ws_ptr + _TICKETS + g * row_blocks + rb, n, j == 0, ms, ms < R, ls, inner, in_group & ~inner, edges,
-            stride_xr, stride_xk, stride_qr, PHASE, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-            CAST_MODE,
-        )  # fmt: skip
+        words = ws_ptr + _TICKETS + G * row_blocks + g_row + ms
+        count = ws_ptr + _TICKETS + g * row_blocks + rb
+        edge_mask = in_group & ~inner
+        if PHASE == PHASE_FUSED:
+            if long_group:  # fold only: its chunks may outnumber the programs that can wait at once
+                _quantize_chunk(
+                    x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask,
+                    edges, stride_xr, stride_xk, stride_qr, PHASE_AMAX, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
+                    FNUZ, ROUND_POW2, CAST_MODE,
+                )  # fmt: skip
+            else:
+                _quantize_chunk(
+                    x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask,
+                    edges, stride_xr, stride_xk, stride_qr, PHASE_FUSED, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
+                    FNUZ, ROUND_POW2, CAST_MODE,
+                )  # fmt: skip
+        elif PHASE == PHASE_LONG:
+            if long_group:  # the fold launch before this one completed its amax
+                _quantize_chunk(
+                    x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask,
+                    edges, stride_xr, stride_xk, stride_qr, PHASE_CAST, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
+                    FNUZ, ROUND_POW2, CAST_MODE,
+                )  # fmt: skip
+        else:
+            _quantize_chunk(
+                x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask, edges,
+                stride_xr, stride_xk, stride_qr, PHASE, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
+                CAST_MODE,
+            )  # fmt: skip
 
 
 def launch_coop_slices(
@@ -260,22 +294,17 @@ def launch_coop_slices(
         )
 
 
-def group_config(backend: Backend, view: torch.Tensor) -> triton.Config | None:
-    """The tile the jagged launcher runs the (R, Ktot) ``view`` with, or None where no tile may wait on every slice
-    (the chunked kernel then takes the call). A group may hold all Ktot positions (the host never reads offs), its
-    chunks starting up to 15 positions before it, so Ktot + 15 must take at most ``coop_limit`` chunks of BLOCK_L:
-    fp8moe.configs.GROUP_COOP's tile for the view where it does, else on CUDA the candidate with the shortest BLOCK_L
-    that does (65536 tokens on 132 SMs: 1024 x 16). The interpreter, where nothing
-    waits (its fold and cast are two launches), takes its tile for any Ktot."""
-    first = configs.GROUP_COOP.fixed(backend, _group_shape_args(view))
-    if backend.kind == "interpreter":
-        return first
-    limit = coop_limit(backend, view.device)
-    longer = () if backend.kind == "rocm" else configs.GROUP_COOP.cuda
-    fitting = [c for c in (first, *longer) if triton.cdiv(view.shape[1] + 15, c.kwargs["BLOCK_L"]) <= limit]
-    if not fitting or fitting[0] is first:
-        return fitting[0] if fitting else None
-    return min(fitting, key=lambda c: (c.kwargs["BLOCK_L"], -c.kwargs["BLOCK_M"]))
+def group_config(backend: Backend, view: torch.Tensor) -> triton.Config:
+    """The tile the jagged launcher runs the (R, Ktot) ``view`` with (fp8moe.configs.GROUP_COOP's for the view)."""
+    return configs.GROUP_COOP.fixed(backend, _group_shape_args(view))
+
+
+def may_have_long_groups(backend: Backend, view: torch.Tensor, block_l: int) -> bool:
+    """Whether a group of the (R, Ktot) ``view`` may take more chunks of ``block_l`` than may wait for each other
+    (``coop_limit``), so that the launch needs its PHASE_LONG pass: the host never reads offs, and a group may hold
+    all Ktot positions, its chunks starting up to 15 positions before it. Never in the interpreter, whose fold and
+    cast are two launches that nothing waits in."""
+    return backend.kind != "interpreter" and triton.cdiv(view.shape[1] + 15, block_l) > coop_limit(backend, view.device)
 
 
 def group_programs(ktot: int, groups: int, block_l: int) -> int:
@@ -295,40 +324,38 @@ def launch_coop_groups(
     backend: Backend,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
     """fp8moe.kernels._group_tiles.launch_group_tiles (same arguments, same outputs: per (R_i, Ktot) view of one offs,
-    q (R_i, Ktot) row-major and the scales (G * R_i,) f32) on the cooperative slice kernel, one launch per view (two
-    per view in the interpreter), each view under :func:`group_config`'s tile. Where a view's Ktot may need more
-    chunks than may wait for each other under every tile, every view goes to the chunked kernel
-    (fp8moe.kernels._group_chunks)."""
-    tiles = [group_config(backend, x) for x in xs]
-    if any(tile is None for tile in tiles):
-        return launch_group_chunks(xs, offs, fp8_dtype, round_scales_to_power_of_2, backend)
+    q (R_i, Ktot) row-major and the scales (G * R_i,) f32) on the cooperative slice kernel, one fused launch per view
+    on a GPU, and a second (PHASE_LONG) where a group may have more chunks than may wait for each other
+    (:func:`may_have_long_groups`); the fold and the cast per view in the interpreter."""
     outs = view_outputs(xs, offs.numel(), fp8_dtype)
-    for x, (q, scales), config in zip(xs, outs, tiles, strict=True):
-        run_coop_group_phases(x, q, scales, offs, fp8_dtype, round_scales_to_power_of_2, backend, config=config)
+    for x, (q, scales) in zip(xs, outs, strict=True):
+        run_coop_group_phases(x, q, scales, offs, fp8_dtype, round_scales_to_power_of_2, backend)
     return outs
 
 
 def run_coop_group_phases(
     x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, offs: torch.Tensor, fp8_dtype: torch.dtype,
     round_scales_to_power_of_2: bool, backend: Backend, phases: Sequence[int] | None = None,
-    config: triton.Config | None = None,
+    limit: int | None = None,
 ) -> tuple[torch.Tensor, int] | None:  # fmt: skip
     """Quantize one (R, Ktot) view into ``q`` (R, Ktot) and ``scales`` (G * R,) in the launches ``phases`` (None: the
-    backend's) under ``config`` (None: :func:`group_config`'s, which must fit), returning the workspace and where its
-    amax words start (the arrival counts lie before them, one per (g, row block) at g * cdiv(R, BLOCK_M) + rb after
-    the two tickets): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to launch."""
+    backend's), groups of more than ``limit`` chunks long (None: ``coop_limit``'s), returning the workspace and where
+    its amax words start (the arrival counts lie before them, one per (g, row block) at g * cdiv(R, BLOCK_M) + rb
+    after the two tickets): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to launch."""
     r, ktot = x.shape
     groups = offs.numel()
     if groups == 0 or r == 0:
         return None
-    if config is None:
-        config = group_config(backend, x)
+    config = group_config(backend, x)
     block_l, block_m = config.kwargs["BLOCK_L"], config.kwargs["BLOCK_M"]
     row_blocks = triton.cdiv(r, block_m)
     workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, x.device)
     programs = row_blocks * group_programs(ktot, groups, block_l)
     if phases is None:
-        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
+        long_pass = (PHASE_LONG,) if may_have_long_groups(backend, x, block_l) else ()
+        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED, *long_pass)
+    if limit is None:
+        limit = coop_limit(backend, x.device)
     for phase in phases:
         configs.launch(
             _coop_groups_kernel,
@@ -344,6 +371,7 @@ def run_coop_group_phases(
             **_group_shape_args(x),
             G=groups,
             stride_qr=q.stride(0),
+            limit=limit,
             PHASE=int(phase),
             BLOCK_G=triton.next_power_of_2(max(groups, 2)),
             INT64_INDEX=configs.needs_int64_index(x, q, scales),

@@ -1,0 +1,56 @@
+"""The per-group ops at chosen issue #11 points under the default jagged kernels ("auto") and the cooperative slice
+kernel ("coop"), one process, one GPU: CUDA-graph time, % of the copy bandwidth measured in the same run, and every
+output compared with fp8ref's. For the jagged cooperative kernel's long-group pass (session 36), which lets the
+4096-token groups of 65536 x 4096 G = 16 take the 256 x 64 tile.
+
+    python benchmarks/probe_jagged_coop.py --points G16 > benchmarks/results/<gpu>-s<N>-jagged-coop.md
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import fp8moe  # before triton
+from fp8moe import configs, replay
+from fp8moe.bench import ISSUE11_POINTS, _time, copy_bandwidth_gbps, ideal_bytes, make_inputs, same_outputs
+from fp8ref.contracts import contract
+
+#: The call's arguments: e4m3fn, no pow2 rule (the bench's).
+ARGS = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False}
+
+
+def points(which: str):
+    """``G16``: the colwise 65536 x 4096 G = 16 point; ``colwise``: every per-group colwise point of issue #11."""
+    colwise = [p for p in ISSUE11_POINTS if p.op == "per_group_colwise_scales"]
+    return [p for p in colwise if p.groups == 16] if which == "G16" else colwise
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", choices=("G16", "colwise"), default="G16")
+    args = parser.parse_args()
+    copy = copy_bandwidth_gbps()
+    print(f"{torch.cuda.get_device_name()}, copy bandwidth {copy:.0f} GB/s\n")
+    print("| op | shape | G | offs | kernel | us (graph) | % of copy | bitwise |")
+    print("|---|---|---:|---|---|---:|---:|---|")
+    for point in points(args.points):
+        c = contract(point.op)
+        xs, offs = make_inputs(c, point, "cuda")
+        expected = c.call(c.reference, tuple(x.cpu() for x in xs), offs.cpu(), **ARGS)
+        for kind in ("auto", "coop"):
+            configs.PER_GROUP_KERNEL = dict.fromkeys(configs.PER_GROUP_KERNEL, kind)
+            replay.forget()
+            kernel = getattr(fp8moe, point.op)
+            out = c.call(kernel, xs, offs, **ARGS)
+            ok = same_outputs(tuple(t.cpu() for t in out), expected)
+            us, _ = _time(lambda c=c, kernel=kernel, xs=xs, offs=offs: c.call(kernel, xs, offs, **ARGS))
+            pct = 100 * ideal_bytes(c, point.shape, point.groups) / (us * 1e-6) / 1e9 / copy
+            shape = "x".join(map(str, point.shape))
+            print(f"| {point.op} | {shape} | {point.groups} | {point.offs} | {kind} | {us:.1f} | {pct:.0f}% | "
+                  f"{'yes' if ok else 'NO'} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
