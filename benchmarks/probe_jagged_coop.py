@@ -3,7 +3,7 @@ kernel ("coop"), one process, one GPU: CUDA-graph time, % of the copy bandwidth 
 output compared with fp8ref's. For the jagged cooperative kernel's long-group pass (session 36), which lets the
 4096-token groups of 65536 x 4096 G = 16 take the 256 x 64 tile.
 
-    python benchmarks/probe_jagged_coop.py --points G16 > benchmarks/results/<gpu>-s<N>-jagged-coop.md
+    python benchmarks/probe_jagged_coop.py --points G16 > "$OUT/jagged-coop-g16.md"   # then under benchmarks/results/
 """
 
 from __future__ import annotations

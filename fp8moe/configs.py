@@ -966,7 +966,8 @@ GROUP_COOP = KernelConfigs(
 #: - "tiles" (fp8moe.kernels._group_tiles): one read, aligned tiles of one group meeting through workspace atomics;
 #: - "coop" (fp8moe.kernels._coop_slices): one read, chunks that start at their group meeting through workspace
 #:   atomics, each held in registers across the wait (groups too long to wait for read twice); bitwise and slower
-#:   than "auto" at all 17 issue #11 points on an H100 in its first form (session 36);
+#:   than "auto" at all 17 issue #11 points on an H100 in its first form (1.05x at G = 16, 1.46-4.21x elsewhere,
+#:   benchmarks/results/h100-s36-call17-auto-vs-coop.md);
 #: - "auto": "chunks" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) within
 #:   :data:`CHUNKS_MEAN_GROUP`, else "span" (:func:`per_group_kernel`).
 #:
@@ -1021,11 +1022,11 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #: that may wait for each other (fp8moe.kernels._coop.coop_limit), the row kernel elsewhere. "coop" takes the
 #: cooperative kernel wherever it can run.
 #:
-#: On an H100 (session 35, benchmarks/results/h100-s35-colwise3d-rows-vs-coop.md, one machine) the cooperative
-#: kernel took 0.81-0.93x the row kernel's time at the issue #11 3D points on row-major input (52-64% -> 56-73% of
-#: copy bandwidth), bitwise, and its GPU tests passed (h100-s35-coop-columns-tests.log). Every backend keeps "rows"
-#: until the whole GPU suite has run under "auto" (benchmarks/prepared_calls.sh 14) and the H200 has timed it
-#: (prepared_calls.sh 15); ROCm has no AMD timing. Its bytes are tested in the interpreter as well
+#: On an H100 (one machine each time) the cooperative kernel took 0.81-0.93x the row kernel's time at the issue #11
+#: 3D points on row-major input in session 35 (52-64% -> 56-73% of copy bandwidth) and 0.78-0.92x in session 36
+#: (51-63% -> 65-74%, benchmarks/results/h100-s36-call18-off-vs-on.md), bitwise, its GPU tests passing. Every
+#: backend keeps "rows" until the whole GPU suite has run under "auto" (benchmarks/prepared_calls.sh 14) and the
+#: H200 has timed it (prepared_calls.sh 18); ROCm has no AMD timing. Its bytes are tested in the interpreter as well
 #: (tests/test_kernels_coop_slices.py, tests/test_kernels_dense.py). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets
 #: it for every backend (read once, at import).
 COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "rows", "rocm": "rows", "interpreter": "rows"}
@@ -1039,9 +1040,11 @@ COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3
 #: "coop", the cooperative slice kernel (fp8moe.kernels._coop_slices under COOP_TRANSPOSE: each row's chunks fold
 #: their amax by atomic max, wait for each other and cast the tile they hold, x read once) wherever a row's chunks
 #: may wait for each other (fp8moe.kernels._coop.coop_limit), "two_launch" elsewhere. Both fold by atomics, and the
-#: bytes are the same. The two-launch form ran at 56-63% of copy bandwidth on the H200 (issue #11). Every backend
-#: keeps "two_launch" until the GPU suite has run under "coop" and a GPU has timed it; its bytes are tested in the
-#: interpreter (tests/test_kernels_coop_slices.py, tests/test_kernels_dense.py). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=
+#: bytes are the same. The two-launch form ran at 56-63% of copy bandwidth on the H200 (issue #11). On an H100
+#: (session 36, benchmarks/results/h100-s36-call18-off-vs-on.md) "coop" took 0.73-0.87x its time (58-60% -> 67-82%),
+#: bitwise, its GPU tests passing. Every backend keeps "two_launch" until the whole GPU suite has run under "coop"
+#: (prepared_calls.sh 14) and the H200 has timed it (prepared_calls.sh 18); its bytes are tested in the interpreter
+#: as well (tests/test_kernels_coop_slices.py, tests/test_kernels_dense.py). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=
 #: two_launch|coop sets it for every backend (read once, at import).
 TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "two_launch", "rocm": "two_launch", "interpreter": "two_launch"}
 TRANSPOSE_ATOMIC_KERNELS = ("two_launch", "coop")

@@ -17,7 +17,8 @@ Three uses, each with its own config table (the tile follows the axis x is read 
   (benchmarks/results/h100-s35-colwise3d-rows-vs-coop.md); fp8moe.configs.COLWISE_3D_KERNEL picks it.
 - rowwise_3d_transpose_rhs, method "atomic" (fp8moe.configs.COOP_TRANSPOSE): x (E, K, N) itself, each slice a row,
   the tile read along it; fp8moe.configs.TRANSPOSE_ATOMIC_KERNEL picks it over the method's two-launch form, which
-  reads x twice (56-63% of copy bandwidth on the H200, benchmarks/results/issue11-misses.md).
+  reads x twice (56-63% of copy bandwidth on the H200, benchmarks/results/issue11-misses.md). On an H100 (session
+  36) it took 0.73-0.87x the two launches' time, 58-60% -> 67-82% (benchmarks/results/h100-s36-call18-off-vs-on.md).
 - the three per-group ops (fp8moe.configs.GROUP_COOP, PER_GROUP_KERNEL = "coop"): an (R, Ktot) view jagged along K
   by offs, each slice (g, r) = x[r, start_g:end_g] cut into chunks from the 16-aligned position at or before the
   group's start (:func:`launch_coop_groups`). A group of more chunks than may wait for each other (a long group:
