@@ -913,10 +913,11 @@ COOP_COLUMNS = _coop_table(
 )
 
 #: The cooperative slice kernel for rowwise_3d_transpose_rhs, method "atomic" (fp8moe.kernels._coop_slices on x
-#: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Untimed on a GPU so
-#: far: every candidate keeps the column table's 16384 elements and 4 warps (the first 168 registers, 3 programs per
-#: SM on sm_90, benchmarks/sass_counts.py --coop-slices); the first splits the issue #11 widths (N = 1408, 5120, 8192)
-#: into 3, 10 and 16 chunks with at most 9% of the last one masked. The others are for benchmarks/tune_configs.py.
+#: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Every candidate keeps
+#: the column table's 16384 elements and 4 warps (the first 168 registers, 3 programs per SM on sm_90,
+#: benchmarks/sass_counts.py --coop-slices); the first splits the issue #11 widths (N = 1408, 5120, 8192) into 3, 10
+#: and 16 chunks with at most 9% of the last one masked, and ran them at 67-82% of copy bandwidth on an H100
+#: (session 36). The others are untimed, for benchmarks/tune_configs.py (prepared_calls.sh 16).
 COOP_TRANSPOSE = _coop_table(
     "coop_transpose",
     cuda=(
