@@ -17,6 +17,8 @@ from fp8moe import configs, replay
 from fp8moe.bench import ISSUE11_POINTS, _time, copy_bandwidth_gbps, ideal_bytes, make_inputs, same_outputs
 from fp8ref.contracts import contract
 
+#: Where the inputs live (the CPU test of this script runs it through the interpreter).
+DEVICE = "cuda"
 #: The call's arguments: e4m3fn, no pow2 rule (the bench's).
 ARGS = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False}
 
@@ -27,17 +29,17 @@ def points(which: str):
     return [p for p in colwise if p.groups == 16] if which == "G16" else colwise
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", choices=("G16", "colwise"), default="G16")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     copy = copy_bandwidth_gbps()
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {copy:.0f} GB/s\n")
     print("| op | shape | G | offs | kernel | us (graph) | % of copy | bitwise |")
     print("|---|---|---:|---|---|---:|---:|---|")
     for point in points(args.points):
         c = contract(point.op)
-        xs, offs = make_inputs(c, point, "cuda")
+        xs, offs = make_inputs(c, point, DEVICE)
         expected = c.call(c.reference, tuple(x.cpu() for x in xs), offs.cpu(), **ARGS)
         for kind in ("auto", "coop"):
             configs.PER_GROUP_KERNEL = dict.fromkeys(configs.PER_GROUP_KERNEL, kind)

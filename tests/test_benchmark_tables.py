@@ -250,6 +250,24 @@ def test_the_jagged_coop_probe_times_the_g16_point_or_every_colwise_point():
     assert {p.op for p in colwise} == {"per_group_colwise_scales"}
 
 
+@needs_interpreter
+def test_the_jagged_coop_probe_runs_both_kernels_and_checks_their_bytes(monkeypatch, capsys):
+    """benchmarks/probe_jagged_coop.py end to end in the interpreter at a small twin of its point (no timing: the
+    GPU timers stubbed): one row per kernel, each bitwise against fp8ref, the kernel setting put back after."""
+    probe = pytest.importorskip("probe_jagged_coop")
+    small = bench.Point("per_group_colwise_scales", (300, 24), 2, "aligned16")
+    monkeypatch.setattr(probe, "points", lambda which: [small])
+    monkeypatch.setattr(probe, "DEVICE", "cpu")
+    monkeypatch.setattr(probe, "copy_bandwidth_gbps", lambda: 1000.0)
+    monkeypatch.setattr(probe, "_time", lambda fn: (fn() and 10.0, (10.0, 10.0)))
+    monkeypatch.setattr(probe.torch.cuda, "get_device_name", lambda: "interpreter")
+    monkeypatch.setattr(probe.configs, "PER_GROUP_KERNEL", dict(probe.configs.PER_GROUP_KERNEL))
+    probe.main(["--points", "G16"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| per_group")]
+    assert [row.split("|")[5].strip() for row in rows] == ["auto", "coop"]
+    assert all(row.rstrip(" |").endswith("yes") for row in rows), rows
+
+
 def test_bench_point_filters_take_an_op_substring_and_any_of_several_selections():
     """fp8moe.bench --only and --select (comma-separated, any)."""
     picked = bench.select_points(bench.ISSUE11_POINTS, "3d", "- row_major,method=atomic")
