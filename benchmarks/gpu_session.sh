@@ -23,8 +23,10 @@
 #      through tensor descriptors, the bulk tensor copy engine).
 #  13. scale: fp8moe's f32 scale helper against fp8ref.amax_to_scale for every non-negative f32 amax, on the GPU
 #      (benchmarks/scale_division_exhaustive.py --device cuda); runs before the tests.
+#  14. jagged: the per-group ops under the default kernels and the jagged cooperative form, checked against fp8ref
+#      (benchmarks/probe_jagged_coop.py, JAGGED_ARGS, default --points G16).
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned
-# gap long scale), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT,
+# gap long scale jagged), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT,
 # TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT, LONG_TIMEOUT,
 # SCALE_TIMEOUT (seconds), BENCH_ARGS
 # (e.g. "--compile first"), TEST_PATHS (default: the whole suite), GAP_GROUPS (the gap ladders' group sizes, default
@@ -126,6 +128,12 @@ fi
 if [[ $steps == *" host "* ]]; then
   timeout "${HOST_TIMEOUT:-120}" python3 benchmarks/host_overhead.py ${HOST_ARGS:-} >"$OUT/host_overhead.txt" 2>&1
   echo "host exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+if [[ $steps == *" jagged "* ]]; then
+  # The table to stdout, any error apart (benchmarks/probe_jagged_coop.py, JAGGED_ARGS: --points G16 or colwise).
+  timeout "${JAGGED_TIMEOUT:-150}" python3 benchmarks/probe_jagged_coop.py ${JAGGED_ARGS:---points G16} \
+    >"$OUT/jagged_coop.md" 2>"$OUT/jagged_coop.err"
+  echo "jagged exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 cat "$OUT/env.txt" "$OUT/scale_division.log" 2>/dev/null; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null

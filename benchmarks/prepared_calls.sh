@@ -21,7 +21,9 @@
 #   bash benchmarks/prepared_calls.sh 16  # the atomic transpose, two launches then "coop", torch.compile; tiles (4 min)
 #   bash benchmarks/prepared_calls.sh 17  # the per-group ops, default kernels then the jagged "coop" (about 6 min)
 #   bash benchmarks/prepared_calls.sh 18  # 15 and 16 in one call: both 3D uses tested, then benched off/on (9 min)
-#   bash benchmarks/prepared_calls.sh h200  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
+#   bash benchmarks/prepared_calls.sh 19  # the jagged cooperative form against the default at G = 16 (about a minute)
+#   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
+#   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -70,22 +72,30 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
   exit 0
 fi
 
-# One device call for what waits for an H200 (per-group-ledger.md, "Prepared and not yet measured"; calls 5, 10, 7
-# and 6, which this ran in session 33, have their own numbers), most important first: each call's files under
+# One device call for what waits for an H200 (per-group-ledger.md, "Prepared and not yet measured"), most important
+# first: "h200" runs 18 (the cooperative 3D uses, what making them defaults waits for) then 19 (the jagged form at
+# G = 16, about a minute); "h200-pdl" runs 12 then 11 (dependent launches and the host split; calls 5, 10, 7 and 6,
+# which an earlier form of this ran in session 33, have their own numbers). Each call's files go under
 # $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt after the first are deleted.
-if [ "${1:-}" = "h200" ]; then
+case "${1:-}" in
+  h200) waiting="18 19" ;;
+  h200-pdl) waiting="12 11" ;;
+  *) waiting="" ;;
+esac
+if [ -n "$waiting" ]; then
   out="$OUT"
-  for call in 12 11; do
+  first=""
+  for call in $waiting; do
     OUT="$out/call$call"
     mkdir -p "$OUT"
     OUT="$OUT" bash "$0" "$call"
     echo "prepared call $call exit $?"
+    if [ -z "$first" ]; then first=$call; else rm -f "$OUT/env.txt"; fi
   done
-  rm -f "$out/call11/env.txt"
   exit 0
 fi
 
-case "${1:?which call: 1 to 18, or h200}" in
+case "${1:?which call: 1 to 19, h200 or h200-pdl}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -222,5 +232,10 @@ case "${1:?which call: 1 to 18, or h200}" in
       mv "$OUT/bench.md" "$OUT/bench_$name.md"; mv "$OUT/bench.json" "$OUT/bench_$name.json"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     done ;;
-  *) echo "no prepared call $1: 1 to 18, or h200" >&2; exit 2 ;;
+  19) # the jagged form of the cooperative slice kernel with its long-group pass at 65536 x 4096 G = 16 against the
+      # default kernels, one process, every output compared with fp8ref (benchmarks/probe_jagged_coop.py; its first
+      # form ran there at 1.05x the default's time with a 1024 x 16 tile, h100-s36-call17-auto-vs-coop.md). Files:
+      # env.txt, jagged_coop.{md,err}.
+    STEPS="jagged" JAGGED_ARGS="--points G16" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 19, h200 or h200-pdl" >&2; exit 2 ;;
 esac

@@ -985,9 +985,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "19"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "20"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 19: 1 to 18, or h200" in refused.stderr
+    assert "no prepared call 20: 1 to 19, h200 or h200-pdl" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1014,6 +1014,7 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
         "FP8MOE_PER_GROUP_KERNEL",
         "STEPS",
         "TUNE_ARGS",
+        "JAGGED_ARGS",
         "HOST_ARGS",
         "BENCH_ARGS",
         "TEST_PATHS",
@@ -1029,12 +1030,27 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
 
 
 def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
-    """prepared_calls.sh h200: calls 12 and 11 in that order (the dependent-launch tests and bench first: a time
-    limit cuts the last), each with $OUT its own folder, then only 8 files left (the device brings back no more):
-    call 12's env.txt, test log and two benches' .md and .json, call 11's two host tables. Run here with a stub
-    gpu_session.sh that records what each call asked for and writes every file any step would."""
+    """prepared_calls.sh h200: calls 18 and 19 in that order (the cooperative 3D uses first: a time limit cuts the
+    last), each with $OUT its own folder, then only 8 files left (the device brings back no more): call 18's env.txt,
+    test log and two benches' .md and .json, call 19's table and error log. Run here with a stub gpu_session.sh that
+    records what each call asked for and writes every file any step would."""
     out, steps = _run_prepared_call(
-        tmp_path, "h200", '$STEPS $FP8MOE_PDL $HOST_ARGS\ncase "$STEPS" in tests) touch pytest.log ;; '
+        tmp_path, "h200", '$STEPS $FP8MOE_COLWISE_3D_KERNEL $JAGGED_ARGS\ncase "$STEPS" in tests) touch pytest.log ;; '
+        "bench) touch bench.md bench.json bench.png bench.log ;; jagged) touch jagged_coop.md jagged_coop.err ;; esac",
+    )  # fmt: skip
+    assert steps == ["tests auto ", "bench rows ", "bench auto ", "jagged  --points G16"]
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {
+        "call18/env.txt", "call18/coop3d_tests.log", "call18/bench_off.md", "call18/bench_off.json",
+        "call18/bench_on.md", "call18/bench_on.json", "call19/jagged_coop.md", "call19/jagged_coop.err",
+    }  # fmt: skip
+
+
+def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_files(tmp_path):
+    """prepared_calls.sh h200-pdl: calls 12 and 11 in that order, each in its own folder, 8 files: call 12's env.txt,
+    test log and two benches' .md and .json, call 11's two host tables. Stub, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "h200-pdl", '$STEPS $FP8MOE_PDL $HOST_ARGS\ncase "$STEPS" in tests) touch pytest.log ;; '
         "bench) touch bench.md bench.json bench.png bench.log ;; host) touch host_overhead.txt ;; esac",
     )  # fmt: skip
     assert steps == ["tests 1 ", "bench 0 ", "bench 1 ", "host  --split", "host  --points"]
