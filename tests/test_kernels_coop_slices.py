@@ -396,17 +396,16 @@ def test_a_long_group_cast_without_the_long_pass_is_caught():
 
 @pytest.mark.parametrize(("ktot", "long_pass"), [(16, False), (16640, False), (66 * 256 - 15, False),
                                                  (66 * 256 - 14, True), (65536, True)])  # fmt: skip
-def test_a_gpu_adds_the_long_pass_only_where_a_group_may_outnumber_the_waiting_programs(ktot, long_pass, monkeypatch):
+def test_a_gpu_adds_the_long_pass_only_where_a_group_may_outnumber_the_waiting_programs(ktot, long_pass):
     """The progress bound (the module docstring): a group may hold all of Ktot, its chunks starting up to 15
     positions before it, so where 66 chunks may wait (coop_limit on 132 SMs) a Ktot + 15 past 66 chunks of 256 (the
     transposing view's tile) needs the long pass; the interpreter, where nothing waits, never does."""
-    monkeypatch.setattr(_coop_slices, "coop_limit", lambda backend, device: 66)
     view = torch.empty((2048, ktot)).t().contiguous().t()  # transposing: contiguous along R
     gpu = fp8moe.backend.cuda_backend(9, 0)
     assert _coop_slices.group_config(gpu, view).kwargs["BLOCK_L"] == 256
-    assert _coop_slices.may_have_long_groups(gpu, view, 256) is long_pass
+    assert _coop_slices.may_have_long_groups(gpu, ktot, 256, 66) is long_pass
     interpreter = Backend("interpreter", "cpu", (), exact_encode=True, autotune=False)
-    assert not _coop_slices.may_have_long_groups(interpreter, view, 16)
+    assert not _coop_slices.may_have_long_groups(interpreter, ktot, 16, 1)
 
 
 def test_the_jagged_tile_follows_the_view_on_cuda_and_is_fixed_on_rocm():

@@ -300,12 +300,12 @@ def group_config(backend: Backend, view: torch.Tensor) -> triton.Config:
     return configs.GROUP_COOP.fixed(backend, _group_shape_args(view))
 
 
-def may_have_long_groups(backend: Backend, view: torch.Tensor, block_l: int) -> bool:
-    """Whether a group of the (R, Ktot) ``view`` may take more chunks of ``block_l`` than may wait for each other
-    (``coop_limit``), so that the launch needs its PHASE_LONG pass: the host never reads offs, and a group may hold
-    all Ktot positions, its chunks starting up to 15 positions before it. Never in the interpreter, whose fold and
-    cast are two launches that nothing waits in."""
-    return backend.kind != "interpreter" and triton.cdiv(view.shape[1] + 15, block_l) > coop_limit(backend, view.device)
+def may_have_long_groups(backend: Backend, ktot: int, block_l: int, limit: int) -> bool:
+    """Whether a group of a view of ``ktot`` jagged positions may take more chunks of ``block_l`` than the ``limit``
+    that may wait for each other (``coop_limit``), so that the launch needs its PHASE_LONG pass: the host never reads
+    offs, and a group may hold all Ktot positions, its chunks starting up to 15 positions before it. Never in the
+    interpreter, whose fold and cast are two launches that nothing waits in."""
+    return backend.kind != "interpreter" and triton.cdiv(ktot + 15, block_l) > limit
 
 
 def group_programs(ktot: int, groups: int, block_l: int) -> int:
@@ -352,11 +352,11 @@ def run_coop_group_phases(
     row_blocks = triton.cdiv(r, block_m)
     workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, x.device)
     programs = row_blocks * group_programs(ktot, groups, block_l)
-    if phases is None:
-        long_pass = (PHASE_LONG,) if may_have_long_groups(backend, x, block_l) else ()
-        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED, *long_pass)
     if limit is None:
         limit = coop_limit(backend, x.device)
+    if phases is None:
+        long_pass = (PHASE_LONG,) if may_have_long_groups(backend, ktot, block_l, limit) else ()
+        phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED, *long_pass)
     for phase in phases:
         configs.launch(
             _coop_groups_kernel,
