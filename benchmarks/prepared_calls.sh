@@ -22,6 +22,7 @@
 #   bash benchmarks/prepared_calls.sh 17  # the per-group ops, default kernels then the jagged "coop" (about 6 min)
 #   bash benchmarks/prepared_calls.sh 18  # 15 and 16 in one call: both 3D uses tested, then benched off/on (9 min)
 #   bash benchmarks/prepared_calls.sh 19  # the jagged cooperative form against the default at G = 16 (about a minute)
+#   bash benchmarks/prepared_calls.sh 20  # the cooperative 3D defaults: tests, bench, more tiles of both uses (7 min)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
@@ -64,6 +65,11 @@ per_group_colwise_scales_dual=64x64/w4/g/t/ev1,64x64/w4/t/ev1"
 # (h100-s32-call11-row-order-configs.md): 0.96x its /g twin at random16, 1.03-1.05x the autotuned bench; not kept.
 row_order="per_group_scales=64x128/w4/g/o256/l,64x128/w4/g/o256/l/ev1,64x128/w4/o256/l,64x128/w4/o256/l/ev1,\
 64x128/w4,64x128/w4/ev1,64x128/w4/g/ev1"
+# Call 20: the cooperative slice kernel's tiles, (BLOCK_L along the reduced axis) x BLOCK_M / warps, at most 128
+# elements per thread (the first tiles' 168 and 147 registers, 3 programs per SM); no column tile takes more than 64
+# chunks of K = 8192, so none falls back to the row kernel where half an H100's or H200's SMs may wait.
+COOP_TRANSPOSE_TILES="2048x8/w4,4096x4/w4,4096x8/w8,2048x16/w8,1024x8/w2,2048x4/w2,1024x16/w4"
+COOP_COLUMNS_TILES="256x64/w4,128x128/w4,512x32/w4,256x128/w8,128x256/w8,512x64/w8,128x64/w2"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
@@ -237,5 +243,24 @@ case "${1:?which call: 1 to 19, h200 or h200-pdl}" in
       # form ran there at 1.05x the default's time with a 1024 x 16 tile, h100-s36-call17-auto-vs-coop.md). Files:
       # env.txt, jagged_coop.{md,err}.
     STEPS="jagged" JAGGED_ARGS="--points G16" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 19, h200 or h200-pdl" >&2; exit 2 ;;
+  20) # the cooperative 3D uses as the CUDA defaults (session 37: colwise 3D "auto", the atomic transpose "coop" under
+      # its new first tile, 2048 x 8): their tests and the dense tests of both 3D ops, the 3D points read along N
+      # benched under the defaults (torch.compile at each op's first point), then more tiles of both uses forced one
+      # at a time at their points, each checked bitwise (tune_configs.py forces the list of the kernel that ran,
+      # lists_that_ran): the transpose's best four at equal registers per thread (2048 x 8 best at 3 of 4 points on
+      # an H100, h100-s37-call16-configs.md) beside 8-warp and 2-warp ones; the columns' 256 x 64 beside wider ones.
+      # Files: env.txt, coop3d_tests.log, bench.{md,json}, configs_{transpose,columns}.md, tune_{transpose,columns}.log.
+    STEPS="tests" TEST_TIMEOUT=150 TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop" \
+      bash "$here/gpu_session.sh"
+    mv "$OUT/pytest.log" "$OUT/coop3d_tests.log"
+    STEPS="bench" BENCH_TIMEOUT=150 BENCH_ARGS="--only 3d --select row_major --compile first" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log"
+    for use in "transpose rowwise_3d_transpose atomic $COOP_TRANSPOSE_TILES" "columns colwise_3d row_major \
+$COOP_COLUMNS_TILES"; do
+      read -r name op select tiles <<< "$use"
+      STEPS="tune" TUNE_TIMEOUT=150 TUNE_ARGS="--only $op --select $select --replace --candidates coop_$name=$tiles" \
+        bash "$here/gpu_session.sh"
+      mv "$OUT/configs.md" "$OUT/configs_$name.md"; mv "$OUT/tune.log" "$OUT/tune_$name.log"
+    done ;;
+  *) echo "no prepared call $1: 1 to 20, h200 or h200-pdl" >&2; exit 2 ;;
 esac

@@ -34,7 +34,16 @@ import torch
 import fp8moe  # imported before triton, as fp8moe requires
 import fp8moe.configs as configs_module
 from fp8moe import replay
-from fp8moe.bench import ISSUE11_POINTS, Point, copy_bandwidth_gbps, make_inputs, moe_points, same_outputs
+from fp8moe.bench import (
+    ISSUE11_POINTS,
+    Point,
+    config_lists,
+    copy_bandwidth_gbps,
+    make_inputs,
+    moe_points,
+    same_outputs,
+)
+from fp8moe.bench import select_points as bench_select_points
 from fp8moe.configs import CONFIGS_BY_SPEC, KernelConfigs
 from fp8ref.contracts import contract
 from fp8ref.layouts import SIZE_ORDERS, SIZE_SPREAD
@@ -166,8 +175,32 @@ def byte_stores():
 
 
 def _lists_by_name() -> dict[str, KernelConfigs]:
-    """Every candidate list fp8moe launches with, by its KernelConfigs name."""
-    return {k.name: k for owners in CONFIGS_BY_SPEC.values() for k in owners}
+    """Every candidate list fp8moe.configs defines (those of opt-in kernels too), by its KernelConfigs name."""
+    return {k.name: k for k in vars(configs_module).values() if isinstance(k, KernelConfigs)}
+
+
+def lists_that_ran(point: Point, call) -> tuple[KernelConfigs, ...]:
+    """The candidate lists whose kernels one ``call`` at ``point`` launched, in fp8moe.bench.config_lists order
+    (the first owns the candidates): the kernel settings (colwise 3D's, the atomic transpose's, the jagged ops')
+    pick a kernel by the input, so CONFIGS_BY_SPEC alone can name a list the call never launches."""
+    lists = config_lists(point)
+    for k in lists:
+        configs_module.LAST_CONFIG.pop(k.name, None)
+    with forced(set(), 0):  # no autotuning (the rules still choose), and no launch plan replaying unrecorded
+        call()
+    ran = tuple(k for k in lists if k.name in configs_module.LAST_CONFIG)
+    if not ran:
+        raise RuntimeError(f"no fp8moe kernel with a candidate list ran at {point}")
+    return ran
+
+
+def list_owner(op: str, variant: str) -> str:
+    """The candidate list a table row's config belongs to: the ``list=`` a row names where the kernel that ran is not
+    the op's CONFIGS_BY_SPEC owner (:func:`tune_point`), that owner otherwise."""
+    for part in variant.split(","):
+        if part.startswith("list="):
+            return part.removeprefix("list=")
+    return kernel_configs_of(op, {"method": "atomic"} if "method=atomic" in variant else {})[0].name
 
 
 def parse_candidates(specs: list[str]) -> dict[str, list]:
@@ -242,13 +275,11 @@ def tune_point(point: Point, do_bench, device: str = "cuda", with_byte_stores: b
     fixed_args = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
     expected = c.call(c.reference, xs, offs, **fixed_args)
     kernel = getattr(fp8moe, point.op)
-    owners = kernel_configs_of(point.op, point.kwargs)
+    owners = lists_that_ran(point, lambda: c.call(kernel, xs, offs, **fixed_args, **point.kwargs))
     candidates = owners[0].cuda
     if owners[0].rule is None:  # the untuned choice: the smallest tile, for problems too small to autotune
         untuned, untuned_mark = candidates.index(owners[0].smallest_cuda), "untuned-small"
-    else:  # a list that never autotunes: the tile its rule picks for this point
-        replay.forget()
-        c.call(kernel, xs, offs, **fixed_args, **point.kwargs)
+    else:  # a list that never autotunes: the tile its rule picks for this point (the call above recorded it)
         chosen = configs_module.LAST_CONFIG.get(owners[0].name)
         untuned, untuned_mark = (candidates.index(chosen) if chosen in candidates else None), "rule"
     runs = [(i, False) for i in range(len(candidates))]
@@ -266,6 +297,7 @@ def tune_point(point: Point, do_bench, device: str = "cuda", with_byte_stores: b
         [f"{k}={v}" for k, v in point.kwargs.items()]
         + ([f"offs={point.offs}"] if point.offs and point.offs != "aligned16" else [])
         + ([point.layout] if point.layout != "row_major" else [])
+        + ([f"list={owners[0].name}"] if owners[0] is not kernel_configs_of(point.op, point.kwargs)[0] else [])
     )
     variant = variant or "-"
     rows = []
@@ -327,8 +359,7 @@ def standing(path: str) -> list[str]:
     ]
     points = dict.fromkeys((op, shape, variant) for op, shape, variant, *_ in rows)
     for op, shape, variant in points:
-        kwargs = {"method": "atomic"} if "method=atomic" in variant else {}
-        listed = {name for k in kernel_configs_of(op, kwargs) for name in autotuned_names(k, op)}
+        listed = set(autotuned_names(_lists_by_name()[list_owner(op, variant)], op))
         here = [(us, config) for o, sh, v, config, us, ok in rows if (o, sh, v) == (op, shape, variant) and ok]
         if not here:
             continue
@@ -447,8 +478,7 @@ def summarize(paths: list[str]) -> list[str]:
                 if (op, shape, variant, config) in seen:
                     continue
                 seen.add((op, shape, variant, config))
-                kwargs = {"method": "atomic"} if "method=atomic" in variant else {}
-                owner = kernel_configs_of(op, kwargs)[0].name
+                owner = list_owner(op, variant)
                 ratios.setdefault((owner, config), []).append(float(x_best))
     lines = [
         "| candidate list | config | best at | within 5% at | points | best ratio | median ratio |",
@@ -466,18 +496,13 @@ def summarize(paths: list[str]) -> list[str]:
 def select_points(
     points, only: str | None = None, select: str | None = None, max_elements: float | None = None
 ) -> list[Point]:
-    """The points to tune: op name containing one of the comma-separated ``only``, '<op> <variant> <layout>'
-    containing ``select``, inputs of at most ``max_elements`` elements (None: no filter)."""
-    chosen = []
-    for p in points:
-        if only and not any(o in p.op for o in only.split(",")):
-            continue
-        if select and select not in f"{p.op} {p.variant} {p.layout}":
-            continue
-        if max_elements and sum(map(math.prod, contract(p.op).input_shapes(p.shape))) > max_elements:
-            continue
-        chosen.append(p)
-    return chosen
+    """The points to tune: fp8moe.bench.select_points (comma-separated ``only`` and ``select`` filters), then inputs
+    of at most ``max_elements`` elements (None: no filter)."""
+    return [
+        p
+        for p in bench_select_points(points, only, select)
+        if not max_elements or sum(map(math.prod, contract(p.op).input_shapes(p.shape))) <= max_elements
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -513,7 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="also write the Markdown table to this file")
     parser.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     parser.add_argument("--max-elements", type=float, default=None, help="skip points with more input elements")
-    parser.add_argument("--select", default=None, help="substring filter on '<op> <variant> <layout>' of a point")
+    parser.add_argument(
+        "--select", default=None, help="substring filters on '<op> <variant> <layout>', comma-separated (any)"
+    )
     parser.add_argument(
         "--points",
         choices=tuple(POINT_SETS),

@@ -248,13 +248,15 @@ def _point_label(r: dict) -> str:
 
 
 def select_points(points: Sequence[Point], only: str | None, select: str | None) -> list[Point]:
-    """The points whose op contains ``only`` and whose '<op> <variant> <layout>' contains any of the comma-separated
-    ``select`` substrings (None: no filter)."""
+    """The points whose op contains any of the comma-separated ``only`` substrings and whose '<op> <variant> <layout>'
+    contains any of the comma-separated ``select`` substrings (None: no filter)."""
+    ops = only.split(",") if only else None
     wanted = select.split(",") if select else None
     return [
         p
         for p in points
-        if (not only or only in p.op) and (wanted is None or any(w in f"{p.op} {p.variant} {p.layout}" for w in wanted))
+        if (ops is None or any(o in p.op for o in ops))
+        and (wanted is None or any(w in f"{p.op} {p.variant} {p.layout}" for w in wanted))
     ]
 
 
@@ -264,7 +266,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="fp8moe-bench", help="output prefix: writes <out>.json, <out>.md, <out>.png")
     p.add_argument("--kernel", default=None, help="a callable to time as well, 'module:attr' (as fp8ref.compare)")
     p.add_argument("--like", default=None, help="the op contract --kernel follows (when its name does not say)")
-    p.add_argument("--only", default=None, help="substring filter on the op name")
+    p.add_argument("--only", default=None, help="substring filters on the op name, comma-separated (any)")
     p.add_argument(
         "--compile",
         choices=("all", "first", "none"),
@@ -506,11 +508,11 @@ def _launch_configs(point: Point, impl: str) -> str | None:
     from fp8moe import configs
 
     return "+".join(
-        configs.describe(configs.LAST_CONFIG[k.name]) for k in _config_lists(point) if k.name in configs.LAST_CONFIG
+        configs.describe(configs.LAST_CONFIG[k.name]) for k in config_lists(point) if k.name in configs.LAST_CONFIG
     )
 
 
-def _config_lists(point: Point):
+def config_lists(point: Point):
     """The KernelConfigs lists fp8moe's kernels may run with at the point (fp8moe.configs.CONFIGS_BY_SPEC; a jagged
     op's call may run a cooperative kernel as well, fp8moe.configs.PER_GROUP_KERNEL; colwise 3D the cooperative
     slice kernel, fp8moe.configs.COLWISE_3D_KERNEL; and the atomic transpose either of its kernels,
@@ -534,7 +536,7 @@ def _forget_launch_configs(point: Point) -> None:
     """Drop the point's lists from fp8moe.configs.LAST_CONFIG, so that only launches after this call report."""
     from fp8moe import configs
 
-    for k in _config_lists(point):
+    for k in config_lists(point):
         configs.LAST_CONFIG.pop(k.name, None)
 
 
@@ -544,7 +546,7 @@ def _forget_tuning(point: Point) -> None:
     what the tile tuned at the previous layout of the same shape gives here."""
     from fp8moe import configs
 
-    configs.forget_tuning(k.name for k in _config_lists(point))
+    configs.forget_tuning(k.name for k in config_lists(point))
 
 
 def _compiled_reference(op: str):

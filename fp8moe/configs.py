@@ -914,17 +914,18 @@ COOP_COLUMNS = _coop_table(
 
 #: The cooperative slice kernel for rowwise_3d_transpose_rhs, method "atomic" (fp8moe.kernels._coop_slices on x
 #: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Every candidate keeps
-#: the column table's 16384 elements and 4 warps (the first 168 registers, 3 programs per SM on sm_90,
-#: benchmarks/sass_counts.py --coop-slices); the first splits the issue #11 widths (N = 1408, 5120, 8192) into 3, 10
-#: and 16 chunks with at most 9% of the last one masked, and ran them at 67-82% of copy bandwidth on an H100
-#: (session 36). The others are untimed, for benchmarks/tune_configs.py (prepared_calls.sh 16).
+#: the column table's 16384 elements and 4 warps (benchmarks/sass_counts.py --coop-slices gives the first's
+#: registers and programs per SM on sm_90). The four, forced one at a time at the issue #11 3D points on an H100
+#: (session 37, benchmarks/results/h100-s37-call16-configs.md, every row bitwise): 2048 x 8 best at three and
+#: 1.03x the best (1024 x 16) at the fourth; 512 x 32, the first until then, 1.00-1.14x. Fewer, longer chunks per
+#: row: N = 1408, 5120, 8192 take 1, 3 and 4 chunks (the first's 3, 10 and 16), so fewer programs wait and fold.
 COOP_TRANSPOSE = _coop_table(
     "coop_transpose",
     cuda=(
-        triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
-        triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
-        triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
         triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
+        triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
+        triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+        triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
     ),
     rocm=triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
 )
@@ -1025,12 +1026,12 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #:
 #: On an H100 (one machine each time) the cooperative kernel took 0.81-0.93x the row kernel's time at the issue #11
 #: 3D points on row-major input in session 35 (52-64% -> 56-73% of copy bandwidth) and 0.78-0.92x in session 36
-#: (51-63% -> 65-74%, benchmarks/results/h100-s36-call18-off-vs-on.md), bitwise, its GPU tests passing. Every
-#: backend keeps "rows" until the whole GPU suite has run under "auto" (benchmarks/prepared_calls.sh 14) and the
-#: H200 has timed it (prepared_calls.sh 18); ROCm has no AMD timing. Its bytes are tested in the interpreter as well
-#: (tests/test_kernels_coop_slices.py, tests/test_kernels_dense.py). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets
-#: it for every backend (read once, at import).
-COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "rows", "rocm": "rows", "interpreter": "rows"}
+#: (51-63% -> 65-74%, benchmarks/results/h100-s36-call18-off-vs-on.md), bitwise, and the whole GPU suite passed
+#: under "auto" (session 37, benchmarks/results/h100-s37-call14-coop_suite.log). CUDA and the interpreter (which
+#: runs what the GPUs run, its fold and cast as two launches) take "auto"; ROCm keeps "rows" (no AMD timing, and
+#: the waits' residency unproven there). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it for every backend (read
+#: once, at import).
+COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "rows", "interpreter": "auto"}
 COLWISE_3D_KERNELS = ("rows", "auto", "coop")
 COOP_COLUMNS_MIN_K = 1024
 COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3D_KERNEL, COLWISE_3D_KERNELS)
@@ -1042,12 +1043,12 @@ COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3
 #: their amax by atomic max, wait for each other and cast the tile they hold, x read once) wherever a row's chunks
 #: may wait for each other (fp8moe.kernels._coop.coop_limit), "two_launch" elsewhere. Both fold by atomics, and the
 #: bytes are the same. The two-launch form ran at 56-63% of copy bandwidth on the H200 (issue #11). On an H100
-#: (session 36, benchmarks/results/h100-s36-call18-off-vs-on.md) "coop" took 0.73-0.87x its time (58-60% -> 67-82%),
-#: bitwise, its GPU tests passing. Every backend keeps "two_launch" until the whole GPU suite has run under "coop"
-#: (prepared_calls.sh 14) and the H200 has timed it (prepared_calls.sh 18); its bytes are tested in the interpreter
-#: as well (tests/test_kernels_coop_slices.py, tests/test_kernels_dense.py). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=
-#: two_launch|coop sets it for every backend (read once, at import).
-TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "two_launch", "rocm": "two_launch", "interpreter": "two_launch"}
+#: "coop" took 0.73-0.87x its time in session 36 (58-60% -> 67-82%, benchmarks/results/h100-s36-call18-off-vs-on.md)
+#: and 0.74-0.86x in session 37 under its first tile then (h100-s37-call16-two-launch-vs-coop.md), bitwise, and the
+#: whole GPU suite passed under it (h100-s37-call14-coop_suite.log). CUDA and the interpreter take "coop"; ROCm keeps
+#: "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every backend (read once,
+#: at import).
+TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "coop", "rocm": "two_launch", "interpreter": "coop"}
 TRANSPOSE_ATOMIC_KERNELS = ("two_launch", "coop")
 TRANSPOSE_ATOMIC_KERNEL = _forced_by_environment(
     "FP8MOE_TRANSPOSE_ATOMIC_KERNEL", TRANSPOSE_ATOMIC_KERNEL, TRANSPOSE_ATOMIC_KERNELS

@@ -177,7 +177,9 @@ def test_config_summary_counts_best_and_near_best_per_candidate_list(tmp_path):
     per_group = tune_configs.kernel_configs_of("per_group_rowwise_scales", {})[0].name  # the list CUDA runs
     assert f"| {per_group} | 4x1024/w8 | 1 | 2 | 2 | 1.00 | 1.04 |" in rows
     assert f"| {per_group} | 16x256/w8 | 1 | 1 | 2 | 1.00 | 1.10 |" in rows
-    assert "| rowwise_3d_transpose_rhs_amax | 16x512/w4 | 1 | 1 | 1 | 1.00 | 1.00 |" in rows
+    # the list the atomic transpose runs follows TRANSPOSE_ATOMIC_KERNEL (the two-launch fold's, or COOP_TRANSPOSE)
+    transpose = tune_configs.kernel_configs_of("rowwise_3d_transpose_rhs", {"method": "atomic"})[0].name
+    assert f"| {transpose} | 16x512/w4 | 1 | 1 | 1 | 1.00 | 1.00 |" in rows
 
 
 def test_bench_bitwise_check_needs_same_count_strides_and_bits():
@@ -277,6 +279,8 @@ def test_bench_point_filters_take_an_op_substring_and_any_of_several_selections(
     ]
     assert bench.select_points(bench.ISSUE11_POINTS, None, None) == list(bench.ISSUE11_POINTS)
     assert bench.select_points(bench.ISSUE11_POINTS, "rowwise_2d", "nothing") == []
+    either = [p for p in bench.ISSUE11_POINTS if "rowwise_2d" in p.op or "dual" in p.op]
+    assert bench.select_points(bench.ISSUE11_POINTS, "rowwise_2d,dual", None) == either != []
 
 
 def test_tune_point_filters_combine_ops_select_and_size():
@@ -533,8 +537,9 @@ def test_tune_point_times_groups_fastest_twins_in_their_own_grid_order_and_check
         rows = tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")
     assert [r.split("|")[4].strip() for r in rows] == names
     assert all(r.endswith("| yes |") for r in rows)  # every forced run bitwise, in both orders
-    # one checked launch per candidate, each in its config's order
-    assert orders == groups_fastest
+    # after the call that finds the kernel that runs (tune_configs.lists_that_ran), one checked launch per
+    # candidate, each in its config's order
+    assert orders[1:] == groups_fastest
     assert configs.PER_GROUP.cuda == listed
 
 
@@ -555,7 +560,9 @@ def test_tune_point_times_every_candidate_with_word_and_byte_stores_and_checks_e
     point = bench.Point("colwise_3d_scale_and_cast", (2, 64, 40))
     rows = tune_configs.tune_point(point, lambda fn, rep: float(len(packs)), device="cpu", with_byte_stores=True)
     n = len(tune_configs.kernel_configs_of(point.op, {})[0].cuda)
-    assert packs == [4] * n + [1] * n  # one checked launch per run: words for each candidate, then bytes
+    # the call that finds the kernel that runs (tune_configs.lists_that_ran), then one checked launch per run: words
+    # for each candidate, then bytes
+    assert packs == [4] + [4] * n + [1] * n
     assert [r.split("|")[4].strip().endswith("/bytes") for r in rows] == [False] * n + [True] * n
     assert all(r.endswith("| yes |") for r in rows)  # every forced run bitwise
     import fp8moe.kernels._rows as rows_module
@@ -604,6 +611,40 @@ def test_tune_point_marks_the_tile_a_rule_list_picks(monkeypatch):
     marked = [r.split("|")[4].strip() for r in rows if " rule" in r.split("|")[7]]
     assert marked == [configs.describe(configs.GROUP_TILES.cuda[2])]
     assert all(r.endswith("| yes |") for r in rows)
+
+
+@needs_interpreter  # CPU tensors
+@pytest.mark.parametrize(("kernel", "kernel_list"), [("rows", "rowwise_scale_and_cast"), ("coop", "coop_columns")])
+def test_tune_point_forces_the_candidates_of_the_kernel_that_ran(kernel, kernel_list, monkeypatch, tmp_path):
+    """colwise 3D runs the row kernel or the cooperative slice kernel by its setting and the input
+    (fp8moe.configs.COLWISE_3D_KERNEL), while CONFIGS_BY_SPEC names the row kernel's list: tune_point forces the
+    candidates of the list whose kernel the call launched, names that list in the variant where it is not the spec's
+    owner, and the summary counts each row under it. Each forced candidate is seen launching (no row times a tile
+    that never ran)."""
+    from fp8moe import configs
+
+    monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, kernel))
+    owner = {k.name: k for k in bench.config_lists(bench.Point("colwise_3d_scale_and_cast", (1, 8, 8)))}[kernel_list]
+    launched = []
+    real = configs.launch
+
+    def spy(kernel_fn, kernel_configs, backend, grid, config=None, **args):
+        if kernel_configs is owner:
+            launched.append(configs.describe(kernel_configs.fixed(backend, args)))
+        real(kernel_fn, kernel_configs, backend, grid, config, **args)
+
+    monkeypatch.setattr(configs, "launch", spy)
+    point = bench.Point("colwise_3d_scale_and_cast", (2, 64, 48), layout="row_major")
+    rows = tune_configs.tune_point(point, lambda fn, rep: 1.0, device="cpu")
+    configs_timed = [r.split("|")[4].strip() for r in rows]
+    assert configs_timed == [configs.describe(c) for c in owner.cuda]
+    assert set(configs_timed) <= set(launched)
+    assert all(r.endswith("| yes |") for r in rows)
+    variants = {r.split("|")[3].strip() for r in rows}
+    assert variants == ({"list=coop_columns"} if kernel == "coop" else {"-"})
+    table = tmp_path / "configs.md"
+    table.write_text("\n".join(rows) + "\n")
+    assert {line.split("|")[1].strip() for line in tune_configs.summarize([str(table)])[2:]} == {kernel_list}
 
 
 @needs_interpreter  # CPU tensors: on the GPU machine this failed with "fp8moe kernels need tensors on a CUDA/ROCm
@@ -666,7 +707,7 @@ def test_bench_forgets_the_autotuners_choice_before_each_jagged_point_and_only_t
     for point, op in ((jagged, fp8moe.per_group_rowwise_scales), (dense, fp8moe.rowwise_2d_scale_and_cast)):
         [row] = bench.bench_point(point, {"fp8moe": op}, 4000.0, 1 << 12, device="cpu")
         assert row["bitwise_ok"]
-    assert forgotten == [sorted(k.name for k in bench._config_lists(jagged))]
+    assert forgotten == [sorted(k.name for k in bench.config_lists(jagged))]
     assert configs.PER_GROUP.name in forgotten[0]
     fp8moe.replay.forget()
 
@@ -985,9 +1026,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "20"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "21"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 20: 1 to 19, h200 or h200-pdl" in refused.stderr
+    assert "no prepared call 21: 1 to 20, h200 or h200-pdl" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1152,6 +1193,35 @@ def test_the_cooperative_3d_call_tests_both_uses_then_benches_their_points_off_a
     names = ["bench_off.json", "bench_off.md", "bench_on.json", "bench_on.md", "coop3d_tests.log", "env.txt"]
     assert sorted(p.name for p in out.iterdir()) == names
     assert "tests/test_kernels_dense.py -k coop" in (out / "coop3d_tests.log").read_text()
+
+
+def test_the_cooperative_defaults_call_tests_benches_then_times_more_tiles_of_both_uses(tmp_path):
+    """prepared_calls.sh 20: the cooperative kernel's tests and its dense ops under the defaults, the 3D points read
+    along N benched, then each use's tiles forced at its own points (the list replaced by the call's tiles, each
+    tile of which parses), each tune's table and log kept under the use's name. Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path, "20", '$STEPS ${FP8MOE_COLWISE_3D_KERNEL:-default} ${TEST_PATHS:-} $BENCH_ARGS $TUNE_ARGS\n'
+        'case "$STEPS" in tests) touch pytest.log ;; bench) touch bench.md bench.json bench.png bench.log ;; '
+        "tune) touch configs.md tune.log ;; esac",
+    )  # fmt: skip
+    assert [" ".join(step.split()) for step in steps[:2]] == [
+        "tests default tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop",
+        "bench default --only 3d --select row_major --compile first",
+    ]
+    tuned = {}
+    for step in steps[2:]:
+        words = step.split()
+        assert words[:2] == ["tune", "default"], step
+        assert len(words) == 9, step
+        assert [words[i] for i in (2, 4, 6, 7)] == ["--only", "--select", "--replace", "--candidates"], step
+        name, _, tiles = words[-1].partition("=")
+        tuned[(words[3], words[5], name)] = tune_configs.parse_candidates([f"{name}={tiles}"])[name]
+    assert set(tuned) == {("rowwise_3d_transpose", "atomic", "coop_transpose"),
+                          ("colwise_3d", "row_major", "coop_columns")}  # fmt: skip
+    assert all(len(tiles) == 7 for tiles in tuned.values())
+    names = ["bench.json", "bench.md", "configs_columns.md", "configs_transpose.md", "coop3d_tests.log", "env.txt",
+             "tune_columns.log", "tune_transpose.log"]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == names
 
 
 def test_the_jagged_coop_call_tests_it_then_benches_the_default_kernels_and_it(tmp_path):

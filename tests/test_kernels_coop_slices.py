@@ -125,15 +125,17 @@ def test_other_input_dtypes_and_a_strided_view_match_the_reference(dtype, op, de
 
 @needs_interpreter  # the interpreter's config and limits
 def test_colwise_3d_takes_the_kernel_by_the_setting_the_layout_and_k(monkeypatch):
-    """ "rows" everywhere by default; "auto" takes the cooperative kernel for an input read along N with K of at
-    least COOP_COLUMNS_MIN_K, the row kernel for the canonical layout (read along K) and shorter K; every setting
-    falls back to rows for an empty K or one of more chunks than may wait for each other."""
+    """ "auto" on CUDA and the interpreter by default, "rows" on ROCm; "auto" takes the cooperative kernel for an
+    input read along N with K of at least COOP_COLUMNS_MIN_K, the row kernel for the canonical layout (read along K)
+    and shorter K; every setting falls back to rows for an empty K or one of more chunks than may wait for each
+    other."""
     backend = backend_for("cpu")
     k = configs.COOP_COLUMNS_MIN_K
     row_major = torch.empty((2, k, 8))
     canonical = row_major.mT.contiguous().mT
     chunks = COLUMNS.chunks(backend, k)
-    assert dict.fromkeys(configs.COLWISE_3D_KERNEL, "rows") == configs.COLWISE_3D_KERNEL
+    assert configs.COLWISE_3D_KERNEL == {"cuda": "auto", "rocm": "rows", "interpreter": "auto"}
+    monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, "rows"))
     assert configs.colwise_3d_kernel(backend, row_major, chunks) == "rows"
     monkeypatch.setattr(configs, "COLWISE_3D_KERNEL", dict.fromkeys(configs.COLWISE_3D_KERNEL, "auto"))
     assert configs.colwise_3d_kernel(backend, row_major, chunks) == "coop"
@@ -147,12 +149,15 @@ def test_colwise_3d_takes_the_kernel_by_the_setting_the_layout_and_k(monkeypatch
 
 @needs_interpreter  # the interpreter's config and limits
 def test_the_atomic_transpose_takes_the_kernel_by_the_setting_and_n(monkeypatch):
-    """ "two_launch" everywhere by default; "coop" takes the cooperative kernel in any layout, and falls back to the
-    two launches for an empty N (no chunk would write the scales) or one of more chunks than may wait."""
+    """ "coop" on CUDA and the interpreter by default, "two_launch" on ROCm; "coop" takes the cooperative kernel in
+    any layout, and falls back to the two launches for an empty N (no chunk would write the scales) or one of more
+    chunks than may wait."""
     backend = backend_for("cpu")
     x = torch.empty((2, 8, 100))
     chunks = ROWS.chunks(backend, 100)
-    assert dict.fromkeys(configs.TRANSPOSE_ATOMIC_KERNEL, "two_launch") == configs.TRANSPOSE_ATOMIC_KERNEL
+    assert configs.TRANSPOSE_ATOMIC_KERNEL == {"cuda": "coop", "rocm": "two_launch", "interpreter": "coop"}
+    two_launch = dict.fromkeys(configs.TRANSPOSE_ATOMIC_KERNEL, "two_launch")
+    monkeypatch.setattr(configs, "TRANSPOSE_ATOMIC_KERNEL", two_launch)
     assert configs.transpose_atomic_kernel(backend, x, chunks) == "two_launch"
     monkeypatch.setattr(configs, "TRANSPOSE_ATOMIC_KERNEL", dict.fromkeys(configs.TRANSPOSE_ATOMIC_KERNEL, "coop"))
     assert configs.transpose_atomic_kernel(backend, x, chunks) == "coop"
