@@ -916,16 +916,16 @@ COOP_COLUMNS = _coop_table(
 #: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Every candidate keeps
 #: 128 elements per thread, the first tiles' (benchmarks/sass_counts.py --coop-slices gives the first's registers and
 #: programs per SM on sm_90). Forced one at a time at the issue #11 3D points on an H100 (session 37, every row
-#: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-configs-transpose.md): 2048 x 8 / 4 warps
-#: best at three points of four and 1.03-1.07x the best at 16x8192x5120 (1024 x 16, then 1024 x 8 / 2 warps);
-#: 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x. Fewer, longer chunks per
-#: row: N = 1408, 5120, 8192 take 1, 3 and 4 chunks (the former first's 3, 10 and 16), so fewer programs fold and
-#: wait.
+#: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-configs-transpose.md,
+#: h100-s37-call21-configs.md): 1024 x 8 / 2 warps best at three points of four and 1.04x 2048 x 8 / 4 warps at
+#: N = 1408 (one chunk against two); 2048 x 8 1.00-1.07x the best; 512 x 32, the first until then, 1.00-1.14x;
+#: 4096-long tiles and 8 warps 1.05-1.59x. Fewer, longer chunks per row than the former first: N = 1408, 5120,
+#: 8192 take 2, 5 and 8 chunks (512 x 32's 3, 10 and 16), so fewer programs fold and wait.
 COOP_TRANSPOSE = _coop_table(
     "coop_transpose",
     cuda=(
-        triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
         triton.Config({"BLOCK_L": 1024, "BLOCK_M": 8}, num_warps=2),
+        triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
         triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
         triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
         triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
