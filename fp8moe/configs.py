@@ -884,16 +884,16 @@ def coop_chunks(table: KernelConfigs, backend: Backend, shape: Sequence[int]) ->
     return -(-shape[2] // coop_config(table, backend, shape).kwargs["BLOCK_L"])
 
 
-def _coop_table(name: str, cuda: tuple[triton.Config, ...], rocm: triton.Config) -> KernelConfigs:
-    """The config table of one use of the cooperative slice kernel on (E, M, L) views (its first CUDA candidate
-    fixed, :func:`_first_coop_candidate`)."""
+def _coop_table(name: str, cuda: tuple[triton.Config, ...], rocm: triton.Config, rule=None) -> KernelConfigs:
+    """The config table of one use of the cooperative slice kernel on (E, M, L) views: ``rule`` picks the config
+    (default :func:`_first_coop_candidate`, its first CUDA candidate fixed)."""
     return KernelConfigs(
         name=name,
         cuda=cuda,
         rocm=rocm,
         interpreter=InterpreterTiles({"BLOCK_L": ("L",), "BLOCK_M": ("M",)}, reduced="BLOCK_L"),
         key=("E", "M", "L", "stride_xe", "stride_xm", "stride_xl", "FP8_DTYPE", "ROUND_POW2"),
-        rule=functools.partial(_first_coop_candidate, cuda, rocm),
+        rule=rule or functools.partial(_first_coop_candidate, cuda, rocm),
     )
 
 
@@ -916,22 +916,31 @@ COOP_COLUMNS = _coop_table(
 #: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Every candidate keeps
 #: 128 elements per thread, the first tiles' (benchmarks/sass_counts.py --coop-slices gives the first's registers and
 #: programs per SM on sm_90). Forced one at a time at the issue #11 3D points on an H100 (session 37, every row
-#: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-configs-transpose.md,
-#: h100-s37-call21-configs.md): 1024 x 8 / 2 warps best at three points of four and 1.04x 2048 x 8 / 4 warps at
-#: N = 1408 (one chunk against two); 2048 x 8 1.00-1.07x the best; 512 x 32, the first until then, 1.00-1.14x;
-#: 4096-long tiles and 8 warps 1.05-1.59x. Fewer, longer chunks per row than the former first: N = 1408, 5120,
-#: 8192 take 2, 5 and 8 chunks (512 x 32's 3, 10 and 16), so fewer programs fold and wait.
-COOP_TRANSPOSE = _coop_table(
-    "coop_transpose",
-    cuda=(
-        triton.Config({"BLOCK_L": 1024, "BLOCK_M": 8}, num_warps=2),
-        triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
-        triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
-        triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
-        triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
-    ),
-    rocm=triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+#: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-tune-transpose.log,
+#: h100-s37-call21-configs.md): 1024 x 8 / 2 warps best at N = 5120 and 8192 (1.00-1.01x; 2048 x 8 / 4 warps
+#: 1.01-1.07x there), 2048 x 8 best at N = 1408, one chunk a row (1024 x 8 1.04-1.06x, two chunks);
+#: 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x. :func:`_coop_transpose_rule`
+#: takes the first two by N: rows that fit one 2048-long chunk wait for no other program.
+COOP_TRANSPOSE_CUDA = (
+    triton.Config({"BLOCK_L": 1024, "BLOCK_M": 8}, num_warps=2),
+    triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
+    triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
+    triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+    triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
 )
+COOP_TRANSPOSE_ROCM = triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4)
+
+
+def _coop_transpose_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
+    """COOP_TRANSPOSE's tile: on CUDA 2048 x 8 / 4 warps where a row's N elements fit its one chunk, 1024 x 8 / 2
+    warps otherwise; ROCm's one fixed config (no AMD timing)."""
+    if backend.kind == "rocm":
+        return COOP_TRANSPOSE_ROCM
+    one_chunk = COOP_TRANSPOSE_CUDA[1]
+    return one_chunk if args["L"] <= one_chunk.kwargs["BLOCK_L"] else COOP_TRANSPOSE_CUDA[0]
+
+
+COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPOSE_ROCM, _coop_transpose_rule)
 
 
 def _group_coop_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
@@ -1029,8 +1038,9 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #:
 #: On an H100 (one machine each time) the cooperative kernel took 0.81-0.93x the row kernel's time at the issue #11
 #: 3D points on row-major input in session 35 (52-64% -> 56-73% of copy bandwidth) and 0.78-0.92x in session 36
-#: (51-63% -> 65-74%, benchmarks/results/h100-s36-call18-off-vs-on.md), bitwise, and the whole GPU suite passed
-#: under "auto" (session 37, benchmarks/results/h100-s37-call14-coop_suite.log). CUDA and the interpreter (which
+#: (51-63% -> 65-74%, benchmarks/results/h100-s36-call18-off-vs-on.md), bitwise, and the whole GPU suite ran
+#: under "auto" (session 37, benchmarks/results/h100-s37-call14-coop_suite.log: 4275 passed; the one failure, a
+#: tune-table test that read the setting from the environment, was mended). CUDA and the interpreter (which
 #: runs what the GPUs run, its fold and cast as two launches) take "auto"; ROCm keeps "rows" (no AMD timing, and
 #: the waits' residency unproven there). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it for every backend (read
 #: once, at import).
@@ -1047,8 +1057,9 @@ COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3
 #: may wait for each other (fp8moe.kernels._coop.coop_limit), "two_launch" elsewhere. Both fold by atomics, and the
 #: bytes are the same. The two-launch form ran at 56-63% of copy bandwidth on the H200 (issue #11). On an H100
 #: "coop" took 0.73-0.87x its time in session 36 (58-60% -> 67-82%, benchmarks/results/h100-s36-call18-off-vs-on.md)
-#: and 0.74-0.86x in session 37 under its first tile then (h100-s37-call16-two-launch-vs-coop.md), bitwise, and the
-#: whole GPU suite passed under it (h100-s37-call14-coop_suite.log). CUDA and the interpreter take "coop"; ROCm keeps
+#: and 0.74-0.86x in session 37 under its first tile then (h100-s37-call16-two-launch-vs-coop.md), bitwise; under
+#: COOP_TRANSPOSE's rule since, 77-88% of copy (h100-s37-call22-bench.md, h100-s37-call20-bench.md). The whole GPU
+#: suite ran under it (h100-s37-call14-coop_suite.log, as above). CUDA and the interpreter take "coop"; ROCm keeps
 #: "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every backend (read once,
 #: at import).
 TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "coop", "rocm": "two_launch", "interpreter": "coop"}

@@ -661,3 +661,16 @@ def test_an_environment_variable_sets_every_backend_or_names_its_choices(monkeyp
     monkeypatch.setenv("FP8MOE_TEST_CHOICE", "fast")
     with pytest.raises(ValueError, match=r"FP8MOE_TEST_CHOICE must be one of \('auto', 'span'\), got 'fast'"):
         configs._forced_by_environment("FP8MOE_TEST_CHOICE", table, ("auto", "span"))
+
+
+def test_the_coop_transpose_tile_holds_a_short_row_in_one_chunk_and_rocm_keeps_its_fixed_tile():
+    """COOP_TRANSPOSE's rule on CUDA: 2048 x 8 / 4 warps where a row's N elements fit one chunk (no program waits for
+    another), 1024 x 8 / 2 warps past that (the faster tile at N = 5120 and 8192 on an H100, session 37); ROCm its one
+    config at every N; the rule's choice is what coop_chunks counts."""
+    one_chunk, long_rows = configs.COOP_TRANSPOSE_CUDA[:2][::-1]
+    for n, expected, chunks in ((1, one_chunk, 1), (1408, one_chunk, 1), (2048, one_chunk, 1),
+                                (2049, long_rows, 3), (8192, long_rows, 8)):  # fmt: skip
+        assert configs.coop_config(configs.COOP_TRANSPOSE, CUDA, (4, 16, n)) is expected, n
+        assert configs.coop_chunks(configs.COOP_TRANSPOSE, CUDA, (4, 16, n)) == chunks, n
+    for n in (1408, 8192):
+        assert configs.coop_config(configs.COOP_TRANSPOSE, ROCM, (4, 16, n)) is configs.COOP_TRANSPOSE_ROCM

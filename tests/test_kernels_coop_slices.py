@@ -107,8 +107,9 @@ def test_slices_shared_by_several_chunks_match_the_reference(fp8_dtype, pow2, op
     backend = backend_for(device)
     if fp8_dtype not in backend.fp8_dtypes:
         pytest.skip(f"{fmt(fp8_dtype).name} is not native on {backend.kind}/{backend.arch}")
-    # several chunks, the last partial: on a GPU three of the first config's BLOCK_L (256 columns, 2048 rows), here
-    # 2 of 64 (the interpreter sizes its tiles from L)
+    # several chunks, the last partial: on a GPU 2.x times the BLOCK_L of a one-element slice's tile (256 columns:
+    # 4 chunks; 2048 rows, whose longer rows then take 1024: 5 chunks), here 2 of 64 (the interpreter sizes its
+    # tiles from L)
     first_block = configs.coop_config(op.table, backend, (1, 1, 1)).kwargs["BLOCK_L"]
     length = 2 * first_block + 276 if backend.kind != "interpreter" else 77
     assert 1 < op.chunks(backend, length) <= coop_limit(backend, torch.device(device))
