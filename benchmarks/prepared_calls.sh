@@ -16,7 +16,7 @@
 #   bash benchmarks/prepared_calls.sh 11  # the host time of eager calls, by part and at four points (about a minute)
 #   bash benchmarks/prepared_calls.sh 12  # the span kernels as dependent launches: GPU tests, then the bench off/on (9 min)
 #   bash benchmarks/prepared_calls.sh 13  # the whole GPU suite under dependent launches (about 7 minutes)
-#   bash benchmarks/prepared_calls.sh 14  # the whole GPU suite with both cooperative slice kernels on (about 7 min)
+#   bash benchmarks/prepared_calls.sh 14  # the whole GPU suite with both cooperative 3D uses on (the defaults since s37)
 #   bash benchmarks/prepared_calls.sh 15  # colwise 3D on row-major input, row kernel then "auto", torch.compile (4 min)
 #   bash benchmarks/prepared_calls.sh 16  # the atomic transpose, two launches then "coop", torch.compile; tiles (4 min)
 #   bash benchmarks/prepared_calls.sh 17  # the per-group ops, default kernels then the jagged "coop" (about 6 min)
@@ -79,7 +79,8 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
 fi
 
 # One device call for what waits for an H200 (per-group-ledger.md, "Prepared and not yet measured"), most important
-# first: "h200" runs 18 (the cooperative 3D uses, what making them defaults waits for) then 19 (the jagged form at
+# first: "h200" runs 18 (the cooperative 3D uses, the CUDA defaults since session 37 on H100 evidence, against the
+# kernels they replaced) then 19 (the jagged form at
 # G = 16, about a minute); "h200-pdl" runs 12 then 11 (dependent launches and the host split; calls 5, 10, 7 and 6,
 # which an earlier form of this ran in session 33, have their own numbers). Each call's files go under
 # $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt after the first are deleted.

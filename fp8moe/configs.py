@@ -917,8 +917,9 @@ COOP_COLUMNS = _coop_table(
 #: 128 elements per thread, the first tiles' (benchmarks/sass_counts.py --coop-slices gives the first's registers and
 #: programs per SM on sm_90). Forced one at a time at the issue #11 3D points on an H100 (session 37, every row
 #: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-tune-transpose.log,
-#: h100-s37-call21-configs.md): 1024 x 8 / 2 warps best at N = 5120 and 8192 (1.00-1.01x; 2048 x 8 / 4 warps
-#: 1.01-1.07x there), 2048 x 8 best at N = 1408, one chunk a row (1024 x 8 1.04-1.06x, two chunks);
+#: h100-s37-call21-configs.md): in the run that timed both at all four points, 1024 x 8 / 2 warps best at
+#: N = 5120 and 8192 (2048 x 8 / 4 warps 1.00-1.07x there), 2048 x 8 best at N = 1408, one chunk a row (1024 x 8
+#: 1.04x, two chunks);
 #: 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x. :func:`_coop_transpose_rule`
 #: takes the first two by N: rows that fit one 2048-long chunk wait for no other program.
 COOP_TRANSPOSE_CUDA = (
