@@ -23,6 +23,7 @@
 #   bash benchmarks/prepared_calls.sh 18  # 15 and 16 in one call: both 3D uses tested, then benched off/on (9 min)
 #   bash benchmarks/prepared_calls.sh 19  # the jagged cooperative form against the default at G = 16 (about a minute)
 #   bash benchmarks/prepared_calls.sh 20  # the cooperative 3D defaults: tests, bench, more tiles of both uses (7 min)
+#   bash benchmarks/prepared_calls.sh 21  # colwise 3D's cooperative tile beside 2-warp tiles of its chunk length (4 min)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
@@ -70,6 +71,8 @@ row_order="per_group_scales=64x128/w4/g/o256/l,64x128/w4/g/o256/l/ev1,64x128/w4/
 # chunks of K = 8192, so none falls back to the row kernel where half an H100's or H200's SMs may wait.
 COOP_TRANSPOSE_TILES="2048x8/w4,4096x4/w4,4096x8/w8,2048x16/w8,1024x8/w2,2048x4/w2,1024x16/w4"
 COOP_COLUMNS_TILES="256x64/w4,128x128/w4,512x32/w4,256x128/w8,128x256/w8,512x64/w8,128x64/w2"
+# Call 21: colwise's first tile beside 2-warp tiles of 256- and 512-long chunks (128 elements per thread).
+COOP_COLUMNS_NARROW="256x64/w4,256x32/w2,512x16/w2,128x32/w1"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
@@ -263,5 +266,14 @@ $COOP_COLUMNS_TILES"; do
         bash "$here/gpu_session.sh"
       mv "$OUT/configs.md" "$OUT/configs_$name.md"; mv "$OUT/tune.log" "$OUT/tune_$name.log"
     done ;;
-  *) echo "no prepared call $1: 1 to 20, h200 or h200-pdl" >&2; exit 2 ;;
+  21) # colwise 3D on row-major input, the cooperative kernel's tile (256 x 64, 4 warps) beside 2-warp tiles that keep
+      # 128 elements per thread: on the atomic transpose 1024 x 8 with 2 warps (6 programs per SM) beat 2048 x 8 with
+      # 4 (3 per SM) where rows take several chunks (session 37), while colwise's 128 x 64 with 2 warps, which
+      # doubles the chunks a column waits for, ran 1.07-1.11x (h100-s37-call20-tune-columns.log). These keep 256- and
+      # 512-long chunks and narrow the columns instead. Compiled for sm_90 on the CPU (sass_counts.compile_sm90, fused
+      # phase): 256x64/w4 147 registers, 32 KB shared, 3 programs per SM; 256x32/w2 152, 8 KB, 6; 512x16/w2 166,
+      # 4 KB, 6; 128x32/w1 152, 2 KB, 13. Files: env.txt, configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=240 TUNE_ARGS="--only colwise_3d --select row_major --replace \
+      --candidates coop_columns=$COOP_COLUMNS_NARROW" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 21, h200 or h200-pdl" >&2; exit 2 ;;
 esac

@@ -1026,9 +1026,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "21"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "22"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 21: 1 to 20, h200 or h200-pdl" in refused.stderr
+    assert "no prepared call 22: 1 to 21, h200 or h200-pdl" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1222,6 +1222,28 @@ def test_the_cooperative_defaults_call_tests_benches_then_times_more_tiles_of_bo
     names = ["bench.json", "bench.md", "configs_columns.md", "configs_transpose.md", "coop3d_tests.log", "env.txt",
              "tune_columns.log", "tune_transpose.log"]  # fmt: skip
     assert sorted(p.name for p in out.iterdir()) == names
+
+
+def test_the_narrow_columns_call_forces_colwise_tiles_that_keep_128_elements_per_thread(tmp_path):
+    """prepared_calls.sh 21: one tune step at colwise 3D's row-major points, the cooperative column list replaced by
+    its first tile and 2-warp tiles, each parsing, each at most 128 elements per thread and no more chunks of
+    K = 8192 than half an H100's SMs may wait for. Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path, "21", '$STEPS $TUNE_ARGS\ncase "$STEPS" in tune) touch configs.md tune.log ;; esac'
+    )
+    [step] = steps
+    words = step.split()
+    assert words[:6] == ["tune", "--only", "colwise_3d", "--select", "row_major", "--replace"]
+    name, _, tiles = words[7].partition("=")
+    assert (words[6], name) == ("--candidates", "coop_columns")
+    parsed = tune_configs.parse_candidates([words[7]])[name]
+    describe = fp8moe.configs.describe
+    assert describe(parsed[0]) == describe(fp8moe.configs.COOP_COLUMNS.cuda[0])
+    for config in parsed:
+        block_l, block_m = config.kwargs["BLOCK_L"], config.kwargs["BLOCK_M"]
+        assert block_l * block_m <= 128 * 32 * config.num_warps, tiles
+        assert 8192 // block_l <= 132 // 2, tiles
+    assert sorted(p.name for p in out.iterdir()) == ["configs.md", "env.txt", "tune.log"]
 
 
 def test_the_jagged_coop_call_tests_it_then_benches_the_default_kernels_and_it(tmp_path):
