@@ -884,7 +884,12 @@ def coop_chunks(table: KernelConfigs, backend: Backend, shape: Sequence[int]) ->
     return -(-shape[2] // coop_config(table, backend, shape).kwargs["BLOCK_L"])
 
 
-def _coop_table(name: str, cuda: tuple[triton.Config, ...], rocm: triton.Config, rule=None) -> KernelConfigs:
+def _coop_table(
+    name: str,
+    cuda: tuple[triton.Config, ...],
+    rocm: triton.Config,
+    rule: Callable[[Backend, Mapping[str, object]], triton.Config] | None = None,
+) -> KernelConfigs:
     """The config table of one use of the cooperative slice kernel on (E, M, L) views: ``rule`` picks the config
     (default :func:`_first_coop_candidate`, its first CUDA candidate fixed)."""
     return KernelConfigs(
@@ -919,9 +924,9 @@ COOP_COLUMNS = _coop_table(
 #: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-tune-transpose.log,
 #: h100-s37-call21-configs.md): in the run that timed both at all four points, 1024 x 8 / 2 warps best at
 #: N = 5120 and 8192 (2048 x 8 / 4 warps 1.00-1.07x there), 2048 x 8 best at N = 1408, one chunk a row (1024 x 8
-#: 1.04x, two chunks);
-#: 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x. :func:`_coop_transpose_rule`
-#: takes the first two by N: rows that fit one 2048-long chunk wait for no other program.
+#: 1.04x, two chunks); 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x.
+#: :func:`_coop_transpose_rule` takes the first two by N: rows that fit one 2048-long chunk wait for no other
+#: program.
 COOP_TRANSPOSE_CUDA = (
     triton.Config({"BLOCK_L": 1024, "BLOCK_M": 8}, num_warps=2),
     triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
