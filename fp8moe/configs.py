@@ -922,7 +922,7 @@ COOP_COLUMNS = _coop_table(
 #: 128 elements per thread, the first tiles' (benchmarks/sass_counts.py --coop-slices gives the first's registers and
 #: programs per SM on sm_90). Forced one at a time at the issue #11 3D points on an H100 (session 37, every row
 #: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-tune-transpose.log,
-#: h100-s37-call21-configs.md): in the run that timed both at all four points, 1024 x 8 / 2 warps best at
+#: h100-s37-transpose-tiles-configs.md): in the run that timed both at all four points, 1024 x 8 / 2 warps best at
 #: N = 5120 and 8192 (2048 x 8 / 4 warps 1.00-1.07x there), 2048 x 8 best at N = 1408, one chunk a row (1024 x 8
 #: 1.04x, two chunks); 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x.
 #: :func:`_coop_transpose_rule` takes the first two by N: rows that fit one 2048-long chunk wait for no other
@@ -1064,10 +1064,10 @@ COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3
 #: bytes are the same. The two-launch form ran at 56-63% of copy bandwidth on the H200 (issue #11). On an H100
 #: "coop" took 0.73-0.87x its time in session 36 (58-60% -> 67-82%, benchmarks/results/h100-s36-call18-off-vs-on.md)
 #: and 0.74-0.86x in session 37 under its first tile then (h100-s37-call16-two-launch-vs-coop.md), bitwise; under
-#: COOP_TRANSPOSE's rule since, 77-88% of copy (h100-s37-call22-bench.md, h100-s37-call20-bench.md). The whole GPU
-#: suite ran under it (h100-s37-call14-coop_suite.log, as above). CUDA and the interpreter take "coop"; ROCm keeps
-#: "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every backend (read once,
-#: at import).
+#: COOP_TRANSPOSE's rule since, 77-88% of copy (h100-s37-transpose-default-bench.md, h100-s37-call20-bench.md).
+#: The whole GPU suite ran under it (h100-s37-call14-coop_suite.log, as above). CUDA and the interpreter take
+#: "coop"; ROCm keeps "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every
+#: backend (read once, at import).
 TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "coop", "rocm": "two_launch", "interpreter": "coop"}
 TRANSPOSE_ATOMIC_KERNELS = ("two_launch", "coop")
 TRANSPOSE_ATOMIC_KERNEL = _forced_by_environment(
