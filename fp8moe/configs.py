@@ -952,16 +952,17 @@ COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPO
 def _group_coop_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
     """The cooperative slice kernel's tile on the jagged views (fp8moe.kernels._coop_slices.launch_coop_groups): it
     never autotunes (its workspace is sized from BLOCK_M, and the autotuner's timing runs would share it).
-    Transposing views (the colwise ops) take the tile of colwise 3D on row-major input, views contiguous along K that
-    of the atomic transpose. ROCm takes its one fixed tile (no AMD timing)."""
+    Transposing views (the colwise ops) take the tile of colwise 3D on row-major input, views contiguous along K the
+    atomic transpose's former first tile. ROCm takes its one fixed tile (no AMD timing)."""
     return _config_by_view(GROUP_COOP, backend, args)
 
 
 #: The cooperative slice kernel on the jagged views of the per-group ops (PER_GROUP_KERNEL = "coop"): tile (BLOCK_L
 #: jagged positions, BLOCK_M rows), chosen by :func:`_group_coop_rule` from the first two (transposing view: the
 #: stripped probe's best at 2048-8192-token slices on an H100, 256 x 64 with 4 warps, h100-s35-coop-slices*.md; view
-#: contiguous along K: COOP_TRANSPOSE's first); the rest are for benchmarks/tune_configs.py. A group of more than
-#: coop_limit chunks of BLOCK_L is cast by a second launch (fp8moe.kernels._coop_slices).
+#: contiguous along K: 512 x 32, COOP_TRANSPOSE's first until session 37, untimed on jagged views); the rest are for
+#: benchmarks/tune_configs.py. A group of more than coop_limit chunks of BLOCK_L is cast by a second launch
+#: (fp8moe.kernels._coop_slices).
 GROUP_COOP = KernelConfigs(
     name="group_coop",
     cuda=(

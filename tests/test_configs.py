@@ -674,3 +674,16 @@ def test_the_coop_transpose_tile_holds_a_short_row_in_one_chunk_and_rocm_keeps_i
         assert configs.coop_chunks(configs.COOP_TRANSPOSE, CUDA, (4, 16, n)) == chunks, n
     for n in (1408, 8192):
         assert configs.coop_config(configs.COOP_TRANSPOSE, ROCM, (4, 16, n)) is configs.COOP_TRANSPOSE_ROCM
+
+
+@pytest.mark.parametrize("table", [configs.GROUP_TILES, configs.GROUP_COOP], ids=lambda t: t.name)
+def test_the_jagged_rule_lists_pick_by_view_on_cuda_and_take_the_fixed_tile_on_rocm(table):
+    """The per-group kernels that never autotune (fp8moe.configs._config_by_view): transposing views (x contiguous
+    along R, the colwise ops) take the first CUDA candidate, views contiguous along K the second; ROCm its one
+    config for both."""
+    colwise = {"R": 2048, "K": 16640, "stride_xr": 1, "stride_xk": 2048}
+    rowwise = {"R": 2048, "K": 16640, "stride_xr": 16640, "stride_xk": 1}
+    assert table.fixed(CUDA, colwise) is table.cuda[0]
+    assert table.fixed(CUDA, rowwise) is table.cuda[1]
+    assert table.fixed(ROCM, colwise) is table.rocm
+    assert table.fixed(ROCM, rowwise) is table.rocm

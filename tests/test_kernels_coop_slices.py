@@ -416,13 +416,7 @@ def test_a_gpu_adds_the_long_pass_only_where_a_group_may_outnumber_the_waiting_p
     assert not _coop_slices.may_have_long_groups(interpreter, ktot, 16, 1)
 
 
-def test_the_jagged_tile_follows_the_view_on_cuda_and_is_fixed_on_rocm():
-    """fp8moe.configs.GROUP_COOP: transposing views (x contiguous along R) take the first CUDA candidate, views
-    contiguous along K the second, ROCm its one config."""
-    cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
-    colwise = {"R": 2048, "K": 16640, "stride_xr": 1, "stride_xk": 2048}
-    rowwise = {"R": 2048, "K": 16640, "stride_xr": 16640, "stride_xk": 1}
-    assert configs.GROUP_COOP.fixed(cuda, colwise) is configs.GROUP_COOP.cuda[0]
-    assert configs.GROUP_COOP.fixed(cuda, rowwise) is configs.GROUP_COOP.cuda[1]
-    assert configs.GROUP_COOP.fixed(rocm, colwise) is configs.GROUP_COOP.rocm
+def test_the_jagged_tile_is_the_stripped_probes_best_on_the_transposing_view():
+    """GROUP_COOP's first CUDA candidate, which transposing views take (the pick by view itself: tests/test_configs.py,
+    test_the_jagged_rule_lists_pick_by_view_on_cuda_and_take_the_fixed_tile_on_rocm)."""
     assert configs.GROUP_COOP.cuda[0].kwargs == {"BLOCK_L": 256, "BLOCK_M": 64}

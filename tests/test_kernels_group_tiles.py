@@ -160,16 +160,6 @@ def test_coop_limit_is_half_the_multiprocessors_on_a_gpu(monkeypatch):
     assert _coop.coop_limit(interpreter, torch.device("cpu")) == _coop.INTERPRETER_COOP_LIMIT
 
 
-def test_tile_rule_picks_by_view_on_cuda_and_the_fixed_tile_on_rocm():
-    cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
-    colwise = {"R": 2048, "K": 16640, "stride_xr": 1, "stride_xk": 2048}
-    rowwise = {"R": 2048, "K": 16640, "stride_xr": 16640, "stride_xk": 1}
-    assert configs.GROUP_TILES.fixed(cuda, colwise) is configs.GROUP_TILES.cuda[0]
-    assert configs.GROUP_TILES.fixed(cuda, rowwise) is configs.GROUP_TILES.cuda[1]
-    assert configs.GROUP_TILES.fixed(rocm, colwise) is configs.GROUP_TILES.rocm
-    assert configs.GROUP_TILES.fixed(rocm, rowwise) is configs.GROUP_TILES.rocm
-
-
 def test_tile_count_is_row_blocks_times_chunks_with_one_chunk_for_an_empty_jagged_dim():
     assert _group_tiles.tile_count((20, 40), 300, 16, 32) == (2 + 3) * 10
     assert _group_tiles.tile_count((20,), 0, 16, 32) == 2
