@@ -1757,3 +1757,25 @@ def test_host_overhead_times_issue11_points_the_bench_also_times():
     aligned = {(p.op, tuple(p.shape), p.groups) for p in bench.ISSUE11_POINTS if p.offs == "aligned16"}
     assert host_overhead.LOOP_POINTS
     assert set(host_overhead.LOOP_POINTS) <= aligned
+
+
+@needs_interpreter
+def test_the_coop_jagged_vs_dense_probe_checks_every_variant_against_fp8ref(monkeypatch, capsys):
+    """benchmarks/probe_coop_jagged_vs_dense.py end to end in the interpreter at a small twin of its point (GPU timers
+    stubbed): the dense row, then each jagged kernel at both layouts, every row bitwise against fp8ref, and the kernel
+    setting and the long-group rule put back after."""
+    probe = pytest.importorskip("probe_coop_jagged_vs_dense")
+    kinds, long_rule = dict(probe.configs.PER_GROUP_KERNEL), probe._coop_slices.may_have_long_groups
+    monkeypatch.setattr(probe, "DEVICE", "cpu")
+    monkeypatch.setattr(probe, "copy_bandwidth_gbps", lambda: 1000.0)
+    monkeypatch.setattr(probe, "_time", lambda fn: (fn() and 10.0, (10.0, 10.0)))
+    monkeypatch.setattr(probe.torch.cuda, "get_device_name", lambda: "interpreter")
+    probe.main(["--shape", "192,24,3"])
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("dense", "-"),
+        *[(kind, layout) for layout in probe.LAYOUTS for kind in ("coop", "coop_fused_only", "auto")],
+    ]
+    assert all(r[-1].strip() == "yes" for r in rows), rows
+    assert kinds == probe.configs.PER_GROUP_KERNEL
+    assert probe._coop_slices.may_have_long_groups is long_rule

@@ -32,7 +32,9 @@ so the bytes are those of the op's other kernels.
 
 Jagged bounds. Group bounds are running maxima of the clamped offsets (SPEC §4.7, as every jagged kernel derives
 them), so a slice's chunk count, and the chunks it waits for, are exact whatever the offsets. An empty group is
-one chunk with nothing to load: amax 0, its EPS scale written. Positions past offs[-1] are never touched.
+one chunk with nothing to load: amax 0, its EPS scale written. Positions past offs[-1] are never written; a
+group's partial runs of 16 at its ends are loaded whole (positions of the next group or past offs[-1], at most 15 on
+either side, zeroed before the fold) so that every load stays a 16-byte vector.
 
 Progress. A program takes its tile from a ticket (an atomic counter), not from its program id, so tiles are taken in
 the order programs start and a slice block's chunks start together (their tickets are consecutive). A program waits
@@ -88,45 +90,68 @@ __all__ = [
 #: Workspace words before the per-slice-block counts: the tickets of the fused (or fold) and the cast launch.
 _TICKETS = tl.constexpr(2)
 
+#: Programs of the jagged kernel's long-group pass per program that may wait (``coop_limit``: two per SM on a GPU,
+#: eight in the interpreter); each strides over the items.
+LONG_PASS_PROGRAMS = 4
+
 
 @triton.jit
 def _quantize_chunk(
-    x_ptr, q_ptr, scales_ptr, words, count_ptr, chunks, first, ms, m_mask, ls, l_mask, edge_mask, edges, stride_xm,
-    stride_xl, stride_qm, PHASE: tl.constexpr, EDGES: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
-    CAST_MODE: tl.constexpr,
+    x_ptr, q_ptr, scales_ptr, words, count_ptr, chunks, first, waits, ms, m_mask, ls, cover, l_mask, in_slice,
+    edges, edge_ls, edge_mask, stride_xm, stride_xl, stride_qm, PHASE: tl.constexpr, EDGES: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """One chunk's tile (positions ``ls`` along L first, slices ``ms``), x, q and scales already at its slices' base:
     load it, fold its amax into ``words`` (one per slice), arrive at ``count_ptr`` and wait for the slice block's
     ``chunks`` chunks, cast the tile it holds with the folded amax; the ``first`` chunk stores the scales. The tile is
-    laid out by the strides (Triton orders it by the axis x is read along).
+    laid out by the strides (Triton orders it by the axis x is read along). In PHASE_FUSED a chunk whose run-time
+    flag ``waits`` is false (a long group's) only folds: one copy of the code serves both, where two calls under a
+    run-time branch took the jagged kernel to 255 registers (triton 3.6, sm_90).
 
-    ``l_mask`` selects the positions loaded and stored as vectors (constant over aligned runs of 16, so Triton keeps
-    16-byte accesses along L); with EDGES, where the run-time flag ``edges`` is set, the positions of ``edge_mask``
-    (the partial runs of 16 at a jagged slice's ends) are loaded and stored apart, element by element."""
+    ``cover`` selects the positions loaded and ``l_mask`` those stored, both constant over aligned runs of 16, so
+    Triton keeps 16-byte accesses along L. With EDGES (jagged slices) the cover holds the whole runs of 16 the slice
+    touches; where the run-time flag ``edges`` is set, the positions outside ``in_slice`` are zeroed before the fold,
+    and after the tile's store the positions ``edge_ls`` of ``edge_mask`` (the partial runs at the slice's ends, left
+    out of ``l_mask``) are loaded again, cast and stored byte by byte. Loading the edges beside the tile or storing
+    the tile's edges with a second masked store held a second tile or its masks: 255 registers (triton 3.6, sm_90),
+    two programs per SM instead of three."""
     ptrs = x_ptr + ls[:, None] * stride_xl + ms[None, :] * stride_xm
-    mask = l_mask[:, None] & m_mask[None, :]
-    x = tl.load(ptrs, mask=mask, other=0.0)
-    if EDGES:
-        at_edges = edge_mask[:, None] & m_mask[None, :]
-        if edges:
-            x = tl.where(at_edges, tl.load(ptrs, mask=at_edges, other=0.0), x)
+    x = tl.load(ptrs, mask=cover[:, None] & m_mask[None, :], other=0.0)
+    if EDGES and edges:
+        x = tl.where(in_slice[:, None], x, 0.0)
     if PHASE != PHASE_CAST:
         fold_amax(words, amax_of_magnitude_bits(magnitude_bits(x), x.dtype, 0), m_mask)
-        if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
-            tl.atomic_add(count_ptr, 1, sem="release")
-        if PHASE == PHASE_FUSED:
-            wait_for_slice(count_ptr, chunks)
-    if PHASE == PHASE_FUSED or PHASE == PHASE_CAST:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
-        folded = tl.atomic_max(words, tl.zeros_like(ms).to(tl.int32), mask=m_mask, sem="acquire")
-        scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
-        if first:
-            tl.store(scales_ptr + ms, scale, mask=m_mask)
-        q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        q_ptrs = q_ptr + ms[None, :] * stride_qm + ls[:, None]
-        tl.store(q_ptrs, q, mask=mask)
+    if PHASE == PHASE_ARRIVE:
+        tl.atomic_add(count_ptr, 1, sem="release")
+    if PHASE == PHASE_FUSED and waits:
+        tl.atomic_add(count_ptr, 1, sem="release")
+        wait_for_slice(count_ptr, chunks)
+    if (PHASE == PHASE_FUSED and waits) or PHASE == PHASE_CAST:
+        scale = _cast_tile(x, q_ptr, scales_ptr, words, first, ms, m_mask, ls, l_mask, stride_qm, FP8_DTYPE,
+                           FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE)  # fmt: skip
         if EDGES and edges:
-            tl.store(q_ptrs, q, mask=at_edges)
+            at_edges = edge_mask[:, None] & m_mask[None, :]
+            x_edges = tl.load(x_ptr + edge_ls[:, None] * stride_xl + ms[None, :] * stride_xm, mask=at_edges)
+            q_edges = quantize(x_edges, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+            tl.store(q_ptr + ms[None, :] * stride_qm + edge_ls[:, None], q_edges, mask=at_edges)
+
+
+@triton.jit
+def _cast_tile(
+    x, q_ptr, scales_ptr, words, first, ms, m_mask, ls, l_mask, stride_qm, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Read the slices' folded amax back from ``words``, cast the tile ``x`` (positions ``ls``, slices ``ms``) and
+    store it where ``l_mask`` and ``m_mask`` hold, the scales too where ``first``; return the scales."""
+    folded = tl.atomic_max(words, tl.zeros_like(ms).to(tl.int32), mask=m_mask, sem="acquire")
+    scale = scale_from_amax(folded.to(tl.float32, bitcast=True), FP8_MAX, ROUND_POW2)
+    if first:
+        tl.store(scales_ptr + ms, scale, mask=m_mask)
+    q = quantize(x, scale[None, :], FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+    tl.store(q_ptr + ms[None, :] * stride_qm + ls[:, None], q, mask=l_mask[:, None] & m_mask[None, :])
+    return scale
 
 
 @triton.jit
@@ -152,8 +177,8 @@ def _coop_slices_kernel(
     _quantize_chunk(
         x_ptr + e * stride_xe, q_ptr + e * stride_qe, scales_ptr + e * M,
         ws_ptr + _TICKETS + E * tl.cdiv(M, BLOCK_M) + e * M + ms, ws_ptr + _TICKETS + block, chunks, t % chunks == 0,
-        ms, ms < M, ls, ls < L, ls < L, False, stride_xm, stride_xl, stride_qm, PHASE, False, FP8_DTYPE, FP8_MAX,
-        MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        True, ms, ms < M, ls, ls < L, ls < L, ls < L, False, ls, ls < L, stride_xm, stride_xl, stride_qm, PHASE, False,
+        FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
 
 
@@ -168,9 +193,11 @@ def _coop_groups_kernel(
     floor16(start_g) + j * BLOCK_L on, those of the group masked in. Items are numbered row block major, then group,
     then chunk (a slice block's chunks consecutive); programs past the last item do nothing. A group of more than
     ``limit`` chunks (a long group) only folds in PHASE_FUSED, without waiting, and PHASE_LONG, launched after it,
-    reads and casts its chunks again; every other group's chunks are skipped there. Workspace (int32, zeroed): the
-    two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's or PHASE_LONG's), one arrival count per (g, row block)
-    at g * cdiv(R, BLOCK_M) + rb, then the amax bits of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at
+    reads and casts its chunks again. Nothing waits in PHASE_LONG, so its programs take items by a stride over the
+    grid instead of tickets, and none takes any where no group is long: a program per item there cost 90 us at
+    65536 x 4096 G = 16 (benchmarks/results/h100-s38-coop-jagged-before-ncu.md). Workspace (int32, zeroed): the two
+    tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one arrival count per (g, row block) at
+    g * cdiv(R, BLOCK_M) + rb, then the amax bits of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at
     r * stride_qr + k."""
     gs = tl.arange(0, BLOCK_G)
     starts, ends = group_bounds(offs_ptr, gs, G, K)
@@ -178,55 +205,75 @@ def _coop_groups_kernel(
     chunks = tl.where(gs < G, tl.maximum((ends - starts // 16 * 16 + BLOCK_L - 1) // BLOCK_L, 1), 0)
     firsts = tl.cumsum(chunks, 0) - chunks
     per_row_block = tl.sum(chunks, 0)
-    row_blocks = tl.cdiv(R, BLOCK_M)
-    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST or PHASE == PHASE_LONG else 0), 1)  # noqa: SIM109
-    if t < row_blocks * per_row_block:
-        rb, g, n, j, start, end = group_item(t, per_row_block, gs, starts, ends, chunks, firsts)
-        long_group = n > limit
-        ms = rb * BLOCK_M + tl.arange(0, BLOCK_M)
-        ls = start // 16 * 16 + j * BLOCK_L + tl.arange(0, BLOCK_L)
-        g_row = g * R
-        if INT64_INDEX:
-            ms = ms.to(tl.int64)
-            ls = ls.to(tl.int64)
-            start = start.to(tl.int64)
-            end = end.to(tl.int64)
-            g_row = g.to(tl.int64) * R
-        # whole runs of 16 inside the group as vectors; its partial runs at either end (edges) apart
-        inner_lo = (start + 15) // 16 * 16
-        inner_hi = end // 16 * 16
-        inner = (ls >= inner_lo) & (ls < inner_hi)
-        in_group = (ls >= start) & (ls < end)
-        edges = ((j == 0) & (start != inner_lo)) | ((j == n - 1) & (end != inner_hi))
-        words = ws_ptr + _TICKETS + G * row_blocks + g_row + ms
-        count = ws_ptr + _TICKETS + g * row_blocks + rb
-        edge_mask = in_group & ~inner
-        if PHASE == PHASE_FUSED:
-            if long_group:  # fold only: its chunks may outnumber the programs that can wait at once
-                _quantize_chunk(
-                    x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask,
-                    edges, stride_xr, stride_xk, stride_qr, PHASE_AMAX, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-                    FNUZ, ROUND_POW2, CAST_MODE,
+    items = tl.cdiv(R, BLOCK_M) * per_row_block
+    if PHASE == PHASE_LONG:
+        if tl.max(chunks, 0) > limit:
+            for t in range(tl.program_id(0), items, tl.num_programs(0)):
+                _group_chunk(
+                    x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
+                    stride_xr, stride_xk, stride_qr, limit, PHASE, BLOCK_L, BLOCK_M, INT64_INDEX, FP8_DTYPE, FP8_MAX,
+                    MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
                 )  # fmt: skip
-            else:
-                _quantize_chunk(
-                    x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask,
-                    edges, stride_xr, stride_xk, stride_qr, PHASE_FUSED, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-                    FNUZ, ROUND_POW2, CAST_MODE,
-                )  # fmt: skip
-        elif PHASE == PHASE_LONG:
-            if long_group:  # the fold launch before this one completed its amax
-                _quantize_chunk(
-                    x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask,
-                    edges, stride_xr, stride_xk, stride_qr, PHASE_CAST, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN,
-                    FNUZ, ROUND_POW2, CAST_MODE,
-                )  # fmt: skip
-        else:
-            _quantize_chunk(
-                x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, ms, ms < R, ls, inner, edge_mask, edges,
-                stride_xr, stride_xk, stride_qr, PHASE, True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2,
-                CAST_MODE,
+    else:
+        t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
+        if t < items:
+            _group_chunk(
+                x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
+                stride_xr, stride_xk, stride_qr, limit, PHASE, BLOCK_L, BLOCK_M, INT64_INDEX, FP8_DTYPE, FP8_MAX,
+                MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
+
+
+@triton.jit
+def _group_chunk(
+    x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G, stride_xr,
+    stride_xk, stride_qr, limit, PHASE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_M: tl.constexpr,
+    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
+    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Item ``t`` of :func:`_coop_groups_kernel` in its ``PHASE``: PHASE_FUSED folds a long group's chunk and has the
+    others wait and cast, PHASE_LONG casts a long group's chunk and skips the others, the interpreter's phases take
+    every chunk."""
+    rb, g, n, j, start, end = group_item(t, per_row_block, gs, starts, ends, chunks, firsts)
+    long_group = n > limit
+    ms = rb * BLOCK_M + tl.arange(0, BLOCK_M)
+    ls = start // 16 * 16 + j * BLOCK_L + tl.arange(0, BLOCK_L)
+    g_row = g * R
+    if INT64_INDEX:
+        ms = ms.to(tl.int64)
+        ls = ls.to(tl.int64)
+        start = start.to(tl.int64)
+        end = end.to(tl.int64)
+        g_row = g.to(tl.int64) * R
+    # loaded: the runs of 16 the group touches (whole vectors); stored: its whole runs as vectors, the partial runs
+    # at either end (edges) apart: the head run's 16 positions, then the tail run's, those of the group in this chunk
+    # (a group inside one run has it twice: the same bytes stored twice)
+    inner_lo = (start + 15) // 16 * 16
+    inner_hi = end // 16 * 16
+    cover = (ls >= start // 16 * 16) & (ls < (end + 15) // 16 * 16) & (ls < K)
+    inner = (ls >= inner_lo) & (ls < inner_hi)
+    in_group = (ls >= start) & (ls < end)
+    edges = ((j == 0) & (start != inner_lo)) | ((j == n - 1) & (end != inner_hi))
+    run = tl.arange(0, 32)
+    edge_ls = tl.where(run < 16, start // 16 * 16 + run, inner_hi + run - 16)
+    chunk_lo = start // 16 * 16 + j * BLOCK_L
+    in_chunk = (edge_ls >= chunk_lo) & (edge_ls < chunk_lo + BLOCK_L)
+    edge_mask = (edge_ls >= start) & (edge_ls < end) & ((edge_ls < inner_lo) | (edge_ls >= inner_hi)) & in_chunk
+    words = ws_ptr + _TICKETS + G * tl.cdiv(R, BLOCK_M) + g_row + ms
+    count = ws_ptr + _TICKETS + g * tl.cdiv(R, BLOCK_M) + rb
+    if PHASE == PHASE_LONG:
+        if long_group:  # the fold launch before this one completed its amax
+            _quantize_chunk(
+                x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, False, ms, ms < R, ls, cover, inner,
+                in_group, edges, edge_ls, edge_mask, stride_xr, stride_xk, stride_qr, PHASE_CAST, True, FP8_DTYPE,
+                FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+            )  # fmt: skip
+    else:  # in PHASE_FUSED a long group's chunks fold without waiting: they may outnumber the programs that can wait
+        _quantize_chunk(
+            x_ptr, q_ptr, scales_ptr + g_row, words, count, n, j == 0, not long_group, ms, ms < R, ls, cover, inner,
+            in_group, edges, edge_ls, edge_mask, stride_xr, stride_xk, stride_qr, PHASE, True, FP8_DTYPE, FP8_MAX,
+            MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+        )  # fmt: skip
 
 
 def launch_coop_slices(
@@ -352,6 +399,8 @@ def run_coop_group_phases(
     row_blocks = triton.cdiv(r, block_m)
     workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, x.device)
     programs = row_blocks * group_programs(ktot, groups, block_l)
+    # the long pass strides over the items: LONG_PASS_PROGRAMS per program that may wait (two per SM on a GPU)
+    long_programs = min(programs, LONG_PASS_PROGRAMS * coop_limit(backend, x.device))
     if limit is None:
         limit = coop_limit(backend, x.device)
     if phases is None:
@@ -362,7 +411,7 @@ def run_coop_group_phases(
             _coop_groups_kernel,
             configs.GROUP_COOP,
             backend,
-            lambda meta: (programs,),
+            lambda meta, phase=phase: (long_programs if phase == PHASE_LONG else programs,),
             config=config,
             x_ptr=x,
             q_ptr=q,
