@@ -197,8 +197,11 @@ def coop_slices() -> dict:
     from fp8moe.kernels import _coop, _coop_slices
 
     pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32", "offs_ptr": "*i32"}
-    dense = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "stride_xe", "stride_qe", "stride_qm"]
-    jagged = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "offs_ptr", "R", "stride_qr"]
+    # L and K 16-divisible too: Triton specializes them so at every issue #11 point, and the masks along them then
+    # stay constant over runs of 16 (16-byte loads and stores); compiled without it the transpose's first tile took
+    # 168 registers where the launch takes 128 (triton 3.6)
+    dense = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "L", "stride_xe", "stride_qe", "stride_qm"]
+    jagged = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "offs_ptr", "R", "K", "stride_qr"]
     result = {}
     for op, kernel, config, unit, other, divisible, extra in (
         ("columns", _coop_slices._coop_slices_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xm", "stride_xl", dense,
