@@ -24,14 +24,21 @@ ARGS = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False}
 
 
 def points(which: str):
-    """``G16``: the colwise 65536 x 4096 G = 16 point; ``colwise``: every per-group colwise point of issue #11."""
+    """``G16``: the colwise 65536 x 4096 G = 16 point; ``colwise``: every per-group colwise point of issue #11;
+    ``long``: the grouped-GEMM step's long-group points (benchmarks/probe_per_group_kernels.py's MOE_POINTS: the dual
+    op at 8-16 groups of 2048 positions on average, the colwise op at 8 of 8192), then G16."""
     colwise = [p for p in ISSUE11_POINTS if p.op == "per_group_colwise_scales"]
-    return [p for p in colwise if p.groups == 16] if which == "G16" else colwise
+    g16 = [p for p in colwise if p.groups == 16]
+    if which == "long":
+        from probe_per_group_kernels import MOE_POINTS
+
+        return [*MOE_POINTS, *g16]
+    return g16 if which == "G16" else colwise
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", choices=("G16", "colwise"), default="G16")
+    parser.add_argument("--points", choices=("G16", "colwise", "long"), default="G16")
     args = parser.parse_args(argv)
     copy = copy_bandwidth_gbps()
     print(f"{torch.cuda.get_device_name()}, copy bandwidth {copy:.0f} GB/s\n")

@@ -250,6 +250,9 @@ def test_the_jagged_coop_probe_times_the_g16_point_or_every_colwise_point():
     colwise = probe.points("colwise")
     assert len(colwise) == 8
     assert {p.op for p in colwise} == {"per_group_colwise_scales"}
+    long = probe.points("long")
+    assert long[-1] == g16
+    assert all(p.shape[0] / p.groups >= 2048 for p in long), long
 
 
 @needs_interpreter
