@@ -24,6 +24,8 @@
 #   bash benchmarks/prepared_calls.sh 19  # the jagged cooperative form against the default at G = 16 (about a minute)
 #   bash benchmarks/prepared_calls.sh 20  # the cooperative 3D defaults: tests, bench, more tiles of both uses (7 min)
 #   bash benchmarks/prepared_calls.sh 21  # colwise 3D's cooperative tile beside 2-warp tiles of its chunk length (4 min)
+#   bash benchmarks/prepared_calls.sh 22  # the whole GPU suite under session 38's "auto" (coop for long groups; 7 min)
+#   bash benchmarks/prepared_calls.sh 23  # the per-group bench, then "auto" against "coop" at the long-group points
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
@@ -275,5 +277,19 @@ $COOP_COLUMNS_TILES"; do
       # 4 KB, 6; 128x32/w1 152, 2 KB, 13. Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=240 TUNE_ARGS="--only colwise_3d --select row_major --replace \
       --candidates coop_columns=$COOP_COLUMNS_NARROW" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 21, h200 or h200-pdl" >&2; exit 2 ;;
+  22) # the whole GPU suite under the defaults of session 38: "auto" now runs the jagged cooperative kernel for the
+      # colwise ops' views whose groups average 2048 positions or more (fp8moe.configs.COOP_MEAN_GROUP). On an H100
+      # the rewritten kernel passed every per-group kernel test under "coop" and its own tests
+      # (h100-s38-coop-jagged-tests.log: 215 passed); the suite has not run with "auto" routing to it. Files:
+      # env.txt, suite.log.
+    STEPS="tests" TEST_TIMEOUT=540 bash "$here/gpu_session.sh"
+    mv "$OUT/pytest.log" "$OUT/suite.log" ;;
+  23) # the per-group bench under the defaults of session 38 (torch.compile at each op's first point), then the
+      # default kernels against "coop" at the grouped-GEMM step's long-group points and colwise G = 16 (on an H100:
+      # coop 0.71-0.86x, h100-s38-coop-jagged-long.md; now "auto" takes it there, so both rows should agree).
+      # Files: env.txt, bench.{md,json}, jagged_coop.{md,err}.
+    STEPS="bench" BENCH_TIMEOUT=330 BENCH_ARGS="--only per_group --compile first" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log"
+    STEPS="jagged" JAGGED_ARGS="--points long" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 23, h200 or h200-pdl" >&2; exit 2 ;;
 esac

@@ -986,11 +986,19 @@ GROUP_COOP = KernelConfigs(
 #:   workspace and wait for each other, each chunk read twice;
 #: - "tiles" (fp8moe.kernels._group_tiles): one read, aligned tiles of one group meeting through workspace atomics;
 #: - "coop" (fp8moe.kernels._coop_slices): one read, chunks that start at their group meeting through workspace
-#:   atomics, each held in registers across the wait (groups too long to wait for read twice); bitwise and slower
-#:   than "auto" at all 17 issue #11 points on an H100 in its first form (1.05x at G = 16, 1.46-4.21x elsewhere,
-#:   benchmarks/results/h100-s36-call17-auto-vs-coop.md);
-#: - "auto": "chunks" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) within
-#:   :data:`CHUNKS_MEAN_GROUP`, else "span" (:func:`per_group_kernel`).
+#:   atomics, each held in registers across the wait (groups too long to wait for read twice). Its first form was
+#:   bitwise and slower than "auto" at all 17 issue #11 points on an H100 (1.05x at G = 16, 1.46-4.21x elsewhere,
+#:   benchmarks/results/h100-s36-call17-auto-vs-coop.md); rewritten in session 38 (255 -> 128-142 registers, 2 -> 3-4
+#:   programs per SM, benchmarks/results/cpu-sm90-registers-s38.md) it took 0.71-0.86x "auto"'s time at all five
+#:   long-group points measured on an H100, each bitwise (benchmarks/results/h100-s38-coop-jagged-long.md): colwise
+#:   65536 x 4096 at G = 8 and 16 445.7 -> 322.1 and 448.6 -> 320.6 us (59% -> 82-83% of copy bandwidth), the dual
+#:   op at the grouped-GEMM step's 2048-position mean groups 222.0 -> 191.6 (aligned16), 285.6 -> 223.4 (one dominant
+#:   group), 660.2 -> 537.5 us (32768 x 8192 x 5120, random sizes), where "auto" ran the chunked kernel at the
+#:   first three and the span kernel at G = 16; at 130-1040-position groups it stays 2.5-4x slower (its
+#:   intermediate form, h100-s38-coop-jagged-bytestores-colwise.md; the final form is untimed there);
+#: - "auto": "coop" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) of at least
+#:   :data:`COOP_MEAN_GROUP`, "chunks" for those within :data:`CHUNKS_MEAN_GROUP`, else "span"
+#:   (:func:`per_group_kernel`).
 #:
 #: Measured on the H200 (benchmarks/results/h200-s12-summary.md), the chunked kernel is 1.11-1.71x faster than the
 #: span kernel on the dual op at the grouped-GEMM step's 8-16 expert shapes (2048 positions per group on average;
@@ -1005,8 +1013,10 @@ GROUP_COOP = KernelConfigs(
 #: fp8moe.replay, records the kernel of its first call).
 PER_GROUP_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "span", "interpreter": "auto"}
 PER_GROUP_KERNELS = ("auto", "span", "chunks", "tiles", "coop")
-#: "auto" takes the chunked kernel for a transposing view whose mean group length Ktot / G is in [low, high).
-CHUNKS_MEAN_GROUP = (1024, 4096)
+#: "auto" takes the cooperative slice kernel for a transposing view whose mean group length Ktot / G is at least this
+#: (the shortest mean measured faster, session 38: 2048), the chunked kernel where it is in [low, high).
+COOP_MEAN_GROUP = 2048
+CHUNKS_MEAN_GROUP = (1024, COOP_MEAN_GROUP)
 
 
 def _forced_by_environment(variable: str, per_backend: dict[str, str], choices: tuple[str, ...]) -> dict[str, str]:
@@ -1032,9 +1042,13 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
     kind = PER_GROUP_KERNEL[backend.kind]
     if kind != "auto" or view is None:
         return kind
+    if view.stride(1) == 1:
+        return "span"
     low, high = CHUNKS_MEAN_GROUP
     mean_group = view.shape[1] / max(groups, 1)
-    return "chunks" if view.stride(1) != 1 and low <= mean_group < high else "span"
+    if mean_group >= COOP_MEAN_GROUP:
+        return "coop"
+    return "chunks" if low <= mean_group < high else "span"
 
 
 #: Which kernel colwise_3d_scale_and_cast runs, per backend kind: "rows", the batched row kernel on the (E, N, K)

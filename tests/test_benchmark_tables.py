@@ -1029,9 +1029,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "22"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "24"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 22: 1 to 21, h200 or h200-pdl" in refused.stderr
+    assert "no prepared call 24: 1 to 23, h200 or h200-pdl" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1782,3 +1782,28 @@ def test_the_coop_jagged_vs_dense_probe_checks_every_variant_against_fp8ref(monk
     assert all(r[-1].strip() == "yes" for r in rows), rows
     assert kinds == probe.configs.PER_GROUP_KERNEL
     assert probe._coop_slices.may_have_long_groups is long_rule
+
+
+def test_the_long_group_default_calls_run_the_suite_then_the_bench_and_the_long_points(tmp_path):
+    """prepared_calls.sh 22: the whole suite under the defaults (no kernel forced), its log kept as suite.log;
+    23: the per-group bench with torch.compile at each op's first point, then the jagged probe at the long-group
+    points. Stubs."""
+    (tmp_path / "22").mkdir()
+    (tmp_path / "23").mkdir()
+    out, steps = _run_prepared_call(
+        tmp_path / "22", "22", '$STEPS ${FP8MOE_PER_GROUP_KERNEL:-default} ${TEST_PATHS:-all}\n'
+        'case "$STEPS" in tests) touch pytest.log ;; esac',
+    )  # fmt: skip
+    assert steps == ["tests default all"]
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "suite.log"]
+    out, steps = _run_prepared_call(
+        tmp_path / "23", "23", '$STEPS ${BENCH_ARGS:-} ${JAGGED_ARGS:-}\n'
+        'case "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; '
+        "jagged) touch jagged_coop.md jagged_coop.err ;; esac",
+    )  # fmt: skip
+    assert [" ".join(step.split()) for step in steps] == [
+        "bench --only per_group --compile first",
+        "jagged --points long",
+    ]
+    names = ["bench.json", "bench.md", "env.txt", "jagged_coop.err", "jagged_coop.md"]
+    assert sorted(p.name for p in out.iterdir()) == names

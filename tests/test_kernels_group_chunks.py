@@ -18,6 +18,7 @@ from fp8moe import configs
 from fp8moe.backend import backend_for
 from fp8moe.kernels import (
     _coop,
+    _coop_slices,
     _group_chunks,
     per_group_colwise_scales,
     per_group_colwise_scales_dual,
@@ -209,43 +210,50 @@ def test_workspace_layout_packs_tickets_then_counts_and_amax_per_view():
     assert layout.size == 2 + 6 + 60 + 9 + 120
 
 
-def test_auto_takes_the_chunked_kernel_for_transposing_views_of_long_groups_only():
-    """fp8moe.configs.per_group_kernel's "auto": chunks for a transposing (R, Ktot) view whose groups average a length
-    in CHUNKS_MEAN_GROUP = [1024, 4096), the span kernel for K-contiguous views and other lengths; ROCm keeps span."""
+def test_auto_takes_the_cooperative_kernels_for_transposing_views_of_long_groups_only():
+    """fp8moe.configs.per_group_kernel's "auto": for a transposing (R, Ktot) view whose groups average a length of at
+    least COOP_MEAN_GROUP = 2048 the cooperative slice kernel, in CHUNKS_MEAN_GROUP = [1024, 2048) the chunked
+    kernel; the span kernel for K-contiguous views and shorter groups; ROCm keeps span."""
     cuda, rocm = fp8moe.backend.cuda_backend(9, 0), fp8moe.backend.rocm_backend("gfx942")
-    assert configs.CHUNKS_MEAN_GROUP == (1024, 4096)
+    assert (configs.CHUNKS_MEAN_GROUP, configs.COOP_MEAN_GROUP) == ((1024, 2048), 2048)
     colwise = torch.empty((8192, 64), device="meta").t()  # the colwise ops' view of a row-major input
     rowwise = torch.empty((64, 8192), device="meta")
     assert configs.PER_GROUP_KERNEL["cuda"] == "auto"
     assert configs.per_group_kernel(cuda, colwise, 8) == "chunks"  # 1024 per group
-    assert configs.per_group_kernel(cuda, colwise, 3) == "chunks"  # 2731
+    assert configs.per_group_kernel(cuda, colwise, 5) == "chunks"  # 1638
+    assert configs.per_group_kernel(cuda, colwise, 4) == "coop"  # 2048
+    assert configs.per_group_kernel(cuda, colwise, 3) == "coop"  # 2731
     assert configs.per_group_kernel(cuda, colwise, 9) == "span"  # 910
-    assert configs.per_group_kernel(cuda, colwise, 2) == "span"  # 4096
+    assert configs.per_group_kernel(cuda, colwise, 1) == "coop"  # 8192
     assert configs.per_group_kernel(cuda, rowwise, 8) == "span"
+    assert configs.per_group_kernel(cuda, rowwise, 1) == "span"
     assert configs.per_group_kernel(rocm, colwise, 8) == "span"
     assert configs.per_group_kernel(cuda) == "auto"  # no view: left unresolved
 
 
-def test_auto_launches_the_chunked_kernel_for_the_dual_op_on_long_groups(monkeypatch, device):
-    """Through the op: a dual call whose groups average a length in CHUNKS_MEAN_GROUP runs the chunked kernel (and
-    matches fp8ref), one with shorter groups the span kernel."""
+@pytest.mark.parametrize("kind", ["chunks", "coop"])
+def test_auto_launches_a_cooperative_kernel_for_the_dual_op_on_long_groups(kind, monkeypatch, device):
+    """Through the op: a dual call whose groups average a length in ``kind``'s band (CHUNKS_MEAN_GROUP, or at least
+    COOP_MEAN_GROUP) runs that kernel (and matches fp8ref), one with shorter groups the span kernel."""
     monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "auto"))
-    monkeypatch.setattr(configs, "CHUNKS_MEAN_GROUP", (64, 256))  # interpreter-sized groups
+    chunks_band, coop_from = {"chunks": ((64, 256), 256), "coop": ((48, 64), 64)}[kind]  # interpreter-sized groups
+    monkeypatch.setattr(configs, "CHUNKS_MEAN_GROUP", chunks_band)
+    monkeypatch.setattr(configs, "COOP_MEAN_GROUP", coop_from)
     launched = []
-    original = _group_chunks.launch_group_chunks
+    launchers = {"chunks": _group_chunks.launch_group_chunks, "coop": _coop_slices.launch_coop_groups}
 
     def recording(*args, **kwargs):
         launched.append(args[0][0].shape)
-        return original(*args, **kwargs)
+        return launchers[kind](*args, **kwargs)
 
-    monkeypatch.setattr("fp8moe.kernels._jagged._COOPERATIVE", {"chunks": recording, "tiles": None})
+    monkeypatch.setattr("fp8moe.kernels._jagged._COOPERATIVE", {**launchers, kind: recording, "tiles": None})
     fp8moe.replay.forget()
     x1, x2 = _x((LENGTH, 24), device, 5), _x((LENGTH, 40), device, 6)
-    for ends, chunked in (([100, 170, 290], True), (ENDS, False)):  # Ktot / G = 100 and 37.5 positions per group
+    for ends, cooperative in (([100, 170, 290], True), (ENDS, False)):  # Ktot / G = 100 and 37.5 per group
         offs = torch.tensor(ends, dtype=torch.int32, device=device)
         launched.clear()
         q1, s1, q2, s2 = fp8moe.per_group_colwise_scales_dual(x1, x2, offs)
-        assert bool(launched) == chunked
+        assert bool(launched) == cooperative
         for q, s, x in ((q1, s1, x1), (q2, s2, x2)):
             rq, rs = ref.per_group_colwise_scales(x.cpu(), offs.cpu(), E4)
             assert_same_bits(s.cpu(), rs)
