@@ -26,6 +26,7 @@
 #   bash benchmarks/prepared_calls.sh 21  # colwise 3D's cooperative tile beside 2-warp tiles of its chunk length (4 min)
 #   bash benchmarks/prepared_calls.sh 22  # the whole GPU suite under session 38's "auto" (coop for long groups; 7 min)
 #   bash benchmarks/prepared_calls.sh 23  # the per-group bench, then "auto" against "coop" at the long-group points
+#   bash benchmarks/prepared_calls.sh 24  # the grouped-GEMM step's quantization, activation pairs off then on (6 min)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
@@ -291,5 +292,16 @@ $COOP_COLUMNS_TILES"; do
     STEPS="bench" BENCH_TIMEOUT=330 BENCH_ARGS="--only per_group --compile first" bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.png" "$OUT/bench.log"
     STEPS="jagged" JAGGED_ARGS="--points long" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 23, h200 or h200-pdl" >&2; exit 2 ;;
+  24) # the grouped-GEMM step's quantization calls and the step itself with the activation pairs off, then on
+      # (FP8MOE_FUSED_ACTIVATIONS): the pairs took over at 2048-row mean groups in session 14 against the dual op on
+      # the chunked kernel; there the dual op now runs the jagged cooperative kernel, 0.78-0.86x its former time on
+      # an H100 (h100-s38-coop-jagged-long.md), so the threshold may move. Files: env.txt,
+      # quant_layouts_{off,on}.md, grouped_mm_{off,on}.md.
+    for fused in off on; do
+      FP8MOE_FUSED_ACTIVATIONS=$fused STEPS="layouts grouped" LAYOUTS_TIMEOUT=150 GROUPED_TIMEOUT=120 \
+        bash "$here/gpu_session.sh"
+      mv "$OUT/quant_layouts.md" "$OUT/quant_layouts_$fused.md"; mv "$OUT/grouped_mm.md" "$OUT/grouped_mm_$fused.md"
+      rm -f "$OUT/quant_layouts.log" "$OUT/grouped_mm.log"
+    done ;;
+  *) echo "no prepared call $1: 1 to 24, h200 or h200-pdl" >&2; exit 2 ;;
 esac

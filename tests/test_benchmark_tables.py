@@ -1029,9 +1029,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "24"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "25"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 24: 1 to 23, h200 or h200-pdl" in refused.stderr
+    assert "no prepared call 25: 1 to 24, h200 or h200-pdl" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1056,6 +1056,7 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
         "FP8MOE_COLWISE_3D_KERNEL",
         "FP8MOE_TRANSPOSE_ATOMIC_KERNEL",
         "FP8MOE_PER_GROUP_KERNEL",
+        "FP8MOE_FUSED_ACTIVATIONS",
         "STEPS",
         "TUNE_ARGS",
         "JAGGED_ARGS",
@@ -1806,4 +1807,17 @@ def test_the_long_group_default_calls_run_the_suite_then_the_bench_and_the_long_
         "jagged --points long",
     ]
     names = ["bench.json", "bench.md", "env.txt", "jagged_coop.err", "jagged_coop.md"]
+    assert sorted(p.name for p in out.iterdir()) == names
+
+
+def test_the_activation_pair_call_times_the_step_with_the_pairs_off_then_on(tmp_path):
+    """prepared_calls.sh 24: the grouped-GEMM step's quantization calls and the step, with FP8MOE_FUSED_ACTIVATIONS
+    off, then on, each table kept under the setting's name and the logs dropped (the device brings back 8 files).
+    Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path, "24", "$STEPS ${FP8MOE_FUSED_ACTIVATIONS:-default}\n"
+        "touch quant_layouts.md quant_layouts.log grouped_mm.md grouped_mm.log",
+    )  # fmt: skip
+    assert steps == ["layouts grouped off", "layouts grouped on"]
+    names = ["env.txt", "grouped_mm_off.md", "grouped_mm_on.md", "quant_layouts_off.md", "quant_layouts_on.md"]
     assert sorted(p.name for p in out.iterdir()) == names
