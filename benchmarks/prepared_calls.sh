@@ -27,6 +27,7 @@
 #   bash benchmarks/prepared_calls.sh 22  # the whole GPU suite under session 38's "auto" (coop for long groups; 7 min)
 #   bash benchmarks/prepared_calls.sh 23  # the per-group bench, then "auto" against "coop" at the long-group points
 #   bash benchmarks/prepared_calls.sh 24  # the grouped-GEMM step's quantization, activation pairs off then on (6 min)
+#   bash benchmarks/prepared_calls.sh 25  # colwise 3D's cooperative tile capped at 128 registers (4 per SM; 3 min)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
@@ -303,5 +304,12 @@ $COOP_COLUMNS_TILES"; do
       mv "$OUT/quant_layouts.md" "$OUT/quant_layouts_$fused.md"; mv "$OUT/grouped_mm.md" "$OUT/grouped_mm_$fused.md"
       rm -f "$OUT/quant_layouts.log" "$OUT/grouped_mm.log"
     done ;;
-  *) echo "no prepared call $1: 1 to 24, h200 or h200-pdl" >&2; exit 2 ;;
+  25) # colwise 3D on row-major input, the cooperative kernel's tile beside its twin capped at 128 registers: on an H100
+      # the jagged kernel, at 128 registers and 4 programs per SM after session 38's rewrite, ran the bytes of
+      # (16, 4096, 4096) in 320.6 us where the dense use, at 151 registers and 3 per SM, took 371.1
+      # (h100-s38-coop-jagged-long.md, h100-s38-coop-jagged-before.md). Compiled for sm_90 on the CPU (triton 3.6)
+      # the cap spills 24 registers (24 STL, 24 LDL). Files: env.txt, configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only colwise_3d --select row_major --replace \
+      --candidates coop_columns=256x64/w4,256x64/w4/r128" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 25, h200 or h200-pdl" >&2; exit 2 ;;
 esac

@@ -1029,9 +1029,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "25"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "26"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 25: 1 to 24, h200 or h200-pdl" in refused.stderr
+    assert "no prepared call 26: 1 to 25, h200 or h200-pdl" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1821,3 +1821,23 @@ def test_the_activation_pair_call_times_the_step_with_the_pairs_off_then_on(tmp_
     assert steps == ["layouts grouped off", "layouts grouped on"]
     names = ["env.txt", "grouped_mm_off.md", "grouped_mm_on.md", "quant_layouts_off.md", "quant_layouts_on.md"]
     assert sorted(p.name for p in out.iterdir()) == names
+
+
+def test_the_register_cap_call_forces_colwise_3ds_tile_beside_its_twin_capped_for_four_programs_per_sm(tmp_path):
+    """prepared_calls.sh 25: one tune step at colwise 3D's row-major points, the cooperative column list replaced by
+    its first tile and the same tile capped at a register count that fits four of its programs on an SM. Stub."""
+    from residency import blocks_per_sm
+
+    out, steps = _run_prepared_call(
+        tmp_path, "25", '$STEPS $TUNE_ARGS\ncase "$STEPS" in tune) touch configs.md tune.log ;; esac'
+    )
+    [step] = steps
+    words = step.split()
+    assert words[:6] == ["tune", "--only", "colwise_3d", "--select", "row_major", "--replace"]
+    plain, capped = tune_configs.parse_candidates([words[7]])["coop_columns"]
+    describe = fp8moe.configs.describe
+    assert describe(plain) == describe(fp8moe.configs.COOP_COLUMNS.cuda[0])
+    assert describe(capped) == describe(plain) + f"/r{capped.maxnreg}"
+    shared = plain.kwargs["BLOCK_L"] * plain.kwargs["BLOCK_M"] * 2  # the layout exchange of a bf16 tile
+    assert blocks_per_sm(capped.maxnreg, capped.num_warps, shared) == 4
+    assert sorted(p.name for p in out.iterdir()) == ["configs.md", "env.txt", "tune.log"]
