@@ -1159,10 +1159,10 @@ def transpose_atomic_kernel(backend: Backend, x: torch.Tensor, limit_chunks: int
 #: groups keep the dual op: its span slices stay in L2 there, and the pair's per-item group table and its extra
 #: launches are fixed costs that a short group does not amortise. Those timings ran the dual op on the chunked
 #: kernel; since session 38 it runs the cooperative slice kernel at 2048-position mean groups, 0.78-0.86x that time
-#: on an H100 (PER_GROUP_KERNEL), and benchmarks/prepared_calls.sh 24 times the step with the pairs off and on again. ROCm takes "auto" as well (no AMD timing: the
-#: rule is the byte argument, not a measurement), and so does the interpreter, which runs what the GPUs run (the CPU
-#: tests force "on" and "off" where they test each path: tests/test_grouped_mm.py). FP8MOE_FUSED_ACTIVATIONS=
-#: auto|on|off sets it for every backend (read once, at import).
+#: on an H100 (PER_GROUP_KERNEL), and benchmarks/prepared_calls.sh 24 times the step with the pairs off and on
+#: again. ROCm takes "auto" as well (no AMD timing: the rule is the byte argument, not a measurement), and so does the
+#: interpreter, which runs what the GPUs run (the CPU tests force "on" and "off" where they test each path:
+#: tests/test_grouped_mm.py). FP8MOE_FUSED_ACTIVATIONS=auto|on|off sets it for every backend (read once, at import).
 FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "auto", "rocm": "auto", "interpreter": "auto"}
 FUSED_ACTIVATIONS_CHOICES = ("auto", "on", "off")
 FUSED_ACTIVATIONS_MIN_MEAN_GROUP = 2048
