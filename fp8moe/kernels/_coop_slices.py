@@ -399,10 +399,11 @@ def run_coop_group_phases(
     row_blocks = triton.cdiv(r, block_m)
     workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, x.device)
     programs = row_blocks * group_programs(ktot, groups, block_l)
+    waiting = coop_limit(backend, x.device)
     # the long pass strides over the items: LONG_PASS_PROGRAMS per program that may wait (two per SM on a GPU)
-    long_programs = min(programs, LONG_PASS_PROGRAMS * coop_limit(backend, x.device))
+    long_programs = min(programs, LONG_PASS_PROGRAMS * waiting)
     if limit is None:
-        limit = coop_limit(backend, x.device)
+        limit = waiting
     if phases is None:
         long_pass = (PHASE_LONG,) if may_have_long_groups(backend, ktot, block_l, limit) else ()
         phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED, *long_pass)
