@@ -200,19 +200,23 @@ def coop_slices() -> dict:
     # L and K 16-divisible too: Triton specializes them so at every issue #11 point, and the masks along them then
     # stay constant over runs of 16 (16-byte loads and stores); compiled without it the transpose's first tile took
     # 168 registers where the launch takes 128 (triton 3.6)
+    # (the per-group strides of the jagged kernel are 0 on jagged views and on row-major colwise 3D input, and
+    # K * N - K for its q: 16-divisible too)
     dense = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "L", "stride_xe", "stride_qe", "stride_qm"]
-    jagged = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "offs_ptr", "R", "K", "stride_qr"]
+    jagged = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "offs_ptr", "R", "K", "stride_qr", "stride_xg", "stride_qg"]
     result = {}
     for op, kernel, config, unit, other, divisible, extra in (
-        ("columns", _coop_slices._coop_slices_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xm", "stride_xl", dense,
-         {}),
+        ("columns", _coop_slices._coop_groups_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xr", "stride_xk",
+         [k for k in jagged if k != "offs_ptr"], {"BLOCK_G": 16, "UNIFORM": True}),
+        ("columns-dense", _coop_slices._coop_slices_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xm", "stride_xl",
+         dense, {}),
         ("transpose", _coop_slices._coop_slices_kernel, configs.COOP_TRANSPOSE.cuda[0], "stride_xl", "stride_xm",
          dense, {}),
         ("groups", _coop_slices._coop_groups_kernel, configs.GROUP_COOP.cuda[0], "stride_xr", "stride_xk", jagged,
-         {"BLOCK_G": 64}),
+         {"BLOCK_G": 64, "UNIFORM": False}),
     ):  # fmt: skip
         phases = [("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)]
-        if op == "groups":  # the launch that casts groups too long to wait for
+        if kernel is _coop_slices._coop_groups_kernel:  # the launch that casts groups too long to wait for
             phases.append(("long", _coop.PHASE_LONG))
         for phase_name, phase in phases:
             constants = {

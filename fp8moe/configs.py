@@ -889,20 +889,23 @@ def _coop_table(
     cuda: tuple[triton.Config, ...],
     rocm: triton.Config,
     rule: Callable[[Backend, Mapping[str, object]], triton.Config] | None = None,
+    key: tuple[str, ...] = ("E", "M", "L", "stride_xe", "stride_xm", "stride_xl", "FP8_DTYPE", "ROUND_POW2"),
 ) -> KernelConfigs:
     """The config table of one use of the cooperative slice kernel on (E, M, L) views: ``rule`` picks the config
-    (default :func:`_first_coop_candidate`, its first CUDA candidate fixed)."""
+    (default :func:`_first_coop_candidate`, its first CUDA candidate fixed) from E, M and L; ``key`` names the
+    launched kernel's shape arguments (default: the dense kernel's). The rule never autotunes."""
     return KernelConfigs(
         name=name,
         cuda=cuda,
         rocm=rocm,
         interpreter=InterpreterTiles({"BLOCK_L": ("L",), "BLOCK_M": ("M",)}, reduced="BLOCK_L"),
-        key=("E", "M", "L", "stride_xe", "stride_xm", "stride_xl", "FP8_DTYPE", "ROUND_POW2"),
+        key=key,
         rule=rule or functools.partial(_first_coop_candidate, cuda, rocm),
     )
 
 
-#: The cooperative slice kernel for colwise_3d_scale_and_cast (fp8moe.kernels._coop_slices on the view x.mT):
+#: The cooperative slice kernel for colwise_3d_scale_and_cast (fp8moe.kernels._coop_slices.launch_coop_experts:
+#: the jagged kernel with the experts as uniform groups of the stacked K axis), picked from the (E, N, K) view x.mT:
 #: tile (BLOCK_L positions along K, BLOCK_M columns), one program per tile, the chunks of a column block meeting
 #: through workspace atomics. First candidate: the stripped kernel's best on an H100 at K = 2048-8192 (256 x 64,
 #: 4 warps: 72-74% of copy at K = 4096 and 8192, 69% at 2048; 128 x 64 with 2 warps and 512 x 32 with 4 warps next,
@@ -915,6 +918,7 @@ COOP_COLUMNS = _coop_table(
         triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
     ),
     rocm=triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+    key=("R", "K", "G", "stride_xr", "stride_xk", "stride_xg", "limit", "FP8_DTYPE", "ROUND_POW2"),
 )
 
 #: The cooperative slice kernel for rowwise_3d_transpose_rhs, method "atomic" (fp8moe.kernels._coop_slices on x
@@ -1120,16 +1124,27 @@ def forced_kernel(setting: str, kind: str) -> Iterator[None]:
         replay.forget()
 
 
+def coop_columns_fit(x: torch.Tensor) -> bool:
+    """Whether the cooperative kernel's column use (fp8moe.kernels._coop_slices.launch_coop_experts, the experts as
+    uniform groups of one jagged launch) may read the (E, K, N) ``x``: K > 0, and K a multiple of 16 or each
+    expert's block following the last (x.stride(0) == K * x.stride(1), or E = 1). Its chunks load whole runs of 16
+    positions along the stacked K axis, so with K not a multiple of 16 an expert's first and last chunks read up to
+    15 positions of its neighbours' (zeroed before the fold), which must then be x's own memory."""
+    e, k, _ = x.shape
+    return k > 0 and (k % 16 == 0 or e == 1 or x.stride(0) == k * x.stride(1))
+
+
 def colwise_3d_kernel(backend: Backend, x: torch.Tensor, limit_chunks: int) -> str:
     """The kernel colwise_3d_scale_and_cast runs for the (E, K, N) ``x`` on ``backend`` (:data:`COLWISE_3D_KERNEL`):
-    "rows" wherever K is empty or needs more than ``limit_chunks`` chunks of the cooperative kernel's config, and
-    under "auto" unless x is read along N (its stride along N below its stride along K) with K at least
-    COOP_COLUMNS_MIN_K; "coop" otherwise."""
+    "rows" wherever the cooperative kernel cannot read x (:func:`coop_columns_fit`: K empty, or K not a multiple of
+    16 with the experts' blocks apart) or K needs more than ``limit_chunks`` chunks of its config, and under "auto"
+    unless x is read along N (its stride along N below its stride along K) with K at least COOP_COLUMNS_MIN_K;
+    "coop" otherwise."""
     kind = COLWISE_3D_KERNEL[backend.kind]
     if kind == "rows":
         return "rows"
     e, k, n = x.shape
-    if k == 0 or coop_chunks(COOP_COLUMNS, backend, (e, n, k)) > limit_chunks:
+    if not coop_columns_fit(x) or coop_chunks(COOP_COLUMNS, backend, (e, n, k)) > limit_chunks:
         return "rows"
     if kind == "auto" and not (x.stride(2) < x.stride(1) and k >= COOP_COLUMNS_MIN_K):
         return "rows"

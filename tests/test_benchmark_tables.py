@@ -1785,6 +1785,31 @@ def test_the_coop_jagged_vs_dense_probe_checks_every_variant_against_fp8ref(monk
     assert probe._coop_slices.may_have_long_groups is long_rule
 
 
+@needs_interpreter
+def test_the_colwise3d_experts_probe_checks_every_variant_and_puts_the_tile_and_setting_back(monkeypatch, capsys):
+    """benchmarks/probe_colwise3d_experts.py end to end in the interpreter at small twins of its points (GPU timers
+    stubbed): the dense launch, the row kernel, the jagged launch and its capped tile per shape, every row bitwise
+    against fp8ref (a wrong byte prints NO), and COOP_COLUMNS and the kernel setting as they were after."""
+    probe = pytest.importorskip("probe_colwise3d_experts")
+    tiles, setting = probe.configs.COOP_COLUMNS.cuda, dict(probe.configs.COLWISE_3D_KERNEL)
+    monkeypatch.setattr(probe, "DEVICE", "cpu")
+    monkeypatch.setattr(probe, "copy_bandwidth_gbps", lambda: 1000.0)
+    monkeypatch.setattr(probe, "_time", lambda fn: (fn() and 10.0, (10.0, 10.0)))
+    monkeypatch.setattr(probe.torch.cuda, "get_device_name", lambda: "interpreter")
+    probe.main(["--shapes", "1,96,24;3,80,16"])
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    variants = ["dense", "rows", "experts", "experts/r128"]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [(s, v) for s in ("1x96x24", "3x80x16") for v in variants]
+    assert all(r[-1].strip() == "yes" for r in rows), rows
+    assert probe.configs.COOP_COLUMNS.cuda == tiles
+    assert setting == probe.configs.COLWISE_3D_KERNEL
+    real = probe.dense_launch
+    monkeypatch.setattr(probe, "dense_launch", lambda x: (real(x)[0], real(x)[1].neg()))  # wrong scales
+    probe.main(["--shapes", "1,96,24"])
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    assert [r[-1].strip() for r in rows] == ["NO", "yes", "yes", "yes"]
+
+
 def test_the_long_group_default_calls_run_the_suite_then_the_bench_and_the_long_points(tmp_path):
     """prepared_calls.sh 22: the whole suite under the defaults (no kernel forced), its log kept as suite.log;
     23: the per-group bench with torch.compile at each op's first point, then the jagged probe at the long-group

@@ -58,7 +58,7 @@ CHUNKED_KERNELS = {
     "pair_cast": (colwise_3d_and_transpose_rhs._pair_cast_kernel, configs.PAIR_CAST),
     "jagged_pair_amax": (rowwise_and_per_group_colwise._jagged_amax_kernel, configs.JAGGED_PAIR_AMAX),
     "jagged_pair_cast": (rowwise_and_per_group_colwise._jagged_cast_kernel, configs.JAGGED_PAIR_CAST),
-    "coop_columns": (_coop_slices._coop_slices_kernel, configs.COOP_COLUMNS),
+    "coop_columns": (_coop_slices._coop_groups_kernel, configs.COOP_COLUMNS),
     "coop_transpose": (_coop_slices._coop_slices_kernel, configs.COOP_TRANSPOSE),
 }
 

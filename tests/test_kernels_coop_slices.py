@@ -150,6 +150,55 @@ def test_colwise_3d_takes_the_kernel_by_the_setting_the_layout_and_k(monkeypatch
     assert configs.colwise_3d_kernel(backend, torch.empty((2, 0, 8)), chunks) == "rows"
 
 
+def _expert_layouts(e: int, k: int, n: int, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """(E, K, N) inputs of the colwise ops on ``device`` that the jagged launch reads with per-expert offsets
+    (UNIFORM): experts padded apart (x.stride(0) > K * x.stride(1)), experts interleaved with the rows
+    (x.stride(0) < K * x.stride(1), a negative offset per expert), and the canonical layout (read along K)."""
+    base = torch.randn((e, k + 3, n), generator=torch.Generator().manual_seed(5)).to(torch.bfloat16).to(device)
+    return {
+        "padded": base[:, :k, :],
+        "interleaved": base[:, :k, :].permute(1, 0, 2).contiguous().permute(1, 0, 2),
+        "canonical": base[:, :k, :].mT.contiguous().mT,
+    }
+
+
+@pytest.mark.parametrize("layout", ["padded", "interleaved", "canonical"])
+def test_colwise_3d_reads_each_expert_from_its_own_block_in_any_layout(layout, device):
+    """The jagged launch of colwise 3D (fp8moe.kernels._coop_slices.launch_coop_experts) moves x and q to each
+    expert's block: with the experts apart or interleaved (K a multiple of 16, several chunks, E = 3) its bytes are
+    fp8ref's; a launch that read every expert from the first block would not be."""
+    backend = backend_for(device)
+    k = 544 if backend.kind != "interpreter" else 160
+    assert COLUMNS.chunks(backend, k) > 1
+    x = _expert_layouts(3, k, 40, device)[layout]
+    assert configs.coop_columns_fit(x)
+    assert x.stride(0) != k * x.stride(1)
+    _assert_matches_reference(COLUMNS, x.cpu(), x, E4, False)
+
+
+@needs_interpreter  # the interpreter's config
+def test_colwise_3d_leaves_unaligned_experts_apart_to_the_row_kernel():
+    """With K not a multiple of 16 an expert's chunks load whole runs of 16 reaching into its neighbours' positions,
+    which for experts apart are not x's: colwise_3d_kernel takes the row kernel there under every setting, and the
+    launcher refuses such an x; experts that follow each other, or one expert, take the cooperative kernel."""
+    backend = backend_for("cpu")
+    layouts = _expert_layouts(3, 77, 8)
+    with configs.forced_kernel("COLWISE_3D_KERNEL", "coop"):
+        for name in ("padded", "interleaved", "canonical"):
+            assert not configs.coop_columns_fit(layouts[name]), name
+            assert configs.colwise_3d_kernel(backend, layouts[name], 64) == "rows", name
+        assert configs.colwise_3d_kernel(backend, layouts["padded"].contiguous(), 64) == "coop"
+        assert configs.colwise_3d_kernel(backend, layouts["padded"][:1], 64) == "coop"
+        q = torch.empty_strided((3, 77, 8), (77 * 8, 1, 77), dtype=E4)
+        with pytest.raises(ValueError, match="K = 77 is empty, or not a multiple of 16 with the experts' blocks apart"):
+            _coop_slices.launch_coop_experts(layouts["padded"], q, torch.empty(24), E4, False, backend)
+        q_rows, q_ref = (
+            fp8moe.colwise_3d_scale_and_cast(layouts["padded"], E4, False),
+            ref.colwise_3d_scale_and_cast(layouts["padded"], E4, False),
+        )
+    assert_same_bits(q_rows[0], q_ref[0], what="q")
+
+
 @needs_interpreter  # the interpreter's config and limits
 def test_the_atomic_transpose_takes_the_kernel_by_the_setting_and_n(monkeypatch):
     """ "coop" on CUDA and the interpreter by default, "two_launch" on ROCm; "coop" takes the cooperative kernel in

@@ -85,23 +85,25 @@ def _pair_half(half: int) -> Callable:
     return run
 
 
-def _cooperative(run: Callable, setting: str, launcher) -> Callable:
+def _cooperative(run: Callable, setting: str, launcher, function: str, takes: Callable = lambda x: True) -> Callable:
     """``run`` with the cooperative slice kernel forced (fp8moe.configs.forced_kernel(``setting``, "coop")), so every
     dense test runs it: the reduced dims of 33-130 are two chunks in the interpreter, 32 or less one (its fold and
     cast are two launches there; a GPU runs them fused, the chunks waiting for each other). Fails where the
-    cooperative launcher, as the op's ``launcher`` module calls it, did not run (only an empty input may skip it)."""
+    cooperative launcher ``function``, as the op's ``launcher`` module calls it, did not run (only an empty input or
+    one the kernel does not take, ``takes`` false, may skip it)."""
 
     def forced(x, fp8_dtype=E4, round_scales_to_power_of_2=False):
         launched = []
-        real = launcher.launch_coop_slices
+        real = getattr(launcher, function)
 
         def spy(*args):
             launched.append(args[0].shape)
             return real(*args)
 
-        with configs.forced_kernel(setting, "coop"), mock.patch.object(launcher, "launch_coop_slices", spy):
+        with configs.forced_kernel(setting, "coop"), mock.patch.object(launcher, function, spy):
             outs = run(x, fp8_dtype, round_scales_to_power_of_2)
-        assert launched or 0 in x.shape, f"the cooperative kernel did not run for {tuple(x.shape)}"
+        skips = 0 in x.shape or not takes(x)
+        assert launched or skips, f"the cooperative kernel did not run for {tuple(x.shape)}, strides {x.stride()}"
         return outs
 
     return forced
@@ -112,14 +114,20 @@ OPS += [
     DenseOp("pair-transpose_rhs", _pair_half(1), ref.rowwise_3d_transpose_rhs, (2, 24, 40), 2),
     DenseOp(
         "colwise_3d-coop",
-        _cooperative(fp8moe.colwise_3d_scale_and_cast, "COLWISE_3D_KERNEL", colwise_3d_launcher),
+        _cooperative(
+            fp8moe.colwise_3d_scale_and_cast,
+            "COLWISE_3D_KERNEL",
+            colwise_3d_launcher,
+            "launch_coop_experts",
+            configs.coop_columns_fit,
+        ),
         ref.colwise_3d_scale_and_cast,
         (2, 40, 24),
         1,
     ),
     DenseOp(
         "transpose_rhs-atomic-coop",
-        _cooperative(OPS[2].run, "TRANSPOSE_ATOMIC_KERNEL", transpose_launcher),
+        _cooperative(OPS[2].run, "TRANSPOSE_ATOMIC_KERNEL", transpose_launcher, "launch_coop_slices"),
         ref.rowwise_3d_transpose_rhs,
         (2, 24, 40),
         2,

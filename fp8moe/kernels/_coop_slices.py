@@ -50,6 +50,7 @@ two launches of the same code (PHASE_AMAX, PHASE_CAST), the wait left out.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -81,6 +82,7 @@ from fp8moe.kernels._coop import (
 __all__ = [
     "group_config",
     "group_programs",
+    "launch_coop_experts",
     "launch_coop_groups",
     "launch_coop_slices",
     "may_have_long_groups",
@@ -184,10 +186,11 @@ def _coop_slices_kernel(
 
 @triton.jit
 def _coop_groups_kernel(
-    x_ptr, q_ptr, scales_ptr, ws_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr, limit,
-    PHASE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
-    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    x_ptr, q_ptr, scales_ptr, ws_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr, stride_xg, stride_qg,
+    limit, PHASE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
+    UNIFORM: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """An (R, K) view jagged along K: slice (g, r) = x[r, start_g:end_g], chunk j of group g its positions
     floor16(start_g) + j * BLOCK_L on, those of the group masked in. Items are numbered row block major, then group,
@@ -198,9 +201,18 @@ def _coop_groups_kernel(
     65536 x 4096 G = 16 (benchmarks/results/h100-s38-coop-jagged-before-ncu.md). Workspace (int32, zeroed): the two
     tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one arrival count per (g, row block) at
     g * cdiv(R, BLOCK_M) + rb, then the amax bits of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at
-    r * stride_qr + k."""
+    r * stride_qr + k.
+
+    UNIFORM (colwise_3d_scale_and_cast's (E, K, N) input, :func:`launch_coop_experts`): G groups of K // G
+    positions each, offs unread, and group g's x and q start ``stride_xg`` and ``stride_qg`` elements further on
+    (x[r, k] of group g at g * stride_xg + r * stride_xr + k * stride_xk, q[r, k] at g * stride_qg + r * stride_qr +
+    k), so that an expert's block lies anywhere."""
     gs = tl.arange(0, BLOCK_G)
-    starts, ends = group_bounds(offs_ptr, gs, G, K)
+    if UNIFORM:
+        starts = tl.minimum(gs, G) * (K // G)
+        ends = tl.minimum(gs + 1, G) * (K // G)
+    else:
+        starts, ends = group_bounds(offs_ptr, gs, G, K)
     # chunk j of group g: positions floor16(start_g) + j * BLOCK_L on (aligned, so whole runs of 16 stay vectors)
     chunks = tl.where(gs < G, tl.maximum((ends - starts // 16 * 16 + BLOCK_L - 1) // BLOCK_L, 1), 0)
     firsts = tl.cumsum(chunks, 0) - chunks
@@ -211,25 +223,26 @@ def _coop_groups_kernel(
             for t in range(tl.program_id(0), items, tl.num_programs(0)):
                 _group_chunk(
                     x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
-                    stride_xr, stride_xk, stride_qr, limit, PHASE, BLOCK_L, BLOCK_M, INT64_INDEX, FP8_DTYPE, FP8_MAX,
-                    MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                    stride_xr, stride_xk, stride_qr, stride_xg, stride_qg, limit, PHASE, BLOCK_L, BLOCK_M, UNIFORM,
+                    INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
                 )  # fmt: skip
     else:
         t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
         if t < items:
             _group_chunk(
                 x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
-                stride_xr, stride_xk, stride_qr, limit, PHASE, BLOCK_L, BLOCK_M, INT64_INDEX, FP8_DTYPE, FP8_MAX,
-                MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                stride_xr, stride_xk, stride_qr, stride_xg, stride_qg, limit, PHASE, BLOCK_L, BLOCK_M, UNIFORM,
+                INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
 
 
 @triton.jit
 def _group_chunk(
     x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G, stride_xr,
-    stride_xk, stride_qr, limit, PHASE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_M: tl.constexpr,
-    INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr,
-    EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
+    stride_xk, stride_qr, stride_xg, stride_qg, limit, PHASE: tl.constexpr, BLOCK_L: tl.constexpr,
+    BLOCK_M: tl.constexpr, UNIFORM: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Item ``t`` of :func:`_coop_groups_kernel` in its ``PHASE``: PHASE_FUSED folds a long group's chunk and has the
     others wait and cast, PHASE_LONG casts a long group's chunk and skips the others, the interpreter's phases take
@@ -238,13 +251,16 @@ def _group_chunk(
     long_group = n > limit
     ms = rb * BLOCK_M + tl.arange(0, BLOCK_M)
     ls = start // 16 * 16 + j * BLOCK_L + tl.arange(0, BLOCK_L)
-    g_row = g * R
     if INT64_INDEX:
         ms = ms.to(tl.int64)
         ls = ls.to(tl.int64)
         start = start.to(tl.int64)
         end = end.to(tl.int64)
-        g_row = g.to(tl.int64) * R
+        g = g.to(tl.int64)
+    g_row = g * R
+    if UNIFORM:  # the expert's own block of x and q
+        x_ptr += g * stride_xg
+        q_ptr += g * stride_qg
     # loaded: the runs of 16 the group touches (whole vectors); stored: its whole runs as vectors, the partial runs
     # at either end (edges) apart: the head run's 16 positions, then the tail run's, those of the group in this chunk
     # (a group inside one run has it twice: the same bytes stored twice)
@@ -347,12 +363,12 @@ def group_config(backend: Backend, view: torch.Tensor) -> triton.Config:
     return configs.GROUP_COOP.fixed(backend, _group_shape_args(view))
 
 
-def may_have_long_groups(backend: Backend, ktot: int, block_l: int, limit: int) -> bool:
-    """Whether a group of a view of ``ktot`` jagged positions may take more chunks of ``block_l`` than the ``limit``
-    that may wait for each other (``coop_limit``), so that the launch needs its PHASE_LONG pass: the host never reads
-    offs, and a group may hold all Ktot positions, its chunks starting up to 15 positions before it. Never in the
-    interpreter, whose fold and cast are two launches that nothing waits in."""
-    return backend.kind != "interpreter" and triton.cdiv(ktot + 15, block_l) > limit
+def may_have_long_groups(backend: Backend, longest: int, block_l: int, limit: int) -> bool:
+    """Whether a group of at most ``longest`` positions may take more chunks of ``block_l`` than the ``limit`` that
+    may wait for each other (``coop_limit``), so that the launch needs its PHASE_LONG pass: a group's chunks start up
+    to 15 positions before it. For a jagged view the host never reads offs, and a group may hold all Ktot positions.
+    Never in the interpreter, whose fold and cast are two launches that nothing waits in."""
+    return backend.kind != "interpreter" and triton.cdiv(longest + 15, block_l) > limit
 
 
 def group_programs(ktot: int, groups: int, block_l: int) -> int:
@@ -395,37 +411,122 @@ def run_coop_group_phases(
     if groups == 0 or r == 0:
         return None
     config = group_config(backend, x)
-    block_l, block_m = config.kwargs["BLOCK_L"], config.kwargs["BLOCK_M"]
-    row_blocks = triton.cdiv(r, block_m)
-    workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, x.device)
-    programs = row_blocks * group_programs(ktot, groups, block_l)
-    waiting = coop_limit(backend, x.device)
+    return _run_group_phases(
+        _GroupLaunch(
+            x, q, scales, offs, r, ktot, groups, _group_shape_args(x), q.stride(0), (0, 0), configs.GROUP_COOP, config,
+            group_programs(ktot, groups, config.kwargs["BLOCK_L"]), longest=ktot,
+        ),
+        fp8_dtype, round_scales_to_power_of_2, backend, phases, limit,
+    )  # fmt: skip
+
+
+def launch_coop_experts(
+    x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
+    backend: Backend,
+) -> None:  # fmt: skip
+    """colwise_3d_scale_and_cast's columns on the jagged kernel: expert e's columns are the slices (e, n) of E uniform
+    groups of K positions along the stacked K axis (UNIFORM), each element read once. On an H100 the jagged kernel
+    ran the bytes of (16, 4096, 4096) in 320.6 us (128 registers) where the dense use of :func:`launch_coop_slices`
+    took 371.1 us (151 registers) in the same tile and item order (benchmarks/results/s38-summary.md, section 5).
+
+    Args:
+        x: (E, K, N) bf16/f16/f32, any strides fp8moe.configs.coop_columns_fit takes.
+        q: (E, K, N) fp8 output with strides (K*N, 1, K) (written).
+        scales: (E * N,) contiguous f32 output (written), ``scales[e * N + n]``.
+        fp8_dtype: q's dtype.
+        round_scales_to_power_of_2: apply the pow2 rule.
+        backend: where it runs.
+
+    Raises:
+        ValueError: q is not (K*N, 1, K)-strided, or x is an input fp8moe.configs.coop_columns_fit refuses.
+    """
+    e, k, n = x.shape
+    if e == 0 or n == 0:
+        return
+    if not configs.coop_columns_fit(x):
+        raise ValueError(f"x of shape {tuple(x.shape)} and strides {x.stride()}: K = {k} is empty, or not a multiple "
+                         "of 16 with the experts' blocks apart")  # fmt: skip
+    if q.stride() != (k * n, 1, k):
+        raise ValueError(f"q must have strides {(k * n, 1, k)}, got {q.stride()}")
+    config = configs.coop_config(configs.COOP_COLUMNS, backend, (e, n, k))
+    block_l = config.kwargs["BLOCK_L"]
+    longest = k if k % 16 == 0 else k + 15  # groups start at multiples of K, chunks at the 16-aligned position before
+    _run_group_phases(
+        _GroupLaunch(
+            x, q, scales, None, n, e * k, e, {"R": n, "K": e * k, "stride_xr": x.stride(2), "stride_xk": x.stride(1)},
+            k, (x.stride(0) - k * x.stride(1), k * n - k), configs.COOP_COLUMNS, config,
+            e * triton.cdiv(longest, block_l), longest=k,
+        ),
+        fp8_dtype, round_scales_to_power_of_2, backend,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _GroupLaunch:
+    """One launch of :func:`_coop_groups_kernel`: its tensors (``offs`` None for uniform groups), view shape (R, Ktot)
+    and G, the launch arguments that pick the config (``shape_args``), q's row stride, the per-group strides of x
+    and q (uniform groups), the table it reports under and the config, the programs per row block, and the longest
+    a group may be."""
+
+    x: torch.Tensor
+    q: torch.Tensor
+    scales: torch.Tensor
+    offs: torch.Tensor | None
+    r: int
+    ktot: int
+    groups: int
+    shape_args: dict[str, int]
+    stride_qr: int
+    group_strides: tuple[int, int]
+    table: configs.KernelConfigs
+    config: triton.Config
+    programs_per_row_block: int
+    longest: int
+
+
+def _run_group_phases(
+    launch: _GroupLaunch, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool, backend: Backend,
+    phases: Sequence[int] | None = None, limit: int | None = None,
+) -> tuple[torch.Tensor, int]:  # fmt: skip
+    """Launch ``launch`` in ``phases`` (:func:`run_coop_group_phases`'s arguments), returning the workspace and where
+    its amax words start."""
+    block_l, block_m = launch.config.kwargs["BLOCK_L"], launch.config.kwargs["BLOCK_M"]
+    row_blocks = triton.cdiv(launch.r, block_m)
+    groups = launch.groups
+    workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + launch.r),), torch.int32,
+                                     launch.x.device)  # fmt: skip
+    programs = row_blocks * launch.programs_per_row_block
+    waiting = coop_limit(backend, launch.x.device)
     # the long pass strides over the items: LONG_PASS_PROGRAMS per program that may wait (two per SM on a GPU)
     long_programs = min(programs, LONG_PASS_PROGRAMS * waiting)
     if limit is None:
         limit = waiting
     if phases is None:
-        long_pass = (PHASE_LONG,) if may_have_long_groups(backend, ktot, block_l, limit) else ()
+        long_pass = (PHASE_LONG,) if may_have_long_groups(backend, launch.longest, block_l, limit) else ()
         phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED, *long_pass)
+    uniform = launch.offs is None
     for phase in phases:
         configs.launch(
             _coop_groups_kernel,
-            configs.GROUP_COOP,
+            launch.table,
             backend,
             lambda meta, phase=phase: (long_programs if phase == PHASE_LONG else programs,),
-            config=config,
-            x_ptr=x,
-            q_ptr=q,
-            scales_ptr=scales,
+            config=launch.config,
+            x_ptr=launch.x,
+            q_ptr=launch.q,
+            scales_ptr=launch.scales,
             ws_ptr=workspace,
-            offs_ptr=offs,
-            **_group_shape_args(x),
+            offs_ptr=launch.scales if uniform else launch.offs,  # unread under UNIFORM
+            **launch.shape_args,
             G=groups,
-            stride_qr=q.stride(0),
+            stride_qr=launch.stride_qr,
+            stride_xg=launch.group_strides[0],
+            stride_qg=launch.group_strides[1],
             limit=limit,
             PHASE=int(phase),
             BLOCK_G=triton.next_power_of_2(max(groups, 2)),
-            INT64_INDEX=configs.needs_int64_index(x, q, scales),
+            UNIFORM=uniform,
+            INT64_INDEX=configs.needs_int64_index(launch.x, launch.q, launch.scales),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
     return workspace, _TICKETS.value + groups * row_blocks

@@ -15,7 +15,7 @@ import torch
 from fp8moe import configs, replay
 from fp8moe.backend import Backend
 from fp8moe.kernels._coop import coop_limit
-from fp8moe.kernels._coop_slices import launch_coop_slices
+from fp8moe.kernels._coop_slices import launch_coop_experts
 from fp8moe.kernels._rows import launch_rows
 
 __all__ = ["launch"]
@@ -34,9 +34,7 @@ def launch(
     q = torch.empty_strided((e, k, n), (k * n, 1, k), dtype=fp8_dtype, device=x.device)
     scales = torch.empty((e, 1, n), dtype=torch.float32, device=x.device)
     if configs.colwise_3d_kernel(backend, x, coop_limit(backend, x.device)) == "coop":
-        launch_coop_slices(
-            x.mT, q.mT, scales.view(e * n), configs.COOP_COLUMNS, fp8_dtype, round_scales_to_power_of_2, backend
-        )
+        launch_coop_experts(x, q, scales.view(e * n), fp8_dtype, round_scales_to_power_of_2, backend)
     else:
         launch_rows(x.mT, q.mT, scales.view(e * n), fp8_dtype, round_scales_to_power_of_2, backend)
     return q, scales
