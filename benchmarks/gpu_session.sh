@@ -25,8 +25,10 @@
 #      (benchmarks/scale_division_exhaustive.py --device cuda); runs before the tests.
 #  14. jagged: the per-group ops under the default kernels and the jagged cooperative form, checked against fp8ref
 #      (benchmarks/probe_jagged_coop.py, JAGGED_ARGS, default --points G16).
+#  15. experts: colwise 3D on row-major input, the cooperative kernel's dense launch against its jagged launch
+#      (benchmarks/probe_colwise3d_experts.py).
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned
-# gap long scale jagged), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT,
+# gap long scale jagged experts), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT,
 # TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT, LONG_TIMEOUT,
 # SCALE_TIMEOUT (seconds), BENCH_ARGS
 # (e.g. "--compile first"), TEST_PATHS (default: the whole suite), GAP_GROUPS (the gap ladders' group sizes, default
@@ -134,6 +136,11 @@ if [[ $steps == *" jagged "* ]]; then
   timeout "${JAGGED_TIMEOUT:-150}" python3 benchmarks/probe_jagged_coop.py ${JAGGED_ARGS:---points G16} \
     >"$OUT/jagged_coop.md" 2>"$OUT/jagged_coop.err"
   echo "jagged exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+fi
+if [[ $steps == *" experts "* ]]; then
+  timeout "${EXPERTS_TIMEOUT:-150}" python3 benchmarks/probe_colwise3d_experts.py >"$OUT/colwise3d_experts.md" \
+    2>"$OUT/colwise3d_experts.err"
+  echo "experts exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 
 cat "$OUT/env.txt" "$OUT/scale_division.log" 2>/dev/null; tail -30 "$OUT/pytest.log" 2>/dev/null; tail -12 "$OUT/bringup.log" 2>/dev/null

@@ -28,6 +28,7 @@
 #   bash benchmarks/prepared_calls.sh 23  # the per-group bench, then "auto" against "coop" at the long-group points
 #   bash benchmarks/prepared_calls.sh 24  # the grouped-GEMM step's quantization, activation pairs off then on (6 min)
 #   bash benchmarks/prepared_calls.sh 25  # colwise 3D's cooperative tile capped at 128 registers (4 per SM; 3 min)
+#   bash benchmarks/prepared_calls.sh 26  # colwise 3D's jagged launch (s39): its GPU tests, then against the dense one
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #
@@ -109,7 +110,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 19, h200 or h200-pdl}" in
+case "${1:?which call: 1 to 26, h200 or h200-pdl}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -311,5 +312,12 @@ $COOP_COLUMNS_TILES"; do
       # the cap spills 24 registers (24 STL, 24 LDL). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only colwise_3d --select row_major --replace \
       --candidates coop_columns=256x64/w4,256x64/w4/r128" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 25, h200 or h200-pdl" >&2; exit 2 ;;
+  26) # colwise 3D's cooperative use as the jagged kernel with the experts as uniform groups (session 39,
+      # fp8moe.kernels._coop_slices.launch_coop_experts): the cooperative and dense kernel tests on the GPU, then
+      # benchmarks/probe_colwise3d_experts.py (the dense launch it replaced, the row kernel, the jagged launch and its
+      # tile capped at 128 registers, at the four issue #11 3D points). Files: env.txt, pytest.log,
+      # colwise3d_experts.{md,err}.
+    STEPS="tests experts" TEST_TIMEOUT=300 \
+      TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py" bash "$here/gpu_session.sh" ;;
+  *) echo "no prepared call $1: 1 to 26, h200 or h200-pdl" >&2; exit 2 ;;
 esac

@@ -1029,9 +1029,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "26"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "27"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 26: 1 to 25, h200 or h200-pdl" in refused.stderr
+    assert "no prepared call 27: 1 to 26, h200 or h200-pdl" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1808,6 +1808,18 @@ def test_the_colwise3d_experts_probe_checks_every_variant_and_puts_the_tile_and_
     probe.main(["--shapes", "1,96,24"])
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     assert [r[-1].strip() for r in rows] == ["NO", "yes", "yes", "yes"]
+
+
+def test_the_experts_call_runs_the_cooperative_tests_then_the_probe(tmp_path):
+    """prepared_calls.sh 26: the cooperative and dense kernel tests, then benchmarks/probe_colwise3d_experts.py, in
+    one gpu_session.sh run. Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path,
+        "26",
+        '$STEPS|$TEST_PATHS\ncase "$STEPS" in "tests experts") touch pytest.log colwise3d_experts.md ;; esac',
+    )
+    assert steps == ["tests experts|tests/test_kernels_coop_slices.py tests/test_kernels_dense.py"]
+    assert sorted(p.name for p in out.iterdir()) == ["colwise3d_experts.md", "env.txt", "pytest.log"]
 
 
 def test_the_long_group_default_calls_run_the_suite_then_the_bench_and_the_long_points(tmp_path):
