@@ -413,13 +413,21 @@ def run_coop_group_phases(
     if groups == 0 or r == 0:
         return None
     config = group_config(backend, x)
-    return _run_group_phases(
-        _GroupLaunch(
-            x, q, scales, offs, r, ktot, groups, _group_shape_args(x), q.stride(0), (0, 0), configs.GROUP_COOP, config,
-            group_programs(ktot, groups, config.kwargs["BLOCK_L"]), longest=ktot,
-        ),
-        fp8_dtype, round_scales_to_power_of_2, backend, phases, limit,
-    )  # fmt: skip
+    launch = _GroupLaunch(
+        x=x,
+        q=q,
+        scales=scales,
+        offs=offs,
+        shape_args=_group_shape_args(x),
+        groups=groups,
+        stride_qr=q.stride(0),
+        group_strides=(0, 0),
+        table=configs.GROUP_COOP,
+        config=config,
+        programs_per_row_block=group_programs(ktot, groups, config.kwargs["BLOCK_L"]),
+        longest=ktot,
+    )
+    return _run_group_phases(launch, fp8_dtype, round_scales_to_power_of_2, backend, phases, limit)
 
 
 def launch_coop_experts(
@@ -451,33 +459,39 @@ def launch_coop_experts(
     if q.stride() != (k * n, 1, k):
         raise ValueError(f"q must have strides {(k * n, 1, k)}, got {q.stride()}")
     config = configs.coop_config(configs.COOP_COLUMNS, backend, (e, n, k))
-    block_l = config.kwargs["BLOCK_L"]
-    longest = k if k % 16 == 0 else k + 15  # groups start at multiples of K, chunks at the 16-aligned position before
-    _run_group_phases(
-        _GroupLaunch(
-            x, q, scales, None, n, e * k, e, {"R": n, "K": e * k, "stride_xr": x.stride(2), "stride_xk": x.stride(1)},
-            k, (x.stride(0) - k * x.stride(1), k * n - k), configs.COOP_COLUMNS, config,
-            e * triton.cdiv(longest, block_l), longest=k,
-        ),
-        fp8_dtype, round_scales_to_power_of_2, backend,
-    )  # fmt: skip
+    # expert g's chunks start at the 16-aligned position at or before g * K: cdiv(K, BLOCK_L) of them where K is a
+    # multiple of 16, at most cdiv(K + 15, BLOCK_L) otherwise
+    most_chunks = triton.cdiv(k if k % 16 == 0 else k + 15, config.kwargs["BLOCK_L"])
+    launch = _GroupLaunch(
+        x=x,
+        q=q,
+        scales=scales,
+        offs=None,
+        shape_args={"R": n, "K": e * k, "stride_xr": x.stride(2), "stride_xk": x.stride(1)},
+        groups=e,
+        stride_qr=k,
+        group_strides=(x.stride(0) - k * x.stride(1), k * n - k),
+        table=configs.COOP_COLUMNS,
+        config=config,
+        programs_per_row_block=e * most_chunks,
+        longest=k,
+    )
+    _run_group_phases(launch, fp8_dtype, round_scales_to_power_of_2, backend)
 
 
 @dataclass(frozen=True)
 class _GroupLaunch:
-    """One launch of :func:`_coop_groups_kernel`: its tensors (``offs`` None for uniform groups), view shape (R, Ktot)
-    and G, the launch arguments that pick the config (``shape_args``), q's row stride, the per-group strides of x
-    and q (uniform groups), the table it reports under and the config, the programs per row block, and the longest
-    a group may be."""
+    """One launch of :func:`_coop_groups_kernel`: its tensors (``offs`` None for uniform groups), the view's R, K
+    (Ktot) and strides (``shape_args``), G, q's row stride, the per-group strides of x and q (uniform groups), the
+    table it reports under and the config, the programs per row block, and the most positions a group may hold
+    (:func:`may_have_long_groups`)."""
 
     x: torch.Tensor
     q: torch.Tensor
     scales: torch.Tensor
     offs: torch.Tensor | None
-    r: int
-    ktot: int
-    groups: int
     shape_args: dict[str, int]
+    groups: int
     stride_qr: int
     group_strides: tuple[int, int]
     table: configs.KernelConfigs
@@ -493,10 +507,9 @@ def _run_group_phases(
     """Launch ``launch`` in ``phases`` (:func:`run_coop_group_phases`'s arguments), returning the workspace and where
     its amax words start."""
     block_l, block_m = launch.config.kwargs["BLOCK_L"], launch.config.kwargs["BLOCK_M"]
-    row_blocks = triton.cdiv(launch.r, block_m)
-    groups = launch.groups
-    workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + launch.r),), torch.int32,
-                                     launch.x.device)  # fmt: skip
+    r, groups = launch.shape_args["R"], launch.groups
+    row_blocks = triton.cdiv(r, block_m)
+    workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, launch.x.device)
     programs = row_blocks * launch.programs_per_row_block
     waiting = coop_limit(backend, launch.x.device)
     # the long pass strides over the items: LONG_PASS_PROGRAMS per program that may wait (two per SM on a GPU)
