@@ -255,6 +255,15 @@ def test_the_jagged_coop_probe_times_the_g16_point_or_every_colwise_point():
     assert all(p.shape[0] / p.groups >= 2048 for p in long), long
 
 
+def _on_the_interpreter(probe, monkeypatch) -> None:
+    """A probe script's inputs on the CPU (the interpreter runs its kernels) and its GPU timers stubbed: every call
+    runs once and times 10 us, the copy bandwidth 1000 GB/s."""
+    monkeypatch.setattr(probe, "DEVICE", "cpu")
+    monkeypatch.setattr(probe, "copy_bandwidth_gbps", lambda: 1000.0)
+    monkeypatch.setattr(probe, "_time", lambda fn: (fn() and 10.0, (10.0, 10.0)))
+    monkeypatch.setattr(probe.torch.cuda, "get_device_name", lambda: "interpreter")
+
+
 @needs_interpreter
 def test_the_jagged_coop_probe_runs_both_kernels_and_checks_their_bytes(monkeypatch, capsys):
     """benchmarks/probe_jagged_coop.py end to end in the interpreter at a small twin of its point (no timing: the
@@ -262,10 +271,7 @@ def test_the_jagged_coop_probe_runs_both_kernels_and_checks_their_bytes(monkeypa
     probe = pytest.importorskip("probe_jagged_coop")
     small = bench.Point("per_group_colwise_scales", (300, 24), 2, "aligned16")
     monkeypatch.setattr(probe, "points", lambda which: [small])
-    monkeypatch.setattr(probe, "DEVICE", "cpu")
-    monkeypatch.setattr(probe, "copy_bandwidth_gbps", lambda: 1000.0)
-    monkeypatch.setattr(probe, "_time", lambda fn: (fn() and 10.0, (10.0, 10.0)))
-    monkeypatch.setattr(probe.torch.cuda, "get_device_name", lambda: "interpreter")
+    _on_the_interpreter(probe, monkeypatch)
     monkeypatch.setattr(probe.configs, "PER_GROUP_KERNEL", dict(probe.configs.PER_GROUP_KERNEL))
     probe.main(["--points", "G16"])
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| per_group")]
@@ -1770,10 +1776,7 @@ def test_the_coop_jagged_vs_dense_probe_checks_every_variant_against_fp8ref(monk
     setting and the long-group rule put back after."""
     probe = pytest.importorskip("probe_coop_jagged_vs_dense")
     kinds, long_rule = dict(probe.configs.PER_GROUP_KERNEL), probe._coop_slices.may_have_long_groups
-    monkeypatch.setattr(probe, "DEVICE", "cpu")
-    monkeypatch.setattr(probe, "copy_bandwidth_gbps", lambda: 1000.0)
-    monkeypatch.setattr(probe, "_time", lambda fn: (fn() and 10.0, (10.0, 10.0)))
-    monkeypatch.setattr(probe.torch.cuda, "get_device_name", lambda: "interpreter")
+    _on_the_interpreter(probe, monkeypatch)
     probe.main(["--shape", "192,24,3"])
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [
@@ -1792,10 +1795,7 @@ def test_the_colwise3d_experts_probe_checks_every_variant_and_puts_the_tile_and_
     against fp8ref (a wrong byte prints NO), and COOP_COLUMNS and the kernel setting as they were after."""
     probe = pytest.importorskip("probe_colwise3d_experts")
     tiles, setting = probe.configs.COOP_COLUMNS.cuda, dict(probe.configs.COLWISE_3D_KERNEL)
-    monkeypatch.setattr(probe, "DEVICE", "cpu")
-    monkeypatch.setattr(probe, "copy_bandwidth_gbps", lambda: 1000.0)
-    monkeypatch.setattr(probe, "_time", lambda fn: (fn() and 10.0, (10.0, 10.0)))
-    monkeypatch.setattr(probe.torch.cuda, "get_device_name", lambda: "interpreter")
+    _on_the_interpreter(probe, monkeypatch)
     probe.main(["--shapes", "1,96,24;3,80,16"])
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     variants = ["dense", "rows", "experts", "experts/r128"]
