@@ -309,7 +309,8 @@ def launch_coop_slices(
         x: (E, M, L) bf16/f16/f32 view, any strides.
         q: (E, M, L) fp8 output view with ``q.stride(2) == 1`` (written).
         scales: (E * M,) contiguous f32 output (written), ``scales[e * M + m]``.
-        table: the config table of the calling op (fp8moe.configs.COOP_COLUMNS or COOP_TRANSPOSE).
+        table: the config table of the calling op (fp8moe.configs.COOP_TRANSPOSE; COOP_COLUMNS where
+            benchmarks/probe_colwise3d_experts.py runs colwise 3D's dense launch of sessions 37-38 on the view x.mT).
         fp8_dtype: q's dtype.
         round_scales_to_power_of_2: apply the pow2 rule.
         backend: where it runs (the config, the cast, one launch or two).
