@@ -176,15 +176,15 @@ def fold_barriers() -> dict:
     return result
 
 
-def _barrier_counts(compiled) -> dict:
+def _barrier_counts(compiled, kinds: tuple[str, ...] = ("MEMBAR", "RED", "ATOM")) -> dict:
     """A compiled kernel's memory barriers (MEMBAR), reductions without a return (RED) and atomics with one (ATOM)
-    in SASS."""
+    in SASS (or the opcodes ``kinds``, each with its G form)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
         f.flush()
         sass = _cuobjdump("-sass", f.name)
     opcodes = [m.group(1) for m in re.finditer(r"\s([A-Z][A-Z0-9]*)[.\s]", sass)]
-    return {kind: sum(op == kind or op == kind + "G" for op in opcodes) for kind in ("MEMBAR", "RED", "ATOM")}
+    return {kind: sum(op == kind or op == kind + "G" for op in opcodes) for kind in kinds}
 
 
 def coop_slices() -> dict:
@@ -192,7 +192,9 @@ def coop_slices() -> dict:
     sm_90 with the unit stride of that use's input (colwise 3D on row-major input: across the slices; the atomic
     transpose: along them; the jagged kernel on the colwise ops' transposing view, 64 groups) in each of its phases
     (fused; the interpreter's fold and cast; the jagged kernel's long-group pass): registers per thread, programs
-    per SM, and its memory barriers and atomics (:func:`_barrier_counts`), keyed "<use> <phase>"."""
+    per SM, its memory barriers and atomics (:func:`_barrier_counts`) and its spills (STL, LDL), keyed
+    "<use> <phase>"; colwise 3D's fused launch also capped at 128 registers ("columns fused r128": 4 programs per SM
+    at 4 warps)."""
     from fp8moe import configs
     from fp8moe.kernels import _coop, _coop_slices
 
@@ -224,15 +226,16 @@ def coop_slices() -> dict:
                 **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
             }  # fmt: skip
             pointer_args = {k: v for k, v in pointers.items() if k != "offs_ptr" or "offs_ptr" in divisible}
-            compiled = compile_sm90(kernel, constants, pointer_args, [*divisible, other], config.num_warps)
-            registers = loops(compiled)["registers"]
-            shared = compiled.metadata.shared
-            result[f"{op} {phase_name}"] = {
-                "registers": registers,
-                "shared_bytes": shared,
-                "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
-                **_barrier_counts(compiled),
-            }
+            for cap in (None, 128) if (op, phase_name) == ("columns", "fused") else (None,):
+                compiled = compile_sm90(kernel, constants, pointer_args, [*divisible, other], config.num_warps, cap)
+                registers = loops(compiled)["registers"]
+                shared = compiled.metadata.shared
+                result[f"{op} {phase_name}" + (f" r{cap}" if cap else "")] = {
+                    "registers": registers,
+                    "shared_bytes": shared,
+                    "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
+                    **_barrier_counts(compiled, ("MEMBAR", "RED", "ATOM", "STL", "LDL")),
+                }
     return result
 
 

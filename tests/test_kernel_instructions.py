@@ -316,11 +316,19 @@ def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_each_use_and_f
     reduction (RED), so the fold launch's one barrier is its ticket's and the fused launch's two are the ticket's and
     the arrival's release; the fused kernel keeps at least two programs per SM (three with triton 3.9 here: colwise
     3D 147 registers and 32 KB of shared memory, the residency its H100 timing ran at; the atomic transpose and the
-    jagged kernel 168 registers)."""
+    jagged kernel 168 registers). Colwise 3D runs the jagged kernel (its experts uniform groups, "columns") since
+    session 39; "columns-dense" is its dense launch before, and "columns fused r128" the fused launch capped at 128
+    registers: four programs per SM, few spills."""
     phases = _sass_counts("--coop-slices")
-    uses = ("columns", "transpose", "groups")
-    assert set(phases) == {f"{use} {phase}" for use in uses for phase in ("fused", "fold", "cast")} | {"groups long"}
-    assert phases["groups long"]["RED"] == 0  # the long pass folds nothing: the fused launch before it did
+    uses = ("columns", "columns-dense", "transpose", "groups")
+    jagged = {"columns long", "groups long", "columns fused r128"}
+    assert set(phases) == {f"{use} {phase}" for use in uses for phase in ("fused", "fold", "cast")} | jagged
+    for use in ("columns", "groups"):
+        assert phases[f"{use} long"]["RED"] == 0  # the long pass folds nothing: the fused launch before it did
+    capped = phases["columns fused r128"]
+    assert capped["registers"] <= 128, capped
+    assert capped["programs_per_sm"] >= 4, capped
+    assert capped["STL"] <= 8, capped
     for use in uses:
         assert phases[f"{use} fold"]["RED"] == 1, use
         assert phases[f"{use} fold"]["MEMBAR"] == 1, use
