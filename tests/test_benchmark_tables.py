@@ -638,8 +638,8 @@ def test_tune_point_forces_the_candidates_of_the_kernel_that_ran(kernel, kernel_
     real = configs.launch
 
     def spy(kernel_fn, kernel_configs, backend, grid, config=None, **args):
-        if kernel_configs is owner:
-            launched.append(configs.describe(kernel_configs.fixed(backend, args)))
+        if kernel_configs is owner:  # the config the launcher chose (the cooperative ones size a workspace by it)
+            launched.append(configs.describe(config if config is not None else kernel_configs.fixed(backend, args)))
         real(kernel_fn, kernel_configs, backend, grid, config, **args)
 
     monkeypatch.setattr(configs, "launch", spy)
