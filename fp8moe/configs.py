@@ -1012,7 +1012,8 @@ GROUP_COOP = KernelConfigs(
 #: faster. The tile kernel is
 #: bitwise but at 12-25% of copy bandwidth (h200-s11-group-tiles.md). CUDA and the interpreter (which runs what
 #: the GPUs run, so the CPU's sweep, engine and bring-up cover it) take "auto"; ROCm keeps "span" (no AMD timing).
-#: Every per-group kernel test runs on every kernel (tests/test_kernels_per_group.py).
+#: Every per-group kernel test runs on every kernel (tests/test_kernels_per_group.py); the whole GPU suite passed
+#: under "auto" as it is since session 38 (session 39, H100, benchmarks/results/h100-s39-call22-suite.log).
 #: FP8MOE_PER_GROUP_KERNEL=auto|span|chunks|tiles|coop sets it for every backend (read once, at import: a launch plan,
 #: fp8moe.replay, records the kernel of its first call).
 PER_GROUP_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "span", "interpreter": "auto"}
@@ -1065,7 +1066,11 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #: 3D points on row-major input in session 35 (52-64% -> 56-73% of copy bandwidth) and 0.78-0.92x in session 36
 #: (51-63% -> 65-74%, benchmarks/results/h100-s36-call18-off-vs-on.md), bitwise, and the whole GPU suite ran
 #: under "auto" (session 37, benchmarks/results/h100-s37-call14-coop_suite.log: 4275 passed; the one failure, a
-#: tune-table test that read the setting from the environment, was mended). CUDA and the interpreter (which
+#: tune-table test that read the setting from the environment, was mended). Since session 39 the cooperative kernel
+#: runs as the jagged launch with the experts as uniform groups (fp8moe.kernels._coop_slices.launch_coop_experts):
+#: 0.92-0.99x the dense launch's time at those points on an H100, 64/79/74/78% of copy, bitwise, and the whole GPU
+#: suite passed under it (benchmarks/results/h100-s39-call26-colwise3d-experts.md, h100-s39-call22-suite.log).
+#: CUDA and the interpreter (which
 #: runs what the GPUs run, its fold and cast as two launches) take "auto"; ROCm keeps "rows" (no AMD timing, and
 #: the waits' residency unproven there). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it for every backend (read
 #: once, at import).

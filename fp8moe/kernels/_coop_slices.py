@@ -438,7 +438,9 @@ def launch_coop_experts(
     """colwise_3d_scale_and_cast's columns on the jagged kernel: expert e's columns are the slices (e, n) of E uniform
     groups of K positions along the stacked K axis (UNIFORM), each element read once. On an H100 the jagged kernel
     ran the bytes of (16, 4096, 4096) in 320.6 us (128 registers) where the dense use of :func:`launch_coop_slices`
-    took 371.1 us (151 registers) in the same tile and item order (benchmarks/results/s38-summary.md, section 5).
+    took 371.1 us (151 registers) in the same tile and item order (benchmarks/results/s38-summary.md, section 5);
+    this launch (141 registers) took 0.92-0.99x the dense one's time at the issue #11 3D points, bitwise
+    (benchmarks/results/h100-s39-call26-colwise3d-experts.md).
 
     Args:
         x: (E, K, N) bf16/f16/f32, any strides fp8moe.configs.coop_columns_fit takes.
