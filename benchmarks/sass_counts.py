@@ -194,7 +194,8 @@ def coop_slices() -> dict:
     (fused; the interpreter's fold and cast; the jagged kernel's long-group pass): registers per thread, programs
     per SM, its memory barriers and atomics (:func:`_barrier_counts`) and its spills (STL, LDL), keyed
     "<use> <phase>"; colwise 3D's fused launch also capped at 128 registers ("columns fused r128": 4 programs per SM
-    at 4 warps)."""
+    at 4 warps), and the atomic transpose's first tile on the jagged kernel's uniform form ("transpose-uniform
+    fused")."""
     from fp8moe import configs
     from fp8moe.kernels import _coop, _coop_slices
 
@@ -216,11 +217,17 @@ def coop_slices() -> dict:
          dense, {}),
         ("groups", _coop_slices._coop_groups_kernel, configs.GROUP_COOP.cuda[0], "stride_xr", "stride_xk", jagged,
          {"BLOCK_G": 64, "UNIFORM": False}),
+        # what the transpose would take on the jagged kernel (its rows the view's, the experts uniform groups along
+        # the stacked N axis), its fused launch only: session 39 kept it on the dense kernel
+        ("transpose-uniform", _coop_slices._coop_groups_kernel, configs.COOP_TRANSPOSE.cuda[0], "stride_xk",
+         "stride_xr", [k for k in jagged if k != "offs_ptr"], {"BLOCK_G": 16, "UNIFORM": True}),
     ):  # fmt: skip
         phases = [("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)]
         if kernel is _coop_slices._coop_groups_kernel:  # the launch that casts groups too long to wait for
             phases.append(("long", _coop.PHASE_LONG))
         for phase_name, phase in phases:
+            if op == "transpose-uniform" and phase_name != "fused":
+                continue
             constants = {
                 **config.kwargs, **extra, "PHASE": phase, "INT64_INDEX": False, unit: 1,
                 **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),

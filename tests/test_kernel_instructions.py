@@ -321,7 +321,7 @@ def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_each_use_and_f
     registers: four programs per SM, few spills."""
     phases = _sass_counts("--coop-slices")
     uses = ("columns", "columns-dense", "transpose", "groups")
-    jagged = {"columns long", "groups long", "columns fused r128"}
+    jagged = {"columns long", "groups long", "columns fused r128", "transpose-uniform fused"}
     assert set(phases) == {f"{use} {phase}" for use in uses for phase in ("fused", "fold", "cast")} | jagged
     for use in ("columns", "groups"):
         assert phases[f"{use} long"]["RED"] == 0  # the long pass folds nothing: the fused launch before it did
