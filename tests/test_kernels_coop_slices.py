@@ -192,11 +192,12 @@ def test_colwise_3d_leaves_unaligned_experts_apart_to_the_row_kernel():
         q = torch.empty_strided((3, 77, 8), (77 * 8, 1, 77), dtype=E4)
         with pytest.raises(ValueError, match="K = 77 is empty, or not a multiple of 16 with the experts' blocks apart"):
             _coop_slices.launch_coop_experts(layouts["padded"], q, torch.empty(24), E4, False, backend)
-        q_rows, q_ref = (
+        (q, scales), (q_ref, scales_ref) = (
             fp8moe.colwise_3d_scale_and_cast(layouts["padded"], E4, False),
             ref.colwise_3d_scale_and_cast(layouts["padded"], E4, False),
         )
-    assert_same_bits(q_rows[0], q_ref[0], what="q")
+    assert_same_bits(q, q_ref, what="q")
+    assert_same_bits(scales, scales_ref, what="scales")
 
 
 @needs_interpreter  # the interpreter's config and limits
