@@ -309,16 +309,18 @@ $COOP_COLUMNS_TILES"; do
       # the jagged kernel, at 128 registers and 4 programs per SM after session 38's rewrite, ran the bytes of
       # (16, 4096, 4096) in 320.6 us where the dense use, at 151 registers and 3 per SM, took 371.1
       # (h100-s38-coop-jagged-long.md, h100-s38-coop-jagged-before.md). Compiled for sm_90 on the CPU (triton 3.6)
-      # the cap spills 24 registers (24 STL, 24 LDL). Superseded in session 39: colwise 3D launches the jagged
-      # kernel now (launch_coop_experts), so this forces the cap on that launch, which call 26 timed: within 1% at
-      # all four points (h100-s39-call26-colwise3d-experts.md). Files: env.txt, configs.md, tune.log.
+      # the cap spills 24 registers (24 STL, 24 LDL). Since session 39 colwise 3D launches the jagged kernel
+      # (launch_coop_experts, 141 registers; capped, 3 spilled), so this forces the cap on that launch: still untimed
+      # (session 39's call 26 ran the uncapped tile in its capped row, s39-summary.md). Files: env.txt, configs.md,
+      # tune.log.
     STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only colwise_3d --select row_major --replace \
       --candidates coop_columns=256x64/w4,256x64/w4/r128" bash "$here/gpu_session.sh" ;;
   26) # colwise 3D's cooperative use as the jagged kernel with the experts as uniform groups (session 39,
       # fp8moe.kernels._coop_slices.launch_coop_experts): the cooperative and dense kernel tests on the GPU, then
       # benchmarks/probe_colwise3d_experts.py (the dense launch it replaced, the row kernel, the jagged launch and its
       # tile capped at 128 registers, at the four issue #11 3D points). Files: env.txt, pytest.log,
-      # colwise3d_experts.{md,err}. Ran in session 39 on an H100 (h100-s39-call26-*: 0.92-0.99x the dense launch).
+      # colwise3d_experts.{md,err}. Ran in session 39 on an H100 (h100-s39-call26-*: 0.92-0.99x the dense launch;
+      # its capped rows ran the uncapped tile, since mended).
     STEPS="tests experts" TEST_TIMEOUT=300 \
       TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py" bash "$here/gpu_session.sh" ;;
   *) echo "no prepared call $1: 1 to 26, h200 or h200-pdl" >&2; exit 2 ;;

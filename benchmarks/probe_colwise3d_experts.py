@@ -7,7 +7,7 @@ took 371.1 us at 151 (3 per SM), the same 256 x 64 tiles in the same item order
 (benchmarks/results/s38-summary.md, section 5). Since session 39 colwise 3D launches the jagged kernel
 (fp8moe.kernels._coop_slices.launch_coop_experts: group g is expert g, x and q moved to its block). Compiled for
 sm_90 on the CPU (triton 3.6, benchmarks/sass_counts.py --coop-slices) that launch takes 141 registers at 16
-experts (3 per SM); capped at 128 it spills 2. Variants:
+experts (3 per SM); capped at 128 it spills 3. Variants:
 
 - ``dense``: the dense launch (fp8moe.kernels._coop_slices.launch_coop_slices on x.mT under COOP_COLUMNS), colwise
   3D's default on CUDA in sessions 37-38;
@@ -45,17 +45,19 @@ CAPPED = "256x64/w4/r128"
 
 @contextlib.contextmanager
 def capped_columns_tile() -> Iterator[None]:
-    """COOP_COLUMNS's first CUDA tile capped at 128 registers inside the block; plans forgotten on the way in and
-    out (a plan replays the config it recorded)."""
+    """COOP_COLUMNS's rule gives CUDA its first tile capped at 128 registers inside the block; plans forgotten on
+    the way in and out (a plan replays the config it recorded). The rule, not the table's candidate list: the rule
+    holds the list it was made with, so a patched list alone changes nothing (session 39's first run of this probe
+    timed the uncapped tile twice that way)."""
     table = configs.COOP_COLUMNS
-    saved = table.cuda
+    saved = table.rule
     capped = configs.parse_config(CAPPED, ["BLOCK_L", "BLOCK_M"])
-    object.__setattr__(table, "cuda", (capped, *saved[1:]))  # frozen dataclass: a tool-only patch
+    object.__setattr__(table, "rule", lambda backend, args: capped if backend.kind == "cuda" else saved(backend, args))
     replay.forget()
     try:
         yield
     finally:
-        object.__setattr__(table, "cuda", saved)
+        object.__setattr__(table, "rule", saved)  # frozen dataclass: a tool-only patch, undone here
         replay.forget()
 
 
