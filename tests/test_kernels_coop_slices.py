@@ -176,6 +176,43 @@ def test_colwise_3d_reads_each_expert_from_its_own_block_in_any_layout(layout, d
     _assert_matches_reference(COLUMNS, x.cpu(), x, E4, False)
 
 
+def _expert_chunks(e: int, k: int, block_l: int) -> list[int]:
+    """Chunks per expert of colwise 3D's jagged launch: expert g's positions g*K to (g+1)*K, its chunks from the
+    16-aligned position at or before g*K."""
+    return [-(-((g + 1) * k - g * k // 16 * 16) // block_l) for g in range(e)]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 0])
+def test_experts_longer_than_may_wait_fold_then_are_cast_by_the_long_pass(limit, device):
+    """Colwise 3D's jagged launch with K not a multiple of 16 (the experts' blocks following each other), so that
+    the last expert, starting 15 past a multiple of 16, takes one chunk more than the others; the wait bound at
+    ``limit``: experts of more chunks fold without waiting and PHASE_LONG casts them, fp8ref's bytes either way; with
+    every expert long (limit 0) a fused launch alone writes no code (the poisoned output stays). The interpreter
+    runs limit 0 only (a wait would never end there)."""
+    backend = backend_for(device)
+    if backend.kind == "interpreter" and limit > 0:
+        pytest.skip("an expert within the limit waits in the fused launch, which the interpreter cannot run")
+    k = 245 if backend.kind != "interpreter" else 117  # 4 experts: 1,1,1,2 chunks of 256; 2,2,2,3 of 64
+    block_l = configs.coop_config(configs.COOP_COLUMNS, backend, (4, 24, k)).kwargs["BLOCK_L"]
+    chunks = _expert_chunks(4, k, block_l)
+    assert chunks[:3] == [chunks[0]] * 3
+    assert chunks[3] == chunks[0] + 1
+    x = torch.randn((4, k, 24), generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    q_ref, s_ref = ref.colwise_3d_scale_and_cast(x, E4, False)
+    fused, long_pass = _coop_slices.PHASE_FUSED, _coop_slices.PHASE_LONG
+    outputs = []
+    for phases in ([fused], [fused, long_pass]):
+        poisoned = torch.full((4 * k * 24,), 0x55, dtype=torch.uint8, device=device).view(E4)
+        q = poisoned.as_strided((4, k, 24), (k * 24, 1, k))
+        s = torch.empty(4 * 24, device=device)
+        _coop_slices.launch_coop_experts(x.to(device), q, s, E4, False, backend, phases=phases, limit=limit)
+        outputs.append((q.cpu(), s.cpu()))
+    assert_same_bits(outputs[1][0], q_ref, what="q, fused then long")
+    assert_same_bits(outputs[1][1], s_ref.view(-1), what="scales, fused then long")
+    if limit == 0:
+        assert bool((outputs[0][0].view(torch.uint8) == 0x55).all())
+
+
 @needs_interpreter  # the interpreter's config
 def test_colwise_3d_leaves_unaligned_experts_apart_to_the_row_kernel():
     """With K not a multiple of 16 an expert's chunks load whole runs of 16 reaching into its neighbours' positions,

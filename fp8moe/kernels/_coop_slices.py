@@ -433,7 +433,7 @@ def run_coop_group_phases(
 
 def launch_coop_experts(
     x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
-    backend: Backend,
+    backend: Backend, phases: Sequence[int] | None = None, limit: int | None = None,
 ) -> None:  # fmt: skip
     """colwise_3d_scale_and_cast's columns on the jagged kernel: expert e's columns are the slices (e, n) of E uniform
     groups of K positions along the stacked K axis (UNIFORM), each element read once. On an H100 the jagged kernel
@@ -449,6 +449,8 @@ def launch_coop_experts(
         fp8_dtype: q's dtype.
         round_scales_to_power_of_2: apply the pow2 rule.
         backend: where it runs.
+        phases, limit: as :func:`run_coop_group_phases` takes them (tests: an expert of more than ``limit`` chunks
+            is cast by PHASE_LONG).
 
     Raises:
         ValueError: q is not (K*N, 1, K)-strided, or x is an input fp8moe.configs.coop_columns_fit refuses.
@@ -479,7 +481,7 @@ def launch_coop_experts(
         programs_per_row_block=e * most_chunks,
         longest=k,
     )
-    _run_group_phases(launch, fp8_dtype, round_scales_to_power_of_2, backend)
+    _run_group_phases(launch, fp8_dtype, round_scales_to_power_of_2, backend, phases, limit)
 
 
 @dataclass(frozen=True)
