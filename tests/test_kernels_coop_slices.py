@@ -213,6 +213,39 @@ def test_experts_longer_than_may_wait_fold_then_are_cast_by_the_long_pass(limit,
         assert bool((outputs[0][0].view(torch.uint8) == 0x55).all())
 
 
+@needs_interpreter  # a sparse file on the CPU; the GPU integration script runs > 2^31-element shapes
+def test_experts_whose_offsets_pass_int32_index_in_int64(tmp_path, monkeypatch):
+    """Colwise 3D's jagged launch with a gap of 2^30 + 64 elements between the experts' blocks in a sparse 4.3 GB
+    file (K a multiple of 16, so the launch takes them apart): expert 2's offset, 2 * stride_xg, passes int32, so the
+    launch must index in int64 (INT64_INDEX), and its bytes are fp8ref's. Computed in int32 the offset wraps and the
+    interpreter reads unmapped memory or another expert's bytes."""
+    k, n = 32, 40
+    stride = 2**30 + 64 + k * n  # stride_xg = stride - K * N = 2^30 + 64
+    path = tmp_path / "sparse.bin"
+    numel = 2 * stride + k * n
+    with open(path, "wb") as f:
+        f.truncate(numel * 2)  # bf16; unwritten pages of a sparse file cost no disk and read as zeros
+    base = torch.from_file(str(path), shared=False, size=numel, dtype=torch.bfloat16)
+    x = base.as_strided((3, k, n), (stride, n, 1))
+    x.copy_(torch.randn((3, k, n), generator=torch.Generator().manual_seed(9)).to(torch.bfloat16))
+    assert configs.needs_int64_index(x)
+    assert configs.coop_columns_fit(x)
+    indexing = []
+    real = configs.launch
+
+    def spy(kernel, kernel_configs, backend, grid, config=None, **args):
+        indexing.append(args.get("INT64_INDEX"))
+        real(kernel, kernel_configs, backend, grid, config, **args)
+
+    monkeypatch.setattr(configs, "launch", spy)
+    with configs.forced_kernel("COLWISE_3D_KERNEL", "coop"):
+        q, scales = fp8moe.colwise_3d_scale_and_cast(x, E4, False)
+    assert indexing == [True, True]  # the fold and the cast
+    q_ref, scales_ref = ref.colwise_3d_scale_and_cast(x, E4, False)
+    assert_same_bits(q, q_ref, what="q")
+    assert_same_bits(scales, scales_ref, what="scales")
+
+
 @needs_interpreter  # the interpreter's config
 def test_colwise_3d_leaves_unaligned_experts_apart_to_the_row_kernel():
     """With K not a multiple of 16 an expert's chunks load whole runs of 16 reaching into its neighbours' positions,
