@@ -314,10 +314,10 @@ def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_each_use_and_f
     transpose, the jagged kernel), compiled for sm_90 (the interpreter accepts code Triton's compiler refuses: a plain
     global inside the kernel failed only on the GPU, session 35). Every phase compiles; the fold is a relaxed
     reduction (RED), so the fold launch's one barrier is its ticket's and the fused launch's two are the ticket's and
-    the arrival's release; the fused kernel keeps at least two programs per SM (three with triton 3.9 here: colwise
-    3D 147 registers and 32 KB of shared memory, the residency its H100 timing ran at; the atomic transpose and the
-    jagged kernel 168 registers). Colwise 3D runs the jagged kernel (its experts uniform groups, "columns") since
-    session 39; "columns-dense" is its dense launch before, and "columns fused r128" the fused launch capped at 128
+    the arrival's release; the fused kernel keeps at least two programs per SM (three with triton 3.9 here, session
+    39: colwise 3D 138 registers and 32 KB of shared memory, the jagged kernel 147, the atomic transpose 128 and
+    eight). Colwise 3D runs the jagged kernel (its experts uniform groups, "columns") since session 39;
+    "columns-dense" is its dense launch before (153), and "columns fused r128" the fused launch capped at 128
     registers: four programs per SM, few spills."""
     phases = _sass_counts("--coop-slices")
     uses = ("columns", "columns-dense", "transpose", "groups")
