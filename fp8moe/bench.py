@@ -25,6 +25,10 @@ the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.co
   (shape, strides and bits) AND ``fp8ref.compare`` passed on a reduced shape of the point (same groups, offs layout
   and input layout; poisoned outputs, run twice; not for torch.compile, which is the reference itself and would
   recompile for another shape). A wrong implementation still gets timed, marked ``False``.
+- the ``copy (same bytes)`` row of each point (:func:`copy_row`; ``--no-copy-rows`` leaves it out): a device copy
+  moving the point's ideal bytes, timed the same way. Its ``pct_of_copy_bw`` is what one launch moving that many
+  bytes reaches against the 2 GiB copy: the share of the point's time that launch, ramp-up and the last wave take
+  at its size, which no kernel avoids. It is not an implementation of the op (``bitwise_ok`` None);
 - ``first_call_ms`` (fp8moe only): wall time of the first call at the point, i.e. compilation and autotuning. At a
   jagged point that call autotunes afresh, on the point's own group layout (the autotune key cannot see the layout,
   SPEC §10.3): each row is what a process whose calls all have that layout gets.
@@ -62,6 +66,9 @@ __all__ = [
 
 FP8_OUT_BYTES = 1
 SCALE_BYTES = 4
+
+#: The ``impl`` of a point's size-matched copy row (:func:`copy_row`).
+COPY_IMPL = "copy (same bytes)"
 
 
 @dataclass(frozen=True)
@@ -155,7 +162,7 @@ def make_row(
     nbytes: int,
     copy_gbps: float,
     compile_us: float | None,
-    bitwise_ok: bool,
+    bitwise_ok: bool | None,
     first_call_ms: float | None = None,
     config: str | None = None,
     loop_us: float | None = None,
@@ -163,7 +170,8 @@ def make_row(
     host_us: float | None = None,
 ) -> dict:
     """One JSON row; bandwidth and speed-up are derived from the graph time ``us`` (None where it is missing);
-    ``eager_us`` is the smallest of ``eager_runs`` where they are given."""
+    ``eager_us`` is the smallest of ``eager_runs`` where they are given; ``bitwise_ok`` None for a row that is no
+    implementation of the op (:func:`copy_row`)."""
     gbps = None if not us else nbytes / us / 1e3
     return {
         "op": point.op,
@@ -191,6 +199,11 @@ def cell(value, fmt: str, suffix: str = "") -> str:
     return "-" if value is None else format(value, fmt) + suffix
 
 
+def bitwise_cell(ok: bool | None) -> str:
+    """The bitwise column: yes, NO, or - for a row that is no implementation of the op."""
+    return "-" if ok is None else "yes" if ok else "NO"
+
+
 def markdown_table(rows: Sequence[dict]) -> list[str]:
     """The rows as a Markdown table, one line per row, in the given order."""
     lines = [
@@ -204,7 +217,7 @@ def markdown_table(rows: Sequence[dict]) -> list[str]:
             f"{r['layout']} | {cell(r['us'], '.1f')} | {eager_cell(r)} | "
             f"{cell(r.get('loop_us'), '.1f')} | {cell(r.get('host_us'), '.1f')} | {cell(r['gbps'], '.0f')} | "
             f"{cell(r['pct_of_copy_bw'], '.0f', '%')} | {cell(r['speedup_vs_compile'], '.2f', 'x')} | "
-            f"{'yes' if r['bitwise_ok'] else 'NO'} | {cell(r.get('first_call_ms'), '.0f')} | "
+            f"{bitwise_cell(r['bitwise_ok'])} | {cell(r.get('first_call_ms'), '.0f')} | "
             f"{r.get('config') or '-'} |"
         )
     return lines
@@ -280,6 +293,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-fp8moe", action="store_true", help="skip fp8moe (time only --kernel and torch.compile)")
     p.add_argument("--points", choices=("issue11", "moe"), default="issue11", help="issue #11 shapes or SPEC §7's")
+    p.add_argument(
+        "--no-copy-rows",
+        dest="copy_rows",
+        action="store_false",
+        help="leave out each point's size-matched copy row (a device copy of the point's ideal bytes)",
+    )
     p.add_argument("--check-elements", type=int, default=1 << 20, help="input size of the shape compare checks")
     args = p.parse_args(argv)
     if args.like and not args.kernel:
@@ -453,10 +472,28 @@ def _checked(fn_or_path, contract, point: Point, kwargs: dict, max_elements: int
     return bool(report.ok)
 
 
+def copy_row(point: Point, nbytes: int, copy_gbps: float, device: str = "cuda") -> dict:
+    """The point's size-matched copy: ``dst.copy_(src)`` of bf16 buffers holding half of ``nbytes`` each (read
+    plus written, the point's ideal bytes), timed as the implementations are (:func:`_time`). The 2 GiB copy that
+    ``copy_gbps`` comes from spreads a launch's fixed costs (the launch, the first loads' latency, a last wave that
+    leaves SMs idle) over 2 GiB; a 100 MB point pays them on its own bytes, so this row's ``pct_of_copy_bw`` is the
+    most any single launch moving the point's bytes showed on this device, a kernel's share of its point's time
+    above it is the kernel's own. Not an implementation of the op: ``bitwise_ok`` and ``speedup_vs_compile`` None."""
+    import torch
+
+    elements = max(nbytes // 4, 1)
+    src = torch.randn(elements, dtype=torch.bfloat16, device=device)
+    dst = torch.empty_like(src)
+    graph, eager_runs = _time(lambda: dst.copy_(src))
+    return make_row(point, COPY_IMPL, graph, None, 4 * elements, copy_gbps, None, None, eager_runs=eager_runs)
+
+
 def bench_point(
-    point: Point, impls: dict[str, Callable], copy_gbps: float, check_elements: int, device: str = "cuda"
-) -> list[dict]:
-    """Check and time every implementation at one point; rows in ``impls`` order (torch.compile first if present)."""
+    point: Point, impls: dict[str, Callable], copy_gbps: float, check_elements: int, device: str = "cuda",
+    copy_reference: bool = False,
+) -> list[dict]:  # fmt: skip
+    """Check and time every implementation at one point; rows in ``impls`` order (torch.compile first if present),
+    then the point's :func:`copy_row` where ``copy_reference``."""
     import torch
 
     from fp8ref.contracts import contract
@@ -497,6 +534,8 @@ def bench_point(
         make_row(point, name, g, min(e), nbytes, copy_gbps, compile_us, ok, first, config, loop, e, host)
         for name, (g, e, loop, host, ok, first, config) in timed.items()
     ]
+    if copy_reference:
+        rows.append(copy_row(point, nbytes, copy_gbps, device))
     return rows
 
 
@@ -630,7 +669,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if foreign is not None:
                     impls[foreign.label] = foreign.fn
                 try:
-                    new = bench_point(point, impls, copy_gbps, args.check_elements)
+                    new = bench_point(point, impls, copy_gbps, args.check_elements, copy_reference=args.copy_rows)
                 except Exception as exc:  # one broken point must not lose the others' numbers
                     print(f"{point}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                     continue
@@ -646,7 +685,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(plot(rows, f"{args.out}.png"))
     if stopped:
         return 3
-    return 0 if all(r["bitwise_ok"] for r in rows) else 1
+    return 0 if every_implementation_bitwise(rows) else 1
+
+
+def every_implementation_bitwise(rows: Sequence[dict]) -> bool:
+    """Every row of an implementation has ``bitwise_ok`` (the copy rows, None there, are no implementation)."""
+    return all(r["bitwise_ok"] is not False for r in rows)
 
 
 def _write(out: str, env: str, copy_gbps: float, rows: list[dict]) -> None:

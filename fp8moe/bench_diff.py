@@ -7,6 +7,7 @@ Semantics:
 - rows match on (op, impl, shape, groups, variant, layout); a row in one run only is listed after the table;
 - the ratio is of graph times (``us``); a row without one (no capture) gets ``-``;
 - a row that was not bitwise in either run is marked ``NO`` in the bitwise column: its time is not a result;
+- a size-matched copy row (``fp8moe.bench.copy_row``) is no implementation of the op: ``-`` there;
 - the two runs must come from the same device model (the part of ``env`` before the first comma): times of an H100
   and an H200 are not comparable, so :func:`diff_lines` raises unless ``cross_device`` is set, and then says so;
 - two runs on one model still differ by run-to-run noise: forced and autotuned times of one tile were up to 3% apart
@@ -20,7 +21,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from fp8moe.bench import cell
+from fp8moe.bench import bitwise_cell, cell
 
 #: The row fields that name a point and implementation.
 ROW_KEY = ("op", "impl", "shape", "groups", "variant", "layout")
@@ -68,7 +69,10 @@ def diff_lines(old: dict, new: dict, cross_device: bool = False) -> list[str]:
         if o is None:
             continue
         ratio = n["us"] / o["us"] if n["us"] and o["us"] else None
-        bitwise = "yes" if o["bitwise_ok"] and n["bitwise_ok"] else "NO"
+        if o["bitwise_ok"] is None and n["bitwise_ok"] is None:  # a size-matched copy row (fp8moe.bench.copy_row)
+            bitwise = bitwise_cell(None)
+        else:
+            bitwise = bitwise_cell(bool(o["bitwise_ok"] and n["bitwise_ok"]))
         lines.append(
             f"| {n['op']} | {n['impl']} | {'x'.join(map(str, n['shape']))} | {n['groups']} | {n['variant']} | "
             f"{n['layout']} | {cell(o['us'], '.1f')} | {cell(n['us'], '.1f')} | {cell(ratio, '.3f')} | "

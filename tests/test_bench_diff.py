@@ -76,3 +76,11 @@ def test_session_32s_two_h100_benches_show_the_rowwise_g16_gain():
     assert "| 4096x65536 | 16 | offs=aligned16 | row_major | 305.4 | 272.4 | 0.892 | 87% | 98% |" in text
     assert text.count("| fp8moe |") == 17
     assert "only in" not in text
+
+
+def test_a_copy_row_is_matched_and_left_without_a_bitwise_verdict():
+    """fp8moe.bench's size-matched copy rows carry bitwise_ok None: '-' there, not NO."""
+    copy = {**_row(ok=None, config=None), "impl": "copy (same bytes)"}
+    lines = bench_diff.diff_lines(_run(rows=[copy, _row()]), _run(rows=[{**copy, "us": 30.0}, _row(ok=False)]))
+    rows = [line.split(" | ") for line in lines if line.startswith("| per_group")]
+    assert [(r[1], r[8], r[13]) for r in rows] == [("copy (same bytes)", "0.750", "-"), ("fp8moe", "1.000", "NO")]

@@ -211,6 +211,48 @@ def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
     assert all(r["host_us"] > 0 for r in rows)
 
 
+def test_copy_row_times_a_copy_of_the_points_ideal_bytes_and_is_no_implementation(monkeypatch):
+    """The size-matched copy: half the point's ideal bytes read and as many written, timed as the implementations are,
+    its bandwidth against the same copy_gbps; bitwise and the speed-up stay empty, and the exit status ignores it."""
+    timed = []
+
+    def fake_time(fn):
+        fn()
+        timed.append(fn)
+        return 4.0, (7.0, 5.0)
+
+    monkeypatch.setattr(bench, "_time", fake_time)
+    point = bench.Point("rowwise_2d_scale_and_cast", (8, 40))
+    nbytes = bench.ideal_bytes(contract(point.op), point.shape, point.groups)
+    assert nbytes == 8 * 40 * 3 + 8 * 4
+    row = bench.copy_row(point, nbytes, 4000.0, device="cpu")
+    assert len(timed) == 1
+    assert row["impl"] == bench.COPY_IMPL
+    assert (row["us"], row["eager_us"], row["eager_us_runs"]) == (4.0, 5.0, [7.0, 5.0])
+    assert row["gbps"] == pytest.approx(nbytes / 4.0 / 1e3)  # nbytes is a multiple of 4: all of it copied
+    assert row["pct_of_copy_bw"] == pytest.approx(100 * row["gbps"] / 4000.0)
+    assert row["bitwise_ok"] is None
+    assert row["speedup_vs_compile"] is None
+    cells = bench.markdown_table([row])[2].split(" | ")
+    assert cells[1] == bench.COPY_IMPL
+    assert cells[13] == "-"
+    wrong = {**row, "impl": "mine", "bitwise_ok": False}
+    assert bench.every_implementation_bitwise([row, {**row, "impl": "fp8moe", "bitwise_ok": True}])
+    assert not bench.every_implementation_bitwise([row, wrong])
+
+
+def test_bench_point_adds_the_copy_row_last_only_when_asked(monkeypatch):
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 9.0)))[1])
+    reference = contract("rowwise_2d_scale_and_cast").reference
+    point = bench.Point("rowwise_2d_scale_and_cast", (8, 40))
+    rows = bench.bench_point(point, {"reference": reference}, 4000.0, 1 << 12, device="cpu", copy_reference=True)
+    assert [(r["impl"], r["bitwise_ok"]) for r in rows] == [("reference", True), (bench.COPY_IMPL, None)]
+    rows = bench.bench_point(point, {"reference": reference}, 4000.0, 1 << 12, device="cpu")
+    assert [r["impl"] for r in rows] == ["reference"]
+    assert bench.parse_args([]).copy_rows
+    assert not bench.parse_args(["--no-copy-rows"]).copy_rows
+
+
 def test_host_us_is_the_median_burst_wall_time_per_call_after_a_sync(monkeypatch):
     """HOST_BURSTS bursts of HOST_BURST_CALLS calls, a device sync before each burst and none inside: what the host
     takes per call while nothing waits for the device."""
