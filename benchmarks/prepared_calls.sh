@@ -29,8 +29,10 @@
 #   bash benchmarks/prepared_calls.sh 24  # the grouped-GEMM step's quantization, activation pairs off then on (6 min)
 #   bash benchmarks/prepared_calls.sh 25  # colwise 3D's cooperative tile capped at 128 registers (4 per SM; 3 min)
 #   bash benchmarks/prepared_calls.sh 26  # colwise 3D's jagged launch (s39): its GPU tests, then against the dense one
+#   bash benchmarks/prepared_calls.sh 27  # the size-matched copy at every issue #11 point, nothing else (about 2 min)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
+#   bash benchmarks/prepared_calls.sh h100      # 25 then 27 in one device call (about 5 minutes; any sm_90 GPU)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -95,6 +97,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
+  h100) waiting="25 27" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -110,7 +113,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 26, h200 or h200-pdl}" in
+case "${1:?which call: 1 to 27, h200, h200-pdl or h100}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -323,5 +326,11 @@ $COOP_COLUMNS_TILES"; do
       # its capped rows ran the uncapped tile, since mended).
     STEPS="tests experts" TEST_TIMEOUT=300 \
       TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py" bash "$here/gpu_session.sh" ;;
-  *) echo "no prepared call $1: 1 to 26, h200 or h200-pdl" >&2; exit 2 ;;
+  27) # fp8moe.bench's size-matched copy rows (session 40) alone at every issue #11 point: a device copy of each
+      # point's ideal bytes, timed as the kernels are, so that each point's % of copy has its size's own ceiling
+      # beside it (the one-read ladder put the stripped kernel's at 79-83% at 16640 x 2048 on the H200,
+      # issue11-misses.md). No implementation runs (--no-fp8moe, --compile none). Files: env.txt, bench.{md,json}.
+    STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--no-fp8moe --compile none" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log" ;;
+  *) echo "no prepared call $1: 1 to 27, h200, h200-pdl or h100" >&2; exit 2 ;;
 esac

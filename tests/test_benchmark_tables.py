@@ -1077,9 +1077,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "27"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "28"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 27: 1 to 26, h200 or h200-pdl" in refused.stderr
+    assert "no prepared call 28: 1 to 27, h200, h200-pdl or h100" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
@@ -1152,6 +1152,21 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
         "call12/env.txt", "call12/pdl_tests.log", "call12/bench_off.md", "call12/bench_off.json",
         "call12/bench_on.md", "call12/bench_on.json", "call11/host_split.txt", "call11/host_points.txt",
     }  # fmt: skip
+
+
+def test_the_h100_call_runs_the_register_cap_then_the_copy_rows(tmp_path):
+    """prepared_calls.sh h100: call 25 (colwise 3D's tile beside its 128-register twin) then 27 (the copy rows),
+    each in its own folder, call 27's env.txt dropped. Stub, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "h100", '$STEPS ${TUNE_ARGS:-} ${BENCH_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; '
+        "bench) touch bench.md bench.json bench.png bench.log ;; esac",
+    )  # fmt: skip
+    assert [" ".join(step.split()) for step in steps] == [
+        "tune --only colwise_3d --select row_major --replace --candidates coop_columns=256x64/w4,256x64/w4/r128",
+        "bench --no-fp8moe --compile none",
+    ]
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call25/env.txt", "call25/configs.md", "call25/tune.log", "call27/bench.md", "call27/bench.json"}
 
 
 def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):
@@ -1883,6 +1898,20 @@ def test_the_experts_call_runs_the_cooperative_tests_then_the_probe(tmp_path):
     )
     assert steps == ["tests experts|tests/test_kernels_coop_slices.py tests/test_kernels_dense.py"]
     assert sorted(p.name for p in out.iterdir()) == ["colwise3d_experts.md", "env.txt", "pytest.log"]
+
+
+def test_the_copy_call_benches_no_implementation(tmp_path):
+    """prepared_calls.sh 27: the bench with neither fp8moe nor torch.compile, so only the size-matched copy rows.
+    Stub."""
+    out, steps = _run_prepared_call(
+        tmp_path,
+        "27",
+        '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md bench.json bench.png bench.log ;; esac',
+    )
+    assert steps == ["bench --no-fp8moe --compile none"]
+    assert sorted(p.name for p in out.iterdir()) == ["bench.json", "bench.md", "env.txt"]
+    args = bench.parse_args(steps[0].split()[1:])
+    assert (args.no_fp8moe, args.compile, args.copy_rows, args.kernel) == (True, "none", True, None)
 
 
 def test_the_long_group_default_calls_run_the_suite_then_the_bench_and_the_long_points(tmp_path):
