@@ -223,6 +223,39 @@ def markdown_table(rows: Sequence[dict]) -> list[str]:
     return lines
 
 
+def same_bytes_lines(rows: Sequence[dict]) -> list[str]:
+    """A Markdown section after the table: per implementation row of a point that has a copy row (:func:`copy_row`),
+    its % of copy beside its rate as % of that copy's (GB/s over GB/s, graph times): how far the row is from what one
+    launch moving the point's bytes reached. Empty where no point has a copy row."""
+    copies = {_point_key(r): r for r in rows if r["impl"] == COPY_IMPL}
+    lines = []
+    for r in rows:
+        copy = copies.get(_point_key(r))
+        if r["impl"] == COPY_IMPL or copy is None:
+            continue
+        same = None if not (r["gbps"] and copy["gbps"]) else 100 * r["gbps"] / copy["gbps"]
+        lines.append(
+            f"| {r['op']} | {r['impl']} | {'x'.join(map(str, r['shape']))} | {r['groups']} | {r['variant']} | "
+            f"{r['layout']} | {cell(copy['pct_of_copy_bw'], '.0f', '%')} | {cell(r['pct_of_copy_bw'], '.0f', '%')} | "
+            f"{cell(same, '.0f', '%')} |"
+        )
+    if not lines:
+        return []
+    return [
+        "",
+        f"## Against a copy of the same bytes ({COPY_IMPL!r} rows)",
+        "",
+        "| op | impl | shape | G | variant | layout | same-bytes copy: % of copy | % of copy "
+        "| % of the same-bytes copy |",
+        "|---|---|---|---:|---|---|---:|---:|---:|",
+        *lines,
+    ]
+
+
+def _point_key(r: dict) -> tuple:
+    return (r["op"], tuple(r["shape"]), r["groups"], r["variant"], r["layout"])
+
+
 def plot(rows: Sequence[dict], path: str) -> str:
     """Bar chart of % of copy bandwidth per point and implementation; returns a message (written, or why not)."""
     try:
@@ -697,7 +730,7 @@ def _write(out: str, env: str, copy_gbps: float, rows: list[dict]) -> None:
     with open(f"{out}.json", "w") as f:
         json.dump({"env": env, "copy_gbps": copy_gbps, "rows": rows}, f, indent=1)
     with open(f"{out}.md", "w") as f:
-        f.write("\n".join([f"# fp8moe bench: {env}", "", *markdown_table(rows)]) + "\n")
+        f.write("\n".join([f"# fp8moe bench: {env}", "", *markdown_table(rows), *same_bytes_lines(rows)]) + "\n")
 
 
 if __name__ == "__main__":

@@ -241,6 +241,24 @@ def test_copy_row_times_a_copy_of_the_points_ideal_bytes_and_is_no_implementatio
     assert not bench.every_implementation_bitwise([row, wrong])
 
 
+def test_same_bytes_section_sets_each_row_against_its_points_copy():
+    """Each implementation row of a point with a copy row: its rate as % of that copy's; points without one, and the
+    copy rows themselves, are left out; no copy rows at all, no section."""
+    point = bench.Point("per_group_colwise_scales", (64, 32), 2, "aligned16")
+    other = bench.Point("per_group_colwise_scales", (64, 32), 2, "random16")
+    rows = [
+        bench.make_row(point, "fp8moe", 10.0, 12.0, 40_000_000, 4000.0, 20.0, True),  # 4000 GB/s
+        bench.make_row(point, bench.COPY_IMPL, 8.0, 9.0, 40_000_000, 4000.0, None, None),  # 5000 GB/s
+        bench.make_row(other, "fp8moe", 10.0, 12.0, 40_000_000, 4000.0, 20.0, True),  # no copy row at this point
+    ]
+    lines = bench.same_bytes_lines(rows)
+    table = [line for line in lines if line.startswith("| per_group")]
+    assert table == [
+        "| per_group_colwise_scales | fp8moe | 64x32 | 2 | offs=aligned16 | row_major | 125% | 100% | 80% |"
+    ]
+    assert bench.same_bytes_lines(rows[2:]) == []
+
+
 def test_bench_point_adds_the_copy_row_last_only_when_asked(monkeypatch):
     monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 9.0)))[1])
     reference = contract("rowwise_2d_scale_and_cast").reference
