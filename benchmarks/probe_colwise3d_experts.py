@@ -7,13 +7,15 @@ took 371.1 us at 151 (3 per SM), the same 256 x 64 tiles in the same item order
 (benchmarks/results/s38-summary.md, section 5). Since session 39 colwise 3D launches the jagged kernel
 (fp8moe.kernels._coop_slices.launch_coop_experts: group g is expert g, x and q moved to its block). Compiled for
 sm_90 on the CPU (triton 3.6, benchmarks/sass_counts.py --coop-slices) that launch takes 141 registers at 16
-experts (3 per SM); capped at 128 it spills 3. Variants:
+experts (3 per SM); capped at 128 it spills 3, and since session 40 the op takes the cap for more than one expert
+(fp8moe.configs.COOP_COLUMNS). Variants:
 
 - ``dense``: the dense launch (fp8moe.kernels._coop_slices.launch_coop_slices on x.mT under COOP_COLUMNS), colwise
   3D's default on CUDA in sessions 37-38;
 - ``rows``: the batched row kernel (FP8MOE_COLWISE_3D_KERNEL=rows);
 - ``experts``: the op, its default now;
-- ``experts/r128``: the op with COOP_COLUMNS's first tile capped at 128 registers.
+- ``experts/uncapped`` and ``experts/r128``: the op with COOP_COLUMNS' 256 x 64 tile forced on CUDA, without and
+  with the 128-register cap, whatever the rule picks.
 
 ::
 
@@ -39,20 +41,20 @@ from fp8ref.contracts import contract
 DEVICE = "cuda"
 #: The call's arguments: e4m3fn, no pow2 rule (the bench's).
 ARGS = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False}
-#: The first CUDA tile of COOP_COLUMNS with a register cap, for ``experts/r128``.
-CAPPED = "256x64/w4/r128"
+#: The tiles ``experts/uncapped`` and ``experts/r128`` force on CUDA.
+FORCED = {"experts/uncapped": "256x64/w4", "experts/r128": "256x64/w4/r128"}
 
 
 @contextlib.contextmanager
-def capped_columns_tile() -> Iterator[None]:
-    """COOP_COLUMNS's rule gives CUDA its first tile capped at 128 registers inside the block; plans forgotten on
+def forced_columns_tile(tile: str) -> Iterator[None]:
+    """COOP_COLUMNS' rule gives CUDA ``tile`` (fp8moe.configs.describe's form) inside the block; plans forgotten on
     the way in and out (a plan replays the config it recorded). The rule, not the table's candidate list: the rule
     holds the list it was made with, so a patched list alone changes nothing (session 39's first run of this probe
     timed the uncapped tile twice that way)."""
     table = configs.COOP_COLUMNS
     saved = table.rule
-    capped = configs.parse_config(CAPPED, ["BLOCK_L", "BLOCK_M"])
-    object.__setattr__(table, "rule", lambda backend, args: capped if backend.kind == "cuda" else saved(backend, args))
+    forced = configs.parse_config(tile, ["BLOCK_L", "BLOCK_M"])
+    object.__setattr__(table, "rule", lambda backend, args: forced if backend.kind == "cuda" else saved(backend, args))
     replay.forget()
     try:
         yield
@@ -78,7 +80,8 @@ def variants(x: torch.Tensor) -> Iterator[tuple[str, Callable[[], contextlib.Abs
     yield "dense", contextlib.nullcontext, lambda: dense_launch(x)
     yield "rows", lambda: configs.forced_kernel("COLWISE_3D_KERNEL", "rows"), op
     yield "experts", contextlib.nullcontext, op
-    yield "experts/r128", capped_columns_tile, op
+    for name, tile in FORCED.items():
+        yield name, lambda tile=tile: forced_columns_tile(tile), op
 
 
 def main(argv: list[str] | None = None) -> None:

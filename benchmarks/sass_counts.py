@@ -193,9 +193,9 @@ def coop_slices() -> dict:
     transpose: along them; the jagged kernel on the colwise ops' transposing view, 64 groups) in each of its phases
     (fused; the interpreter's fold and cast; the jagged kernel's long-group pass): registers per thread, programs
     per SM, its memory barriers and atomics (:func:`_barrier_counts`) and its spills (STL, LDL), keyed
-    "<use> <phase>"; colwise 3D's fused launch also capped at 128 registers ("columns fused r128": 4 programs per SM
-    at 4 warps), and the atomic transpose's first tile on the jagged kernel's uniform form ("transpose-uniform
-    fused")."""
+    "<use> <phase>"; colwise 3D's fused launch also capped at 128 registers ("columns fused r128", its tile past one
+    expert since session 40: 4 programs per SM at 4 warps), and the atomic transpose's first tile on the jagged
+    kernel's uniform form ("transpose-uniform fused")."""
     from fp8moe import configs
     from fp8moe.kernels import _coop, _coop_slices
 

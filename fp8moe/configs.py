@@ -909,15 +909,35 @@ def _coop_table(
 #: tile (BLOCK_L positions along K, BLOCK_M columns), one program per tile, the chunks of a column block meeting
 #: through workspace atomics. First candidate: the stripped kernel's best on an H100 at K = 2048-8192 (256 x 64,
 #: 4 warps: 72-74% of copy at K = 4096 and 8192, 69% at 2048; 128 x 64 with 2 warps and 512 x 32 with 4 warps next,
-#: benchmarks/results/h100-s35-coop-slices*.md).
+#: benchmarks/results/h100-s35-coop-slices*.md). Second: the same tile capped at 128 registers, 4 programs per SM
+#: instead of 3 (141 registers uncapped, 3 spilled capped, sm_90 under triton 3.6:
+#: benchmarks/results/cpu-sm90-registers-s39.md); forced beside the first on an H100 at the issue #11 3D points
+#: (session 40, benchmarks/results/h100-s40-call25-configs.md), every row bitwise, it took 0.93x the first's time at
+#: (16, 8192, 5120), 0.97x at (64, 2048, 1408), 0.96x at (128, 5120, 8192) and 1.06x at (1, 8192, 5120), so
+#: :func:`_coop_columns_rule` gives it to more than one expert. The H200 is untimed.
+COOP_COLUMNS_CUDA = (
+    triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+    triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4, maxnreg=128),
+    triton.Config({"BLOCK_L": 128, "BLOCK_M": 64}, num_warps=2),
+    triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
+)
+COOP_COLUMNS_ROCM = triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4)
+
+
+def _coop_columns_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
+    """COOP_COLUMNS' tile: on CUDA the 256 x 64 tile capped at 128 registers for more than one expert, uncapped for
+    one (the cap's fourth program per SM ran slower there, with 2560 programs at (1, 8192, 5120)); ROCm's one fixed
+    config (no AMD timing; maxnreg is an NVIDIA option)."""
+    if backend.kind == "rocm":
+        return COOP_COLUMNS_ROCM
+    return COOP_COLUMNS_CUDA[1] if args["E"] > 1 else COOP_COLUMNS_CUDA[0]
+
+
 COOP_COLUMNS = _coop_table(
     "coop_columns",
-    cuda=(
-        triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
-        triton.Config({"BLOCK_L": 128, "BLOCK_M": 64}, num_warps=2),
-        triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
-    ),
-    rocm=triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
+    cuda=COOP_COLUMNS_CUDA,
+    rocm=COOP_COLUMNS_ROCM,
+    rule=_coop_columns_rule,
     key=("R", "K", "G", "stride_xr", "stride_xk", "stride_xg", "limit", "FP8_DTYPE", "ROUND_POW2"),
 )
 

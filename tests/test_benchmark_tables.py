@@ -1863,38 +1863,41 @@ def test_the_coop_jagged_vs_dense_probe_checks_every_variant_against_fp8ref(monk
     assert probe._coop_slices.may_have_long_groups is long_rule
 
 
-def test_the_colwise3d_experts_probe_caps_the_tile_a_cuda_launch_takes_and_only_inside_its_block():
-    """probe_colwise3d_experts.capped_columns_tile: the config colwise 3D's launcher asks for on CUDA
-    (fp8moe.configs.coop_config under COOP_COLUMNS) is the first tile with maxnreg 128 inside the block, the plain
-    one outside; ROCm's is unchanged. (Patching the candidate list alone left the rule's tile as it was.)"""
+def test_the_colwise3d_experts_probe_forces_the_tile_a_cuda_launch_takes_and_only_inside_its_block():
+    """probe_colwise3d_experts.forced_columns_tile: the config colwise 3D's launcher asks for on CUDA
+    (fp8moe.configs.coop_config under COOP_COLUMNS) is the forced tile inside the block, capped or not whatever the
+    rule picks at that E, and the rule's outside; ROCm's is unchanged. (Patching the candidate list alone left the
+    rule's tile as it was.)"""
     probe = pytest.importorskip("probe_colwise3d_experts")
     from fp8moe.backend import Backend
 
     cuda = Backend("cuda", "sm_90", (probe.torch.float8_e4m3fn,), exact_encode=False, autotune=True)
     rocm = Backend("rocm", "gfx942", (probe.torch.float8_e4m3fnuz,), exact_encode=False, autotune=False)
-    table, shape = probe.configs.COOP_COLUMNS, (16, 5120, 8192)
-    plain = probe.configs.coop_config(table, cuda, shape)
-    assert getattr(plain, "maxnreg", None) is None
-    with probe.capped_columns_tile():
-        capped = probe.configs.coop_config(table, cuda, shape)
-        assert probe.configs.coop_config(table, rocm, shape) is table.rocm
-    assert capped.maxnreg == 128
-    assert capped.kwargs == plain.kwargs
-    assert capped.num_warps == plain.num_warps
-    assert probe.configs.coop_config(table, cuda, shape) is plain
+    table = probe.configs.COOP_COLUMNS
+    for shape in ((1, 8192, 5120), (16, 5120, 8192)):
+        default = probe.configs.coop_config(table, cuda, shape)
+        caps = {}
+        for name, tile in probe.FORCED.items():
+            with probe.forced_columns_tile(tile):
+                forced = probe.configs.coop_config(table, cuda, shape)
+                assert probe.configs.coop_config(table, rocm, shape) is table.rocm
+            caps[name] = getattr(forced, "maxnreg", None)
+            assert (forced.kwargs, forced.num_warps) == (default.kwargs, default.num_warps)
+            assert probe.configs.coop_config(table, cuda, shape) is default
+        assert caps == {"experts/uncapped": None, "experts/r128": 128}, shape
 
 
 @needs_interpreter
 def test_the_colwise3d_experts_probe_checks_every_variant_and_puts_the_tile_and_setting_back(monkeypatch, capsys):
     """benchmarks/probe_colwise3d_experts.py end to end in the interpreter at small twins of its points (GPU timers
-    stubbed): the dense launch, the row kernel, the jagged launch and its capped tile per shape, every row bitwise
+    stubbed): the dense launch, the row kernel, the jagged launch and its two forced tiles per shape, every row bitwise
     against fp8ref (a wrong byte prints NO), and COOP_COLUMNS and the kernel setting as they were after."""
     probe = pytest.importorskip("probe_colwise3d_experts")
     rule, setting = probe.configs.COOP_COLUMNS.rule, dict(probe.configs.COLWISE_3D_KERNEL)
     _on_the_interpreter(probe, monkeypatch)
     probe.main(["--shapes", "1,96,24;3,80,16"])
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
-    variants = ["dense", "rows", "experts", "experts/r128"]
+    variants = ["dense", "rows", "experts", "experts/uncapped", "experts/r128"]
     assert [(r[0].strip(), r[1].strip()) for r in rows] == [(s, v) for s in ("1x96x24", "3x80x16") for v in variants]
     assert all(r[-1].strip() == "yes" for r in rows), rows
     assert probe.configs.COOP_COLUMNS.rule is rule
@@ -1903,7 +1906,7 @@ def test_the_colwise3d_experts_probe_checks_every_variant_and_puts_the_tile_and_
     monkeypatch.setattr(probe, "dense_launch", lambda x: (real(x)[0], real(x)[1].neg()))  # wrong scales
     probe.main(["--shapes", "1,96,24"])
     rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
-    assert [r[-1].strip() for r in rows] == ["NO", "yes", "yes", "yes"]
+    assert [r[-1].strip() for r in rows] == ["NO", "yes", "yes", "yes", "yes"]
 
 
 def test_the_experts_call_runs_the_cooperative_tests_then_the_probe(tmp_path):

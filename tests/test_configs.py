@@ -676,6 +676,24 @@ def test_the_coop_transpose_tile_holds_a_short_row_in_one_chunk_and_rocm_keeps_i
         assert configs.coop_config(configs.COOP_TRANSPOSE, ROCM, (4, 16, n)) is configs.COOP_TRANSPOSE_ROCM
 
 
+def test_the_coop_columns_tile_is_capped_at_128_registers_past_one_expert_on_cuda_only():
+    """COOP_COLUMNS' rule: on CUDA 256 x 64 / 4 warps uncapped for one expert, the same tile with maxnreg 128 for more
+    (session 40, H100: 0.93-0.97x at E = 16, 64 and 128, 1.06x at E = 1); ROCm its one config, never capped; the
+    interpreter its own tiles. The cap changes no chunking: coop_chunks is the same either way."""
+    uncapped, capped = configs.COOP_COLUMNS_CUDA[:2]
+    assert uncapped.kwargs == capped.kwargs == {"BLOCK_L": 256, "BLOCK_M": 64}
+    assert (uncapped.num_warps, capped.num_warps) == (4, 4)
+    assert (getattr(uncapped, "maxnreg", None), capped.maxnreg) == (None, 128)
+    assert configs.describe(capped) == "256x64/w4/r128"
+    for e, expected in ((1, uncapped), (2, capped), (16, capped), (128, capped)):
+        assert configs.coop_config(configs.COOP_COLUMNS, CUDA, (e, 5120, 8192)) is expected, e
+        assert configs.coop_chunks(configs.COOP_COLUMNS, CUDA, (e, 5120, 8192)) == 32, e
+        rocm = configs.coop_config(configs.COOP_COLUMNS, ROCM, (e, 5120, 8192))
+        assert rocm is configs.COOP_COLUMNS_ROCM
+        assert getattr(rocm, "maxnreg", None) is None
+        assert getattr(configs.coop_config(configs.COOP_COLUMNS, INTERPRETER, (e, 48, 64)), "maxnreg", None) is None
+
+
 @pytest.mark.parametrize("table", [configs.GROUP_TILES, configs.GROUP_COOP], ids=lambda t: t.name)
 def test_the_jagged_rule_lists_pick_by_view_on_cuda_and_take_the_fixed_tile_on_rocm(table):
     """The per-group kernels that never autotune (fp8moe.configs._config_by_view): transposing views (x contiguous
