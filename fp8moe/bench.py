@@ -505,20 +505,43 @@ def _checked(fn_or_path, contract, point: Point, kwargs: dict, max_elements: int
     return bool(report.ok)
 
 
+#: The copy row's buffers are a whole number of COPY_ROUND_BYTES, copied in pieces of at most COPY_PIECE_BYTES. On
+#: an H100 (session 40, benchmarks/results/h100-s40-call27-bench.md) buffers of exactly half a point's bytes copied at
+#: 94-100% of the 2 GiB copy where their size was a multiple of 4 KiB and under 4 GiB, at 77-79% (graph and eager
+#: alike) at the three sizes that were not (rowwise 2D, colwise 3D at E = 1), and at 81% in a CUDA graph (100% eager)
+#: at the 8 GB buffers of (128, 5120, 8192): the copy's own slow paths, not the size's cost.
+COPY_ROUND_BYTES = 2 << 20
+COPY_PIECE_BYTES = 1 << 30
+
+
 def copy_row(point: Point, nbytes: int, copy_gbps: float, device: str = "cuda") -> dict:
-    """The point's size-matched copy: ``dst.copy_(src)`` of bf16 buffers holding half of ``nbytes`` each (read
-    plus written, the point's ideal bytes), timed as the implementations are (:func:`_time`). The 2 GiB copy that
-    ``copy_gbps`` comes from spreads a launch's fixed costs (the launch, the first loads' latency, a last wave that
-    leaves SMs idle) over 2 GiB; a 100 MB point pays them on its own bytes, so this row's ``pct_of_copy_bw`` is the
-    most any single launch moving the point's bytes showed on this device, a kernel's share of its point's time
-    above it is the kernel's own. Not an implementation of the op: ``bitwise_ok`` and ``speedup_vs_compile`` None."""
+    """The point's size-matched copy: ``dst.copy_(src)`` of two bf16 buffers of half of ``nbytes`` each (read plus
+    written, the point's ideal bytes), rounded up to whole COPY_ROUND_BYTES and copied in pieces of at most
+    COPY_PIECE_BYTES, timed as the implementations are (:func:`_time`); its rate is of the bytes it moved. The 2 GiB
+    copy that ``copy_gbps`` comes from spreads a launch's fixed costs (the launch, the first loads' latency, a last
+    wave that leaves SMs idle) over 2 GiB; a 100 MB point pays them on its own bytes, so this row's
+    ``pct_of_copy_bw`` is what a copy of the point's size reached on this device, and a kernel's shortfall beyond it
+    is not its size's. Not an implementation of the op: ``bitwise_ok`` and ``speedup_vs_compile`` None."""
+    pieces = copy_pieces(nbytes, device)
+
+    def copy():
+        for src, dst in pieces:
+            dst.copy_(src)
+
+    moved = 2 * sum(src.nbytes for src, _ in pieces)
+    graph, eager_runs = _time(copy)
+    return make_row(point, COPY_IMPL, graph, None, moved, copy_gbps, None, None, eager_runs=eager_runs)
+
+
+def copy_pieces(nbytes: int, device: str) -> list[tuple]:
+    """(source, destination) bf16 pieces of :func:`copy_row`'s two buffers: half of ``nbytes`` each, rounded up to
+    whole COPY_ROUND_BYTES, split into pieces of at most COPY_PIECE_BYTES."""
     import torch
 
-    elements = max(nbytes // 4, 1)
-    src = torch.randn(elements, dtype=torch.bfloat16, device=device)
+    buffer_bytes = -(-max(nbytes // 2, 1) // COPY_ROUND_BYTES) * COPY_ROUND_BYTES
+    src = torch.randn(buffer_bytes // 2, dtype=torch.bfloat16, device=device)
     dst = torch.empty_like(src)
-    graph, eager_runs = _time(lambda: dst.copy_(src))
-    return make_row(point, COPY_IMPL, graph, None, 4 * elements, copy_gbps, None, None, eager_runs=eager_runs)
+    return list(zip(src.split(COPY_PIECE_BYTES // 2), dst.split(COPY_PIECE_BYTES // 2), strict=True))
 
 
 def bench_point(

@@ -229,7 +229,8 @@ def test_copy_row_times_a_copy_of_the_points_ideal_bytes_and_is_no_implementatio
     assert len(timed) == 1
     assert row["impl"] == bench.COPY_IMPL
     assert (row["us"], row["eager_us"], row["eager_us_runs"]) == (4.0, 5.0, [7.0, 5.0])
-    assert row["gbps"] == pytest.approx(nbytes / 4.0 / 1e3)  # nbytes is a multiple of 4: all of it copied
+    moved = 2 * bench.COPY_ROUND_BYTES  # half of nbytes each way, rounded up to whole 2 MiB buffers
+    assert row["gbps"] == pytest.approx(moved / 4.0 / 1e3)
     assert row["pct_of_copy_bw"] == pytest.approx(100 * row["gbps"] / 4000.0)
     assert row["bitwise_ok"] is None
     assert row["speedup_vs_compile"] is None
@@ -257,6 +258,24 @@ def test_same_bytes_section_sets_each_row_against_its_points_copy():
         "| per_group_colwise_scales | fp8moe | 64x32 | 2 | offs=aligned16 | row_major | 125% | 100% | 80% |"
     ]
     assert bench.same_bytes_lines(rows[2:]) == []
+
+
+def test_copy_pieces_round_the_buffers_and_split_them(monkeypatch):
+    """Half the bytes each way, rounded up to whole COPY_ROUND_BYTES (sizes off 4 KiB copied 1.2x slower on an H100),
+    split into pieces of at most COPY_PIECE_BYTES (an 8 GB buffer copied at 81% in a graph), the pieces of one
+    source buffer and one destination buffer, in order; copy_row's rate is of the bytes the pieces move."""
+    monkeypatch.setattr(bench, "COPY_ROUND_BYTES", 64)
+    monkeypatch.setattr(bench, "COPY_PIECE_BYTES", 256)
+    pieces = bench.copy_pieces(1100, "cpu")  # 550 bytes each way -> 576 (9 x 64)
+    assert [(src.nbytes, dst.nbytes) for src, dst in pieces] == [(256, 256), (256, 256), (64, 64)]
+    srcs, dsts = zip(*pieces, strict=True)
+    for views in (srcs, dsts):
+        assert len({v.untyped_storage().data_ptr() for v in views}) == 1  # one buffer each
+        assert [v.storage_offset() for v in views] == [0, 128, 256]
+    assert srcs[0].untyped_storage().data_ptr() != dsts[0].untyped_storage().data_ptr()
+    monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (4.0, (5.0,)))[1])
+    row = bench.copy_row(bench.Point("rowwise_2d_scale_and_cast", (8, 40)), 1100, 4000.0, device="cpu")
+    assert row["gbps"] == pytest.approx(2 * 576 / 4.0 / 1e3)
 
 
 def test_bench_point_adds_the_copy_row_last_only_when_asked(monkeypatch):
