@@ -314,8 +314,9 @@ $COOP_COLUMNS_TILES"; do
       # (h100-s38-coop-jagged-long.md, h100-s38-coop-jagged-before.md). Compiled for sm_90 on the CPU (triton 3.6)
       # the cap spills 24 registers (24 STL, 24 LDL). Since session 39 colwise 3D launches the jagged kernel
       # (launch_coop_experts, 141 registers; capped, 3 spilled), so this forces the cap on that launch: still untimed
-      # (session 39's call 26 ran the uncapped tile in its capped row, s39-summary.md). Files: env.txt, configs.md,
-      # tune.log.
+      # (session 39's call 26 ran the uncapped tile in its capped row, s39-summary.md). Ran in session 40 on an H100
+      # (h100-s40-call25-configs.md: 0.93-0.97x the uncapped time at E = 16, 64 and 128, 1.06x at E = 1), and the
+      # cap has been the CUDA default past one expert since. Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=200 TUNE_ARGS="--only colwise_3d --select row_major --replace \
       --candidates coop_columns=256x64/w4,256x64/w4/r128" bash "$here/gpu_session.sh" ;;
   26) # colwise 3D's cooperative use as the jagged kernel with the experts as uniform groups (session 39,
