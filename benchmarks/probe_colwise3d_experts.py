@@ -10,8 +10,8 @@ sm_90 on the CPU (triton 3.6, benchmarks/sass_counts.py --coop-slices) that laun
 experts (3 per SM); capped at 128 it spills 3, and since session 40 the op takes the cap for more than one expert
 (fp8moe.configs.COOP_COLUMNS). Variants:
 
-- ``dense``: the dense launch (fp8moe.kernels._coop_slices.launch_coop_slices on x.mT under COOP_COLUMNS), colwise
-  3D's default on CUDA in sessions 37-38;
+- ``dense``: the dense launch (fp8moe.kernels._coop_slices.launch_coop_slices on x.mT under COOP_COLUMNS' uncapped
+  tile), colwise 3D's default on CUDA in sessions 37-38;
 - ``rows``: the batched row kernel (FP8MOE_COLWISE_3D_KERNEL=rows);
 - ``experts``: the op, its default now;
 - ``experts/uncapped`` and ``experts/r128``: the op with COOP_COLUMNS' 256 x 64 tile forced on CUDA, without and
@@ -77,7 +77,8 @@ def dense_launch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def variants(x: torch.Tensor) -> Iterator[tuple[str, Callable[[], contextlib.AbstractContextManager], Callable]]:
     """(variant, context factory, call) per measured call on ``x``."""
     op = lambda: fp8moe.colwise_3d_scale_and_cast(x, **ARGS)
-    yield "dense", contextlib.nullcontext, lambda: dense_launch(x)
+    # the dense launch as sessions 37-38 ran it: COOP_COLUMNS' rule now caps the tile past one expert
+    yield "dense", lambda: forced_columns_tile(FORCED["experts/uncapped"]), lambda: dense_launch(x)
     yield "rows", lambda: configs.forced_kernel("COLWISE_3D_KERNEL", "rows"), op
     yield "experts", contextlib.nullcontext, op
     for name, tile in FORCED.items():

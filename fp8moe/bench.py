@@ -26,9 +26,9 @@ the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.co
   and input layout; poisoned outputs, run twice; not for torch.compile, which is the reference itself and would
   recompile for another shape). A wrong implementation still gets timed, marked ``False``.
 - the ``copy (same bytes)`` row of each point (:func:`copy_row`; ``--no-copy-rows`` leaves it out): a device copy
-  moving the point's ideal bytes, timed the same way. Its ``pct_of_copy_bw`` is what one launch moving that many
-  bytes reaches against the 2 GiB copy: the share of the point's time that launch, ramp-up and the last wave take
-  at its size, which no kernel avoids. It is not an implementation of the op (``bitwise_ok`` None);
+  moving the point's ideal bytes, timed the same way. Its ``pct_of_copy_bw`` is what a copy of that size reaches
+  against the 2 GiB copy, whose launch, ramp-up and last wave are spread over more bytes; the Markdown's last
+  section sets each row against it. It is not an implementation of the op (``bitwise_ok`` None);
 - ``first_call_ms`` (fp8moe only): wall time of the first call at the point, i.e. compilation and autotuning. At a
   jagged point that call autotunes afresh, on the point's own group layout (the autotune key cannot see the layout,
   SPEC §10.3): each row is what a process whose calls all have that layout gets.
