@@ -32,7 +32,7 @@
 #   bash benchmarks/prepared_calls.sh 27  # the size-matched copy at every issue #11 point, nothing else (about 2 min)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 25 then 27 in one device call (about 5 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 27 then 26 in one device call (about 6 minutes; any sm_90 GPU)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -97,7 +97,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="25 27" ;;
+  h100) waiting="27 26" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then

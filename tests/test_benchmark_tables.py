@@ -1191,19 +1191,20 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_runs_the_register_cap_then_the_copy_rows(tmp_path):
-    """prepared_calls.sh h100: call 25 (colwise 3D's tile beside its 128-register twin) then 27 (the copy rows),
-    each in its own folder, call 27's env.txt dropped. Stub, as above."""
+def test_the_h100_call_runs_the_copy_rows_then_the_experts_call(tmp_path):
+    """prepared_calls.sh h100: call 27 (the copy rows under their rounding) then 26 (the cooperative tests and
+    colwise 3D's probe, the cap now the default past one expert), each in its own folder, call 26's env.txt dropped.
+    Stub, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${TUNE_ARGS:-} ${BENCH_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; '
-        "bench) touch bench.md bench.json bench.png bench.log ;; esac",
+        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md bench.json bench.png '
+        'bench.log ;; "tests experts") touch pytest.log colwise3d_experts.md colwise3d_experts.err ;; esac',
     )  # fmt: skip
-    assert [" ".join(step.split()) for step in steps] == [
-        "tune --only colwise_3d --select row_major --replace --candidates coop_columns=256x64/w4,256x64/w4/r128",
-        "bench --no-fp8moe --compile none",
-    ]
+    assert [" ".join(step.split()) for step in steps] == ["bench --no-fp8moe --compile none", "tests experts"]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {"call25/env.txt", "call25/configs.md", "call25/tune.log", "call27/bench.md", "call27/bench.json"}
+    assert kept == {
+        "call27/env.txt", "call27/bench.md", "call27/bench.json",
+        "call26/pytest.log", "call26/colwise3d_experts.md", "call26/colwise3d_experts.err",
+    }  # fmt: skip
 
 
 def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):
