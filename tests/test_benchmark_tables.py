@@ -286,6 +286,10 @@ def test_bench_point_adds_the_copy_row_last_only_when_asked(monkeypatch):
     assert [(r["impl"], r["bitwise_ok"]) for r in rows] == [("reference", True), (bench.COPY_IMPL, None)]
     rows = bench.bench_point(point, {"reference": reference}, 4000.0, 1 << 12, device="cpu")
     assert [r["impl"] for r in rows] == ["reference"]
+    # no implementation (prepared call 27): only the copy row, and no reference run for outputs nothing compares
+    monkeypatch.setattr(type(contract(point.op)), "call", lambda *a, **k: pytest.fail("the reference ran"))
+    rows = bench.bench_point(point, {}, 4000.0, 1 << 12, device="cpu", copy_reference=True)
+    assert [(r["impl"], r["us"]) for r in rows] == [(bench.COPY_IMPL, 5.0)]
     assert bench.parse_args([]).copy_rows
     assert not bench.parse_args(["--no-copy-rows"]).copy_rows
 
