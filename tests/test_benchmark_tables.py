@@ -1120,13 +1120,14 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     refused = subprocess.run(["bash", str(script), "28"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 28: 1 to 27, h200, h200-pdl or h100" in refused.stderr
+    assert "no prepared call 28: 1 to 27, h200, h200-pdl, h100 or short" in refused.stderr
 
 
-def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list[str]]:
+def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
     """Run ``prepared_calls.sh <call>`` with a stub gpu_session.sh beside it: the stub appends the line
     ``stub_steps`` expands to (shell, e.g. "$STEPS") to a log, then runs in $OUT the shell of the rest of
-    ``stub_steps`` after its first newline (the files the real steps would write). Returns ($OUT, the logged lines)."""
+    ``stub_steps`` after its first newline (the files the real steps would write), ``gpu`` standing for nvidia-smi's
+    list of GPUs. Returns ($OUT, the logged lines)."""
     import shutil
     import subprocess
 
@@ -1147,6 +1148,7 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
         "FP8MOE_PER_GROUP_KERNEL",
         "FP8MOE_FUSED_ACTIVATIONS",
         "STEPS",
+        "GPU_NAME",
         "TUNE_ARGS",
         "JAGGED_ARGS",
         "HOST_ARGS",
@@ -1156,7 +1158,7 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str) -> tuple[Path, list
     }
     env = {k: v for k, v in os.environ.items() if k not in knobs}
     done = subprocess.run(
-        ["bash", str(tmp_path / "prepared_calls.sh"), call], env={**env, "OUT": str(out)},
+        ["bash", str(tmp_path / "prepared_calls.sh"), call], env={**env, "OUT": str(out), "GPU_NAME": gpu},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -1209,6 +1211,28 @@ def test_the_h100_call_runs_the_copy_rows_then_the_experts_call(tmp_path):
         "call27/env.txt", "call27/bench.md", "call27/bench.json",
         "call26/pytest.log", "call26/colwise3d_experts.md", "call26/colwise3d_experts.err",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("gpu", "step", "files"),
+    [
+        ("GPU 0: NVIDIA H200 (UUID: GPU-0)", "bench --only per_group --compile none", ["bench.json", "bench.md"]),
+        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "tests tests/test_kernels_coop_slices.py "
+         "tests/test_kernels_dense.py", ["pytest.log"]),
+    ],
+)  # fmt: skip
+def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_tests_the_coop_kernels_elsewhere(
+    tmp_path, gpu, step, files
+):
+    """prepared_calls.sh short, for a budget that fits one short call: on an H200 the per-group bench without
+    torch.compile (the bench's png and log dropped), on any other GPU the cooperative and dense kernel tests. Stub
+    gpu_session.sh, as above, with nvidia-smi's list given."""
+    out, steps = _run_prepared_call(
+        tmp_path, "short", '$STEPS ${BENCH_ARGS:-} ${TEST_PATHS:-}\ncase "$STEPS" in bench) touch bench.md bench.json '
+        "bench.png bench.log ;; tests) touch pytest.log ;; esac", gpu=gpu,
+    )  # fmt: skip
+    assert [" ".join(line.split()) for line in steps] == [step]
+    assert sorted(p.name for p in out.iterdir()) == sorted(["env.txt", *files])
 
 
 def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):
