@@ -227,10 +227,10 @@ def same_bytes_lines(rows: Sequence[dict]) -> list[str]:
     """A Markdown section after the table: per implementation row of a point that has a copy row (:func:`copy_row`),
     its % of copy beside its rate as % of that copy's (GB/s over GB/s, graph times): how far the row is from what one
     launch moving the point's bytes reached. Empty where no point has a copy row."""
-    copies = {_point_key(r): r for r in rows if r["impl"] == COPY_IMPL}
+    copies = {row_key(r): r for r in rows if r["impl"] == COPY_IMPL}
     lines = []
     for r in rows:
-        copy = copies.get(_point_key(r))
+        copy = copies.get(row_key(r))
         if r["impl"] == COPY_IMPL or copy is None:
             continue
         same = None if not (r["gbps"] and copy["gbps"]) else 100 * r["gbps"] / copy["gbps"]
@@ -252,8 +252,13 @@ def same_bytes_lines(rows: Sequence[dict]) -> list[str]:
     ]
 
 
-def _point_key(r: dict) -> tuple:
-    return (r["op"], tuple(r["shape"]), r["groups"], r["variant"], r["layout"])
+#: The row fields that name a bench point (fp8moe.bench_diff adds "impl" to name a row).
+POINT_FIELDS = ("op", "shape", "groups", "variant", "layout")
+
+
+def row_key(row: dict, fields: Sequence[str] = POINT_FIELDS) -> tuple:
+    """The values of ``fields`` in ``row``, lists as tuples (JSON turns shapes into lists): a dict key."""
+    return tuple(tuple(row[k]) if isinstance(row[k], list) else row[k] for k in fields)
 
 
 def plot(rows: Sequence[dict], path: str) -> str:

@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from fp8moe.bench import bitwise_cell, cell
+from fp8moe.bench import bitwise_cell, cell, row_key
 
 #: The row fields that name a point and implementation.
 ROW_KEY = ("op", "impl", "shape", "groups", "variant", "layout")
@@ -33,7 +33,7 @@ def device_model(env: str) -> str:
 
 
 def _key(row: dict) -> tuple:
-    return tuple(tuple(row[k]) if isinstance(row[k], list) else row[k] for k in ROW_KEY)
+    return row_key(row, ROW_KEY)
 
 
 def diff_lines(old: dict, new: dict, cross_device: bool = False) -> list[str]:
