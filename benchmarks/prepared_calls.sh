@@ -302,7 +302,8 @@ $COOP_COLUMNS_TILES"; do
       # (FP8MOE_FUSED_ACTIVATIONS): the pairs took over at 2048-row mean groups in session 14 against the dual op on
       # the chunked kernel; there the dual op now runs the jagged cooperative kernel, 0.78-0.86x its former time on
       # an H100 (h100-s38-coop-jagged-long.md), so the threshold may move. Files: env.txt,
-      # quant_layouts_{off,on}.md, grouped_mm_{off,on}.md.
+      # quant_layouts_{off,on}.md, grouped_mm_{off,on}.md. Ran in session 43 on an H100 (h100-s43-call24-*: the pairs
+      # lost at all four shapes, so CUDA takes "off" since); on an H200 it says whether that holds there.
     for fused in off on; do
       FP8MOE_FUSED_ACTIVATIONS=$fused STEPS="layouts grouped" LAYOUTS_TIMEOUT=150 GROUPED_TIMEOUT=120 \
         bash "$here/gpu_session.sh"

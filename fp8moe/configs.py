@@ -1190,20 +1190,22 @@ def transpose_atomic_kernel(backend: Backend, x: torch.Tensor, limit_chunks: int
 #: made in the forward); "off", rowwise alone plus, in the backward, the dual op on (grad_out, A); "auto", the pair
 #: where groups average at least FUSED_ACTIVATIONS_MIN_MEAN_GROUP rows (:func:`fuse_activations`).
 #:
-#: Measured on the H200, A and grad_out quantized by the two pairs against rowwise A, rowwise grad_out and the dual
-#: op, one run each (benchmarks/results/h200-s14-call3-quant_layouts.md, h200-s13-summary.md): at 2048-row mean
-#: groups (16384, 7168, 2048, 8) 283 us against 301 us since the pairs' folds are relaxed and their loops prefetch
-#: (session 13: 325 against 302); at 260 (16640, 2048, 1408, 64) 130 against 122 us; at 8192 (65536, 4096, 14336,
-#: 8) 2230 against about 2500 us (session 13). The step with the pairs at the two 2048-row shapes, same machine:
-#: 1.28x and 1.35x of bf16 against 1.25x and 1.32x without (h200-s14-call3-grouped_on.md, -grouped_mm.md). Short
-#: groups keep the dual op: its span slices stay in L2 there, and the pair's per-item group table and its extra
-#: launches are fixed costs that a short group does not amortise. Those timings ran the dual op on the chunked
-#: kernel; since session 38 it runs the cooperative slice kernel at 2048-position mean groups, 0.78-0.86x that time
-#: on an H100 (PER_GROUP_KERNEL), and benchmarks/prepared_calls.sh 24 times the step with the pairs off and on
-#: again. ROCm takes "auto" as well (no AMD timing: the rule is the byte argument, not a measurement), and so does the
-#: interpreter, which runs what the GPUs run (the CPU tests force "on" and "off" where they test each path:
-#: tests/test_grouped_mm.py). FP8MOE_FUSED_ACTIVATIONS=auto|on|off sets it for every backend (read once, at import).
-FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "auto", "rocm": "auto", "interpreter": "auto"}
+#: CUDA and the interpreter (which runs what the GPUs run) take "off" since session 43: on an H100, with the dual op
+#: on the cooperative slice kernel at long groups (PER_GROUP_KERNEL, session 38), the pairs lost at every point of
+#: benchmarks/bench_grouped_mm.py. A and grad_out by the two pairs against rowwise A, rowwise grad_out and the dual op,
+#: each kernel timed in the same run (benchmarks/results/h100-s43-call24-quant-layouts-off.md; the "on" run's columns
+#: agree within 2 us): 370 against 349 us at 2048-row mean groups (16384, 7168, 2048, 8), 1051 against 968 at 2048
+#: (32768, 5120, 8192, 16), 2683 against 2667 at 8192 (65536, 4096, 14336, 8), 163 against 145 at 260 (16640, 2048,
+#: 1408, 64); the fp8 step with the pairs forced on was 1.007-1.019x its time with them off at all four
+#: (h100-s43-call24-grouped-mm-{off,on}.md). On the H200 the pairs had won at 2048 and 8192 against the dual op on
+#: the chunked kernel (h200-s14-call3-quant_layouts.md: 283 against 301 us; h200-s13-summary.md: 2230 against about
+#: 2500), which the cooperative kernel runs in 0.78-0.86x that time on an H100; prepared_calls.sh 24 reruns the
+#: comparison on an H200. Short groups lose with the pair on both GPUs: the dual op's span slices stay in L2 there, and
+#: the pair's per-item group table and extra launches are fixed costs a short group does not amortise. ROCm keeps
+#: "auto" (no AMD timing, and its dual op runs the span kernel: the rule is the byte argument of session 14, not a
+#: measurement). The CPU tests force "on" and "off" where they test each path (tests/test_grouped_mm.py).
+#: FP8MOE_FUSED_ACTIVATIONS=auto|on|off sets it for every backend (read once, at import).
+FUSED_ACTIVATIONS: dict[str, str] = {"cuda": "off", "rocm": "auto", "interpreter": "off"}
 FUSED_ACTIVATIONS_CHOICES = ("auto", "on", "off")
 FUSED_ACTIVATIONS_MIN_MEAN_GROUP = 2048
 FUSED_ACTIVATIONS = _forced_by_environment("FP8MOE_FUSED_ACTIVATIONS", FUSED_ACTIVATIONS, FUSED_ACTIVATIONS_CHOICES)

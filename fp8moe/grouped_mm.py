@@ -161,9 +161,9 @@ class _Fp8GroupedMM(torch.autograd.Function):
 
     B_t is quantized once for both GEMMs that take it, in the forward (the fused weight pair), and the forward
     saves the dgrad operand (E*K*N fp8 bytes plus scales, held until the backward). Where
-    fp8moe.configs.fuse_activations says so (long groups), A and grad_out are too (the fused activation pair: A's
-    per-group operand, M*K bytes, saved instead of A); elsewhere the backward quantizes grad_out and A per group in
-    one dual launch.
+    fp8moe.configs.fuse_activations says so (not by default on CUDA), A and grad_out are too (the fused activation
+    pair: A's per-group operand, M*K bytes, saved instead of A); elsewhere the backward quantizes grad_out and A per
+    group in one dual launch.
     """
 
     @staticmethod
@@ -247,12 +247,13 @@ def grouped_mm(
     """FP8 rowwise grouped GEMM with autograd: ``out[rows of g] = A[rows of g] @ B_t[g]`` for each group g.
 
     The forward GEMM takes A rowwise and B_t colwise-3D; grad_A takes grad_out rowwise and B_t transposed-rowwise;
-    grad_B_t takes grad_out and A per group and column. Each tensor is quantized once for all the GEMMs that run
+    grad_B_t takes grad_out and A per group and column. Each fp8 operand is made once, for the GEMMs that run
     (SPEC §11): B_t both ways in the forward (:func:`fp8moe.colwise_3d_and_transpose_rhs`, the dgrad operand held
-    until the backward: E*K*N fp8 bytes), A and grad_out both ways by :func:`fp8moe.rowwise_and_per_group_colwise`
-    where groups average 2048 rows or more (fp8moe.configs.fuse_activations), else rowwise plus the dual op in the
-    backward. Each product is one ``torch._scaled_grouped_mm`` (reciprocal scales, use_fast_accum) on a GPU,
-    fp8ref's exact GEMM on the CPU. The reference is :func:`fp8ref.grouped_mm.grouped_mm`.
+    until the backward: E*K*N fp8 bytes), A and grad_out rowwise plus the dual op in the backward, or both ways by
+    :func:`fp8moe.rowwise_and_per_group_colwise` where fp8moe.configs.fuse_activations says so (never by default on
+    CUDA since session 43; where groups average 2048 rows or more under "auto", ROCm's default). Each product is one
+    ``torch._scaled_grouped_mm`` (reciprocal scales, use_fast_accum) on a GPU, fp8ref's exact GEMM on the CPU. The
+    reference is :func:`fp8ref.grouped_mm.grouped_mm`.
 
     Args:
         A: (M, K) bf16/f16/f32 tokens sorted by group, any strides.
