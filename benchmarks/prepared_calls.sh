@@ -30,9 +30,11 @@
 #   bash benchmarks/prepared_calls.sh 25  # colwise 3D's cooperative tile capped at 128 registers (4 per SM; 3 min)
 #   bash benchmarks/prepared_calls.sh 26  # colwise 3D's jagged launch (s39): its GPU tests, then against the dense one
 #   bash benchmarks/prepared_calls.sh 27  # the size-matched copy at every issue #11 point, nothing else (about 2 min)
+#   bash benchmarks/prepared_calls.sh 28  # the per-group coop tile capped at 128 registers; colwise 3D's wider tiles
+#   bash benchmarks/prepared_calls.sh 29  # the 3D ops' bench under the defaults, torch.compile at each first point
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 27 then 26 in one device call (about 6 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 28 then 29 in one device call (about 8 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3-4 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -81,6 +83,10 @@ COOP_TRANSPOSE_TILES="2048x8/w4,4096x4/w4,4096x8/w8,2048x16/w8,1024x8/w2,2048x4/
 COOP_COLUMNS_TILES="256x64/w4,128x128/w4,512x32/w4,256x128/w8,128x256/w8,512x64/w8,128x64/w2"
 # Call 21: colwise's first tile beside 2-warp tiles of 256- and 512-long chunks (128 elements per thread).
 COOP_COLUMNS_NARROW="256x64/w4,256x32/w2,512x16/w2,128x32/w1"
+# Call 28: colwise 3D's tile past one expert (4 programs, 16 warps per SM) beside it uncapped and tiles of 64
+# elements per thread, more warps per SM (compiled for sm_90 on the CPU, session 43, registers / programs per SM /
+# spilled: 256x64/w8 80 / 3 / 0, 256x64/w8/r64 64 / 4 / 3, 128x64/w4 72 / 7 / 0, 128x128/w4/r128 126 / 4 / 0).
+COOP_COLUMNS_WARPS="256x64/w4/r128,256x64/w4,256x64/w8,256x64/w8/r64,128x64/w4,128x128/w4/r128"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
@@ -98,7 +104,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="27 26" ;;
+  h100) waiting="28 29" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -114,7 +120,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 27, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 29, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -335,6 +341,25 @@ $COOP_COLUMNS_TILES"; do
       # issue11-misses.md). No implementation runs (--no-fp8moe, --compile none). Files: env.txt, bench.{md,json}.
     STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--no-fp8moe --compile none" bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.png" "$OUT/bench.log" ;;
+  28) # two register questions of the cooperative slice kernel, each row checked bitwise. First the per-group ops'
+      # jagged use at the grouped-GEMM step's long-group points and colwise G = 16 (probe_jagged_coop.py --points
+      # long): the default ("auto", which takes "coop" there), "coop", and its tile capped at 128 registers
+      # (fp8moe.configs.GROUP_COOP_CAP: 142 -> 128 registers, 3 -> 4 programs per SM, 1 spilled), the cap that took
+      # colwise 3D's use of the same kernel to 0.93-0.97x past one expert (h100-s40-call25-configs.md); on an H100
+      # the colwise G = 16 point runs at 83% and the dual op's at 67-80% (h100-s43-call23-jagged-coop.md). Then
+      # colwise 3D on row-major input under COOP_COLUMNS_WARPS (above) forced one at a time at its four points: 77-78%
+      # of copy at (64, 2048, 1408) and (128, 5120, 8192) on an H100 (h100-s43-call26-colwise3d-experts.md), the
+      # target 80%. Files: env.txt, jagged_coop.{md,err}, configs.md, tune.log.
+    STEPS="jagged" JAGGED_ARGS="--points long --cap 128" bash "$here/gpu_session.sh"
+    STEPS="tune" TUNE_TIMEOUT=240 TUNE_ARGS="--only colwise_3d --select row_major --replace \
+      --candidates coop_columns=$COOP_COLUMNS_WARPS" bash "$here/gpu_session.sh" ;;
+  29) # the 3D ops at their issue #11 points read along N (colwise 3D on row-major input, both transpose methods)
+      # under today's defaults (colwise 3D's jagged launch capped past one expert, the atomic transpose's cooperative
+      # kernel), torch.compile at each op's first point and the copy rows:
+      # where the two 3D targets (80% for colwise 3D on row-major input, 1.5x torch.compile) stand on this GPU, in
+      # one run. Files: env.txt (dropped after call 28's), bench.{md,json}.
+    STEPS="bench" BENCH_TIMEOUT=240 BENCH_ARGS="--only 3d --select row_major --compile first" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -349,5 +374,5 @@ $COOP_COLUMNS_TILES"; do
       STEPS="tests" TEST_TIMEOUT=180 \
         TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 27, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 29, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -194,23 +194,17 @@ def coop_slices() -> dict:
     (fused; the interpreter's fold and cast; the jagged kernel's long-group pass): registers per thread, programs
     per SM, its memory barriers and atomics (:func:`_barrier_counts`) and its spills (STL, LDL), keyed
     "<use> <phase>"; colwise 3D's fused launch also capped at 128 registers ("columns fused r128", its tile past one
-    expert since session 40: 4 programs per SM at 4 warps), and the atomic transpose's first tile on the jagged
-    kernel's uniform form ("transpose-uniform fused")."""
+    expert since session 40: 4 programs per SM at 4 warps), so is the jagged kernel's on the colwise ops ("groups
+    fused r128", fp8moe.configs.GROUP_COOP_CAP), and the atomic transpose's first tile on the jagged kernel's
+    uniform form ("transpose-uniform fused")."""
     from fp8moe import configs
     from fp8moe.kernels import _coop, _coop_slices
 
-    pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32", "offs_ptr": "*i32"}
-    # L and K 16-divisible too: Triton specializes them so at every issue #11 point, and the masks along them then
-    # stay constant over runs of 16 (16-byte loads and stores); compiled without it the transpose's first tile took
-    # 168 registers where the launch takes 128 (triton 3.6)
-    # (the per-group strides of the jagged kernel are 0 on jagged views and on row-major colwise 3D input, and
-    # K * N - K for its q: 16-divisible too)
     dense = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "L", "stride_xe", "stride_qe", "stride_qm"]
-    jagged = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "offs_ptr", "R", "K", "stride_qr", "stride_xg", "stride_qg"]
+    jagged = _COOP_JAGGED_DIVISIBLE
     result = {}
     for op, kernel, config, unit, other, divisible, extra in (
-        ("columns", _coop_slices._coop_groups_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xr", "stride_xk",
-         [k for k in jagged if k != "offs_ptr"], {"BLOCK_G": 16, "UNIFORM": True}),
+        ("columns", _coop_slices._coop_groups_kernel, configs.COOP_COLUMNS.cuda[0], *_COOP_COLUMNS_LAYOUT),
         ("columns-dense", _coop_slices._coop_slices_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xm", "stride_xl",
          dense, {}),
         ("transpose", _coop_slices._coop_slices_kernel, configs.COOP_TRANSPOSE.cuda[0], "stride_xl", "stride_xm",
@@ -228,22 +222,46 @@ def coop_slices() -> dict:
         for phase_name, phase in phases:
             if op == "transpose-uniform" and phase_name != "fused":
                 continue
-            constants = {
-                **config.kwargs, **extra, "PHASE": phase, "INT64_INDEX": False, unit: 1,
-                **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
-            }  # fmt: skip
-            pointer_args = {k: v for k, v in pointers.items() if k != "offs_ptr" or "offs_ptr" in divisible}
-            for cap in (None, 128) if (op, phase_name) == ("columns", "fused") else (None,):
-                compiled = compile_sm90(kernel, constants, pointer_args, [*divisible, other], config.num_warps, cap)
-                registers = loops(compiled)["registers"]
-                shared = compiled.metadata.shared
-                result[f"{op} {phase_name}" + (f" r{cap}" if cap else "")] = {
-                    "registers": registers,
-                    "shared_bytes": shared,
-                    "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
-                    **_barrier_counts(compiled, ("MEMBAR", "RED", "ATOM", "STL", "LDL")),
-                }
+            for cap in (None, 128) if op in ("columns", "groups") and phase_name == "fused" else (None,):
+                counts = _coop_counts(kernel, config, phase, (unit, other, divisible, extra), cap)
+                result[f"{op} {phase_name}" + (f" r{cap}" if cap else "")] = counts
     return result
+
+
+# The jagged kernel's arguments compiled 16-divisible. L and K 16-divisible too: Triton specializes them so at every
+# issue #11 point, and the masks along them then stay constant over runs of 16 (16-byte loads and stores); compiled
+# without it the transpose's first tile took 168 registers where the launch takes 128 (triton 3.6). The per-group
+# strides of the jagged kernel are 0 on jagged views and on row-major colwise 3D input, and K * N - K for its q:
+# 16-divisible too.
+_COOP_JAGGED_DIVISIBLE = [
+    "x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "offs_ptr", "R", "K", "stride_qr", "stride_xg", "stride_qg",
+]  # fmt: skip
+#: colwise 3D's use of the jagged kernel on row-major input: (unit stride, the other, 16-divisible, constexprs).
+_COOP_COLUMNS_LAYOUT = (
+    "stride_xr", "stride_xk", [k for k in _COOP_JAGGED_DIVISIBLE if k != "offs_ptr"], {"BLOCK_G": 16, "UNIFORM": True},
+)  # fmt: skip
+
+
+def _coop_counts(kernel, config, phase: int, layout: tuple, cap: int | None) -> dict:
+    """One phase of the cooperative slice kernel under ``config``, capped at ``cap`` registers, compiled for sm_90
+    with ``layout`` (unit stride, the other stride, the 16-divisible arguments, extra constexprs): registers,
+    shared bytes, programs per SM, and its barriers, atomics and spills."""
+    unit, other, divisible, extra = layout
+    pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32", "offs_ptr": "*i32"}
+    constants = {
+        **config.kwargs, **extra, "PHASE": phase, "INT64_INDEX": False, unit: 1,
+        **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
+    }  # fmt: skip
+    pointer_args = {k: v for k, v in pointers.items() if k != "offs_ptr" or "offs_ptr" in divisible}
+    compiled = compile_sm90(kernel, constants, pointer_args, [*divisible, other], config.num_warps, cap)
+    registers = loops(compiled)["registers"]
+    shared = compiled.metadata.shared
+    return {
+        "registers": registers,
+        "shared_bytes": shared,
+        "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
+        **_barrier_counts(compiled, ("MEMBAR", "RED", "ATOM", "STL", "LDL")),
+    }
 
 
 def _cuobjdump(*args: str) -> str:
@@ -520,12 +538,22 @@ def candidate_registers(specs: list[str]) -> dict:
     """Registers, instructions and programs per SM of candidate configs named as benchmarks/tune_configs.py
     --candidates names them (``per_group_scales=64x128/w4/g/o256,...``, ``per_group_colwise_scales_dual=...``;
     fp8moe.configs.parse_config; a ``/rM`` cap is compiled in), compiled for sm_90: what a candidate costs in
-    residency before a GPU times it."""
-    from fp8moe.configs import parse_config
+    residency before a GPU times it. ``coop_columns=...`` tiles (BLOCK_L x BLOCK_M) are colwise 3D's fused launch on
+    row-major input, counted as :func:`coop_slices` counts it (their keys "coop_columns <tile>")."""
+    from fp8moe.configs import COOP_COLUMNS, describe, parse_config
 
     result = {}
     for spec in specs:
         list_name, _, tiles = spec.partition("=")
+        if list_name == COOP_COLUMNS.name:  # colwise 3D's fused launch on row-major input
+            from fp8moe.kernels import _coop, _coop_slices
+
+            for tile in tiles.split(","):
+                config = parse_config(tile, ["BLOCK_L", "BLOCK_M"])
+                counts = _coop_counts(_coop_slices._coop_groups_kernel, config, _coop.PHASE_FUSED,
+                                      _COOP_COLUMNS_LAYOUT, getattr(config, "maxnreg", None))  # fmt: skip
+                result[f"{list_name} {describe(config)}"] = counts
+            continue
         candidates = [parse_config(tile, ["BLOCK_R", "BLOCK_K"]) for tile in tiles.split(",")]
         for label, (config, build) in span_builds(list_name, candidates).items():
             counts = loops(build(getattr(config, "maxnreg", None)))

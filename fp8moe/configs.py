@@ -52,6 +52,7 @@ __all__ = [
     "FUSED_ACTIVATIONS_MIN_MEAN_GROUP",
     "GROUP_CHUNKS",
     "GROUP_COOP",
+    "GROUP_COOP_CAP",
     "GROUP_TILES",
     "INT32_MAX",
     "INTERPRETER_MAX_BLOCK",
@@ -973,12 +974,25 @@ def _coop_transpose_rule(backend: Backend, args: Mapping[str, object]) -> triton
 COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPOSE_ROCM, _coop_transpose_rule)
 
 
+#: Registers per thread that CUDA caps the transposing views' GROUP_COOP tile at (None: uncapped, the default). The
+#: tile's fused launch takes 142 registers on sm_90, 3 programs per SM at 4 warps; capped at 128 it fits 4 with 1
+#: spilled (benchmarks/sass_counts.py --coop-slices, "groups fused" and "groups fused r128"): the cap that took
+#: colwise 3D's use of the same kernel to 0.93-0.97x its time past one expert (COOP_COLUMNS_CUDA). Untimed on the
+#: per-group ops: benchmarks/probe_jagged_coop.py times the default beside it (its "coop/r128" rows, prepared call
+#: 28), each checked bitwise.
+GROUP_COOP_CAP: int | None = None
+
+
 def _group_coop_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
     """The cooperative slice kernel's tile on the jagged views (fp8moe.kernels._coop_slices.launch_coop_groups): it
     never autotunes (its workspace is sized from BLOCK_M, and the autotuner's timing runs would share it).
-    Transposing views (the colwise ops) take the tile of colwise 3D on row-major input, views contiguous along K the
-    atomic transpose's former first tile. ROCm takes its one fixed tile (no AMD timing)."""
-    return _config_by_view(GROUP_COOP, backend, args)
+    Transposing views (the colwise ops) take the tile of colwise 3D on row-major input, on CUDA capped at
+    :data:`GROUP_COOP_CAP` registers where that is set; views contiguous along K the atomic transpose's former first
+    tile. ROCm takes its one fixed tile (no AMD timing)."""
+    config = _config_by_view(GROUP_COOP, backend, args)
+    if backend.kind == "cuda" and GROUP_COOP_CAP and is_transposing_view(args):
+        return triton.Config(dict(config.kwargs), num_warps=config.num_warps, maxnreg=GROUP_COOP_CAP)
+    return config
 
 
 #: The cooperative slice kernel on the jagged views of the per-group ops (PER_GROUP_KERNEL = "coop"): tile (BLOCK_L

@@ -365,16 +365,22 @@ def _on_the_interpreter(probe, monkeypatch) -> None:
 @needs_interpreter
 def test_the_jagged_coop_probe_runs_both_kernels_and_checks_their_bytes(monkeypatch, capsys):
     """benchmarks/probe_jagged_coop.py end to end in the interpreter at a small twin of its point (no timing: the
-    GPU timers stubbed): one row per kernel, each bitwise against fp8ref, the kernel setting put back after."""
+    GPU timers stubbed): one row per kernel, with --cap a third with the cooperative tile capped (which the
+    interpreter runs as the uncapped one), each bitwise against fp8ref; the kernel settings put back after."""
     probe = pytest.importorskip("probe_jagged_coop")
     small = bench.Point("per_group_colwise_scales", (300, 24), 2, "aligned16")
     monkeypatch.setattr(probe, "points", lambda which: [small])
     _on_the_interpreter(probe, monkeypatch)
     monkeypatch.setattr(probe.configs, "PER_GROUP_KERNEL", dict(probe.configs.PER_GROUP_KERNEL))
-    probe.main(["--points", "G16"])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| per_group")]
-    assert [row.split("|")[5].strip() for row in rows] == ["auto", "coop"]
-    assert all(row.rstrip(" |").endswith("yes") for row in rows), rows
+    monkeypatch.setattr(probe.configs, "GROUP_COOP_CAP", None)
+    before = dict(probe.configs.PER_GROUP_KERNEL)
+    for args, kernels in ((["--points", "G16"], ["auto", "coop"]), (["--cap", "128"], ["auto", "coop", "coop/r128"])):
+        probe.main(args)
+        rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| per_group")]
+        assert [row.split("|")[5].strip() for row in rows] == kernels
+        assert all(row.rstrip(" |").endswith("yes") for row in rows), rows
+    assert probe.configs.GROUP_COOP_CAP is None  # put back by the probe
+    assert before == probe.configs.PER_GROUP_KERNEL
 
 
 def test_bench_point_filters_take_an_op_substring_and_any_of_several_selections():
@@ -1133,9 +1139,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "28"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "30"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 28: 1 to 27, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 30: 1 to 29, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1212,20 +1218,41 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_runs_the_copy_rows_then_the_experts_call(tmp_path):
-    """prepared_calls.sh h100: call 27 (the copy rows under their rounding) then 26 (the cooperative tests and
-    colwise 3D's probe, the cap now the default past one expert), each in its own folder, call 26's env.txt dropped.
-    Stub, as above."""
+def test_the_h100_call_runs_the_register_questions_then_the_3d_bench(tmp_path):
+    """prepared_calls.sh h100: call 28 (the per-group cooperative tile capped beside the default at the long-group
+    points, then colwise 3D's tiles of more warps per SM forced at its row-major points) then 29 (the 3D ops read
+    along N benched under the defaults), each in its own folder, 7 files: call 29's env.txt and its bench's png and
+    log dropped. Stub, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md bench.json bench.png '
-        'bench.log ;; "tests experts") touch pytest.log colwise3d_experts.md colwise3d_experts.err ;; esac',
+        tmp_path, "h100", '$STEPS ${JAGGED_ARGS:-} ${TUNE_ARGS:-} ${BENCH_ARGS:-}\ncase "$STEPS" in jagged) touch '
+        "jagged_coop.md jagged_coop.err ;; tune) touch configs.md tune.log ;; bench) touch bench.md bench.json "
+        "bench.png bench.log ;; esac",
     )  # fmt: skip
-    assert [" ".join(step.split()) for step in steps] == ["bench --no-fp8moe --compile none", "tests experts"]
+    assert [" ".join(step.split()) for step in steps] == [
+        "jagged --points long --cap 128",
+        "tune --only colwise_3d --select row_major --replace --candidates coop_columns=256x64/w4/r128,256x64/w4,"
+        "256x64/w8,256x64/w8/r64,128x64/w4,128x128/w4/r128",
+        "bench --only 3d --select row_major --compile first",
+    ]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call27/env.txt", "call27/bench.md", "call27/bench.json",
-        "call26/pytest.log", "call26/colwise3d_experts.md", "call26/colwise3d_experts.err",
+        "call28/env.txt", "call28/jagged_coop.md", "call28/jagged_coop.err", "call28/configs.md", "call28/tune.log",
+        "call29/bench.md", "call29/bench.json",
     }  # fmt: skip
+
+
+def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
+    """The tiles prepared call 28 forces on colwise 3D are tiles of its candidate list's form (tune_configs parses
+    each), the first the tile the rule gives more than one expert, so the table's first row is the default."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    [line] = [line for line in script.read_text().splitlines() if line.startswith("COOP_COLUMNS_WARPS=")]
+    tiles = line.partition("=")[2].strip('"')
+    [parsed] = tune_configs.parse_candidates([f"coop_columns={tiles}"]).values()
+    assert len(parsed) == len(tiles.split(",")) == 6
+    assert fp8moe.configs.describe(parsed[0]) == fp8moe.configs.describe(fp8moe.configs.COOP_COLUMNS_CUDA[1])
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
 
 
 @pytest.mark.parametrize(

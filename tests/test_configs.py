@@ -705,3 +705,21 @@ def test_the_jagged_rule_lists_pick_by_view_on_cuda_and_take_the_fixed_tile_on_r
     assert table.fixed(CUDA, rowwise) is table.cuda[1]
     assert table.fixed(ROCM, colwise) is table.rocm
     assert table.fixed(ROCM, rowwise) is table.rocm
+
+
+def test_the_group_coop_cap_caps_the_transposing_views_tile_on_cuda_only(monkeypatch):
+    """fp8moe.configs.GROUP_COOP_CAP (None by default: the tile as listed): set, CUDA's transposing views (the colwise
+    ops) take GROUP_COOP's first tile with that maxnreg, the same blocks and warps (so the same workspace and
+    chunking); views contiguous along K, ROCm and the interpreter keep their tiles uncapped."""
+    colwise = {"R": 2048, "K": 16640, "stride_xr": 1, "stride_xk": 2048}
+    rowwise = {"R": 2048, "K": 16640, "stride_xr": 16640, "stride_xk": 1}
+    assert configs.GROUP_COOP_CAP is None
+    assert configs.GROUP_COOP.fixed(CUDA, colwise) is configs.GROUP_COOP.cuda[0]
+    monkeypatch.setattr(configs, "GROUP_COOP_CAP", 128)
+    capped, first = configs.GROUP_COOP.fixed(CUDA, colwise), configs.GROUP_COOP.cuda[0]
+    assert (capped.kwargs, capped.num_warps, capped.maxnreg) == (first.kwargs, first.num_warps, 128)
+    assert configs.describe(capped) == "256x64/w4/r128"
+    assert getattr(first, "maxnreg", None) is None  # the listed tile itself is left as it is
+    assert configs.GROUP_COOP.fixed(CUDA, rowwise) is configs.GROUP_COOP.cuda[1]
+    assert configs.GROUP_COOP.fixed(ROCM, colwise) is configs.GROUP_COOP.rocm
+    assert getattr(configs.GROUP_COOP.fixed(INTERPRETER, {**colwise, "R": 48, "K": 64}), "maxnreg", None) is None
