@@ -226,10 +226,10 @@ def markdown_table(rows: Sequence[dict]) -> list[str]:
 def copy_rate(copy: dict) -> tuple[float | None, float | None, bool]:
     """(GB/s, % of copy, whether from the eager time) of a :func:`copy_row`: the faster of its graph and eager
     times. A graph of memcpys of a large buffer can take a slow path that the same copies run eagerly avoid: at
-    (128, 5120, 8192) on an H100, 16 GB moved in pieces of 1 GiB, the graph took 6597 us and eager 5354 us, twice
-    (benchmarks/results/h100-s40-call27-bench.md, h100-s43-call27-bench.md), where the kernels' graph and eager
-    times agree within 2%. The faster time is what a copy of these bytes reached; an eager time includes the
-    launch, so it is the faster only where the bytes dwarf it."""
+    (128, 5120, 8192) on an H100, 16 GB moved in pieces of 1 GiB, the graph took 6597 us and eager 5354 us
+    (benchmarks/results/h100-s43-call27-bench.md; 6606 and 5318 in h100-s40-call27-bench.md), where the kernels'
+    graph and eager times agree within 2%. The faster time is what a copy of these bytes reached; an eager time
+    includes the launch, so it is the faster only where the bytes dwarf it."""
     us, eager = copy["us"], copy["eager_us"]
     if not (us and copy["gbps"]):
         return None, None, False
