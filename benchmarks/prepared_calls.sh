@@ -30,11 +30,11 @@
 #   bash benchmarks/prepared_calls.sh 25  # colwise 3D's cooperative tile capped at 128 registers (4 per SM; 3 min)
 #   bash benchmarks/prepared_calls.sh 26  # colwise 3D's jagged launch (s39): its GPU tests, then against the dense one
 #   bash benchmarks/prepared_calls.sh 27  # the size-matched copy at every issue #11 point, nothing else (about 2 min)
-#   bash benchmarks/prepared_calls.sh 28  # the per-group coop tile capped at 128 registers; colwise 3D's wider tiles
+#   bash benchmarks/prepared_calls.sh 28  # the per-group coop tile capped at 128 registers; colwise 3D's other tiles
 #   bash benchmarks/prepared_calls.sh 29  # the 3D ops' bench under the defaults, torch.compile at each first point
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 28 then 29 in one device call (about 8 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 28 then 29 in one device call (about 9 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3-4 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -83,10 +83,11 @@ COOP_TRANSPOSE_TILES="2048x8/w4,4096x4/w4,4096x8/w8,2048x16/w8,1024x8/w2,2048x4/
 COOP_COLUMNS_TILES="256x64/w4,128x128/w4,512x32/w4,256x128/w8,128x256/w8,512x64/w8,128x64/w2"
 # Call 21: colwise's first tile beside 2-warp tiles of 256- and 512-long chunks (128 elements per thread).
 COOP_COLUMNS_NARROW="256x64/w4,256x32/w2,512x16/w2,128x32/w1"
-# Call 28: colwise 3D's tile past one expert (4 programs, 16 warps per SM) beside it uncapped and tiles of 64
-# elements per thread, more warps per SM (compiled for sm_90 on the CPU, session 43, registers / programs per SM /
-# spilled: 256x64/w8 80 / 3 / 0, 256x64/w8/r64 64 / 4 / 3, 128x64/w4 72 / 7 / 0, 128x128/w4/r128 126 / 4 / 0).
-COOP_COLUMNS_WARPS="256x64/w4/r128,256x64/w4,256x64/w8,256x64/w8/r64,128x64/w4,128x128/w4/r128"
+# Call 28: colwise 3D's tile past one expert (4 programs, 16 warps per SM) beside it uncapped, tiles of 64 elements
+# per thread (more warps per SM) and one of 128-long chunks (compiled for sm_90 on the CPU, session 43, registers /
+# programs per SM / spilled: 256x64/w8 80 / 3 / 0, 128x64/w4 72 / 7 / 0, 128x128/w4/r128 126 / 4 / 0;
+# 256x64/w8/r64, 64 / 4 / 3, left out for the call's time: 20 forced runs, about 14 s each on an H100 in session 40).
+COOP_COLUMNS_WARPS="256x64/w4/r128,256x64/w4,256x64/w8,128x64/w4,128x128/w4/r128"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
@@ -288,7 +289,7 @@ $COOP_COLUMNS_TILES"; do
       # 512-long chunks and narrow the columns instead. Compiled for sm_90 on the CPU (sass_counts.compile_sm90, fused
       # phase): 256x64/w4 147 registers, 32 KB shared, 3 programs per SM; 256x32/w2 152, 8 KB, 6; 512x16/w2 166,
       # 4 KB, 6; 128x32/w1 152, 2 KB, 13. Files: env.txt, configs.md, tune.log.
-    STEPS="tune" TUNE_TIMEOUT=240 TUNE_ARGS="--only colwise_3d --select row_major --replace \
+    STEPS="tune" TUNE_TIMEOUT=220 TUNE_ARGS="--only colwise_3d --select row_major --replace \
       --candidates coop_columns=$COOP_COLUMNS_NARROW" bash "$here/gpu_session.sh" ;;
   22) # the whole GPU suite under the defaults of session 38: "auto" now runs the jagged cooperative kernel for the
       # colwise ops' views whose groups average 2048 positions or more (fp8moe.configs.COOP_MEAN_GROUP). On an H100
@@ -349,16 +350,18 @@ $COOP_COLUMNS_TILES"; do
       # the colwise G = 16 point runs at 83% and the dual op's at 67-80% (h100-s43-call23-jagged-coop.md). Then
       # colwise 3D on row-major input under COOP_COLUMNS_WARPS (above) forced one at a time at its four points: 77-78%
       # of copy at (64, 2048, 1408) and (128, 5120, 8192) on an H100 (h100-s43-call26-colwise3d-experts.md), the
-      # target 80%. Files: env.txt, jagged_coop.{md,err}, configs.md, tune.log.
+      # target 80%. First of all the capped tile's GPU test (bitwise, fused and long pass). Files: env.txt,
+      # pytest.log, jagged_coop.{md,err}, configs.md, tune.log.
+    STEPS="tests" TEST_TIMEOUT=120 TEST_PATHS="tests/test_kernels_coop_slices.py -k capped" bash "$here/gpu_session.sh"
     STEPS="jagged" JAGGED_ARGS="--points long --cap 128" bash "$here/gpu_session.sh"
-    STEPS="tune" TUNE_TIMEOUT=240 TUNE_ARGS="--only colwise_3d --select row_major --replace \
+    STEPS="tune" TUNE_TIMEOUT=220 TUNE_ARGS="--only colwise_3d --select row_major --replace \
       --candidates coop_columns=$COOP_COLUMNS_WARPS" bash "$here/gpu_session.sh" ;;
   29) # the 3D ops at their issue #11 points read along N (colwise 3D on row-major input, both transpose methods)
       # under today's defaults (colwise 3D's jagged launch capped past one expert, the atomic transpose's cooperative
       # kernel), torch.compile at each op's first point and the copy rows:
       # where the two 3D targets (80% for colwise 3D on row-major input, 1.5x torch.compile) stand on this GPU, in
       # one run. Files: env.txt (dropped after call 28's), bench.{md,json}.
-    STEPS="bench" BENCH_TIMEOUT=240 BENCH_ARGS="--only 3d --select row_major --compile first" bash "$here/gpu_session.sh"
+    STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only 3d --select row_major --compile first" bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.png" "$OUT/bench.log" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group

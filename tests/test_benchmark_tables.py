@@ -1220,24 +1220,25 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
 
 def test_the_h100_call_runs_the_register_questions_then_the_3d_bench(tmp_path):
     """prepared_calls.sh h100: call 28 (the per-group cooperative tile capped beside the default at the long-group
-    points, then colwise 3D's tiles of more warps per SM forced at its row-major points) then 29 (the 3D ops read
-    along N benched under the defaults), each in its own folder, 7 files: call 29's env.txt and its bench's png and
-    log dropped. Stub, as above."""
+    points, after its GPU test, then colwise 3D's tiles of more warps per SM forced at its row-major points) then 29
+    (the 3D ops read along N benched under the defaults), each in its own folder, 8 files: call 29's env.txt and its
+    bench's png and log dropped. Stub, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${JAGGED_ARGS:-} ${TUNE_ARGS:-} ${BENCH_ARGS:-}\ncase "$STEPS" in jagged) touch '
-        "jagged_coop.md jagged_coop.err ;; tune) touch configs.md tune.log ;; bench) touch bench.md bench.json "
-        "bench.png bench.log ;; esac",
+        tmp_path, "h100", '$STEPS ${TEST_PATHS:-} ${JAGGED_ARGS:-} ${TUNE_ARGS:-} ${BENCH_ARGS:-}\ncase "$STEPS" in '
+        "tests) touch pytest.log ;; jagged) touch jagged_coop.md jagged_coop.err ;; tune) touch configs.md tune.log ;; "
+        "bench) touch bench.md bench.json bench.png bench.log ;; esac",
     )  # fmt: skip
     assert [" ".join(step.split()) for step in steps] == [
+        "tests tests/test_kernels_coop_slices.py -k capped",
         "jagged --points long --cap 128",
         "tune --only colwise_3d --select row_major --replace --candidates coop_columns=256x64/w4/r128,256x64/w4,"
-        "256x64/w8,256x64/w8/r64,128x64/w4,128x128/w4/r128",
+        "256x64/w8,128x64/w4,128x128/w4/r128",
         "bench --only 3d --select row_major --compile first",
     ]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call28/env.txt", "call28/jagged_coop.md", "call28/jagged_coop.err", "call28/configs.md", "call28/tune.log",
-        "call29/bench.md", "call29/bench.json",
+        "call28/env.txt", "call28/pytest.log", "call28/jagged_coop.md", "call28/jagged_coop.err",
+        "call28/configs.md", "call28/tune.log", "call29/bench.md", "call29/bench.json",
     }  # fmt: skip
 
 
@@ -1250,7 +1251,7 @@ def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert(
     [line] = [line for line in script.read_text().splitlines() if line.startswith("COOP_COLUMNS_WARPS=")]
     tiles = line.partition("=")[2].strip('"')
     [parsed] = tune_configs.parse_candidates([f"coop_columns={tiles}"]).values()
-    assert len(parsed) == len(tiles.split(",")) == 6
+    assert len(parsed) == len(tiles.split(",")) == 5
     assert fp8moe.configs.describe(parsed[0]) == fp8moe.configs.describe(fp8moe.configs.COOP_COLUMNS_CUDA[1])
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
 

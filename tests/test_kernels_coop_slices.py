@@ -481,6 +481,29 @@ def test_a_jagged_cast_without_the_fold_is_caught():
     assert not torch.equal(outputs[0][1].view(torch.int32), s_ref.view(torch.int32))
 
 
+@pytest.mark.parametrize("limit", [None, 0], ids=["fused", "long-pass"])
+@pytest.mark.parametrize("pow2", [False, True], ids=["", "pow2"])
+def test_the_jagged_tile_capped_at_128_registers_matches_the_reference(pow2, limit, device, monkeypatch):
+    """fp8moe.configs.GROUP_COOP_CAP (prepared call 28 times it): the colwise views' tile compiled with maxnreg 128
+    (one register spilled on sm_90, triton 3.6) gives fp8ref's bytes, cast in the fused launch (waiting) and by the
+    long pass. CUDA only: maxnreg is an NVIDIA compile option, which the interpreter and ROCm never get."""
+    backend = backend_for(device)
+    if backend.kind != "cuda":
+        pytest.skip("GROUP_COOP_CAP caps a CUDA compile only")
+    monkeypatch.setattr(configs, "GROUP_COOP_CAP", 128)
+    ends = _group_ends(backend)
+    view = _group_view(70, ends, transposing=True)
+    x = view.t().contiguous().to(device).t()
+    assert _coop_groups_config(backend, x).maxnreg == 128
+    offs = torch.tensor(ends, dtype=torch.int32, device=device)
+    q, s = torch.empty(x.shape, dtype=E4, device=device), torch.empty(len(ends) * 70, device=device)
+    phases = [_coop_slices.PHASE_FUSED, _coop_slices.PHASE_LONG]
+    _coop_slices.run_coop_group_phases(x, q, s, offs, E4, pow2, backend, phases=phases, limit=limit)
+    q_ref, s_ref = ref.per_group_rowwise_scales(view, offs.cpu(), E4, pow2)
+    assert_same_bits(s, s_ref, what="scales")
+    assert_same_bits(q[:, : ends[-1]], q_ref[:, : ends[-1]], what="q")
+
+
 @pytest.mark.parametrize("limit", [0, 1, 2])
 def test_groups_longer_than_may_wait_fold_then_are_cast_by_the_long_pass(limit, device):
     """Groups of more than ``limit`` chunks (every group at 0, the two-chunk ones at 1, none at 2) fold without
