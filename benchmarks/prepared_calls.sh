@@ -366,16 +366,18 @@ $COOP_COLUMNS_TILES"; do
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
-      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere the cooperative and
-      # dense kernel tests, colwise 3D's tile capped at 128 registers past one expert (the CUDA default since session
-      # 40, untested on a GPU since). GPU_NAME overrides nvidia-smi's list (the tests run it without a GPU).
-      # Files: env.txt, then bench.{md,json} or pytest.log.
+      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere call 28's first half,
+      # the per-group cooperative tile capped at 128 registers: its GPU test, then the probe beside the default at
+      # the long-group points (the whole suite passed under today's defaults on an H100 in session 43, call 22).
+      # GPU_NAME overrides nvidia-smi's list (the tests run it without a GPU). Files: env.txt, then bench.{md,json}
+      # or pytest.log and jagged_coop.{md,err}.
     if grep -q H200 <<<"${GPU_NAME:-$(nvidia-smi -L 2>/dev/null)}"; then
       STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     else
-      STEPS="tests" TEST_TIMEOUT=180 \
-        TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py" bash "$here/gpu_session.sh"
+      STEPS="tests" TEST_TIMEOUT=120 TEST_PATHS="tests/test_kernels_coop_slices.py -k capped" \
+        bash "$here/gpu_session.sh"
+      STEPS="jagged" JAGGED_ARGS="--points long --cap 128" bash "$here/gpu_session.sh"
     fi ;;
   *) echo "no prepared call $1: 1 to 29, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

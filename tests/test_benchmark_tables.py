@@ -1260,21 +1260,22 @@ def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert(
     ("gpu", "step", "files"),
     [
         ("GPU 0: NVIDIA H200 (UUID: GPU-0)", "bench --only per_group --compile none", ["bench.json", "bench.md"]),
-        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "tests tests/test_kernels_coop_slices.py "
-         "tests/test_kernels_dense.py", ["pytest.log"]),
+        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "tests tests/test_kernels_coop_slices.py -k capped|"
+         "jagged --points long --cap 128", ["pytest.log", "jagged_coop.md", "jagged_coop.err"]),
     ],
 )  # fmt: skip
 def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_tests_the_coop_kernels_elsewhere(
     tmp_path, gpu, step, files
 ):
     """prepared_calls.sh short, for a budget that fits one short call: on an H200 the per-group bench without
-    torch.compile (the bench's png and log dropped), on any other GPU the cooperative and dense kernel tests. Stub
-    gpu_session.sh, as above, with nvidia-smi's list given."""
+    torch.compile (the bench's png and log dropped), on any other GPU the capped cooperative tile's GPU test and
+    its probe (call 28's first half). Stub gpu_session.sh, as above, with nvidia-smi's list given."""
     out, steps = _run_prepared_call(
-        tmp_path, "short", '$STEPS ${BENCH_ARGS:-} ${TEST_PATHS:-}\ncase "$STEPS" in bench) touch bench.md bench.json '
-        "bench.png bench.log ;; tests) touch pytest.log ;; esac", gpu=gpu,
+        tmp_path, "short", '$STEPS ${BENCH_ARGS:-} ${TEST_PATHS:-} ${JAGGED_ARGS:-}\ncase "$STEPS" in bench) touch '
+        "bench.md bench.json bench.png bench.log ;; tests) touch pytest.log ;; jagged) touch jagged_coop.md "
+        "jagged_coop.err ;; esac", gpu=gpu,
     )  # fmt: skip
-    assert [" ".join(line.split()) for line in steps] == [step]
+    assert [" ".join(line.split()) for line in steps] == step.split("|")
     assert sorted(p.name for p in out.iterdir()) == sorted(["env.txt", *files])
 
 
