@@ -981,6 +981,7 @@ COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPO
 #: per-group ops: benchmarks/probe_jagged_coop.py times the default beside it (its "coop/r128" rows, prepared call
 #: 28), each checked bitwise.
 GROUP_COOP_CAP: int | None = None
+_GROUP_COOP_CAPPED: dict[int, triton.Config] = {}  # the capped twin of GROUP_COOP's first tile, per cap, made once
 
 
 def _group_coop_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
@@ -991,7 +992,11 @@ def _group_coop_rule(backend: Backend, args: Mapping[str, object]) -> triton.Con
     tile. ROCm takes its one fixed tile (no AMD timing)."""
     config = _config_by_view(GROUP_COOP, backend, args)
     if backend.kind == "cuda" and GROUP_COOP_CAP and is_transposing_view(args):
-        return triton.Config(dict(config.kwargs), num_warps=config.num_warps, maxnreg=GROUP_COOP_CAP)
+        capped = _GROUP_COOP_CAPPED.get(GROUP_COOP_CAP)
+        if capped is None:
+            capped = triton.Config(dict(config.kwargs), num_warps=config.num_warps, maxnreg=GROUP_COOP_CAP)
+            _GROUP_COOP_CAPPED[GROUP_COOP_CAP] = capped
+        return capped
     return config
 
 

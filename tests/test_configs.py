@@ -719,6 +719,8 @@ def test_the_group_coop_cap_caps_the_transposing_views_tile_on_cuda_only(monkeyp
     capped, first = configs.GROUP_COOP.fixed(CUDA, colwise), configs.GROUP_COOP.cuda[0]
     assert (capped.kwargs, capped.num_warps, capped.maxnreg) == (first.kwargs, first.num_warps, 128)
     assert configs.describe(capped) == "256x64/w4/r128"
+    assert configs.GROUP_COOP.fixed(CUDA, colwise) is capped  # made once per cap, not per launch
+    assert configs.GROUP_COOP.fixed(CUDA, colwise) is capped  # made once per cap, not per launch
     assert getattr(first, "maxnreg", None) is None  # the listed tile itself is left as it is
     assert configs.GROUP_COOP.fixed(CUDA, rowwise) is configs.GROUP_COOP.cuda[1]
     assert configs.GROUP_COOP.fixed(ROCM, colwise) is configs.GROUP_COOP.rocm

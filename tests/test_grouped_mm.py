@@ -8,6 +8,7 @@ The GPU claims (SQNR vs bf16 at the MoE shapes, compile, no syncs) are in tests/
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -518,6 +519,19 @@ def test_each_tensor_is_quantized_once_for_every_gemm_that_takes_it(
         _assert_same_values(A_leaf.grad, expected.grad_A, 64, "grad_A")
     if requires_grad[1]:
         _assert_same_values(B_leaf.grad, expected.grad_B_t, E, "grad_B_t")
+
+
+@pytest.mark.skipif("FP8MOE_FUSED_ACTIVATIONS" in os.environ, reason="the environment overrides the default")
+def test_cuda_quantizes_the_activations_rowwise_plus_the_dual_op_by_default():
+    """FUSED_ACTIVATIONS: "off" on CUDA and in the interpreter (the pairs lost at all four step shapes on an H100,
+    benchmarks/results/h100-s43-call24-quant-layouts-off.md), "auto" on ROCm (no AMD timing): no CUDA shape takes
+    the pairs, however long its groups."""
+    from fp8moe import configs
+
+    assert configs.FUSED_ACTIVATIONS == {"cuda": "off", "rocm": "auto", "interpreter": "off"}
+    assert not configs.fuse_activations("cuda", 65536, 8)
+    assert not configs.fuse_activations("interpreter", 65536, 8)
+    assert configs.fuse_activations("rocm", 65536, 8)
 
 
 @pytest.mark.parametrize(
