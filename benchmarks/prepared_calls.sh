@@ -32,10 +32,11 @@
 #   bash benchmarks/prepared_calls.sh 27  # the size-matched copy at every issue #11 point, nothing else (about 2 min)
 #   bash benchmarks/prepared_calls.sh 28  # the per-group coop tile capped at 128 registers; colwise 3D's other tiles
 #   bash benchmarks/prepared_calls.sh 29  # the 3D ops' bench under the defaults, torch.compile at each first point
+#   bash benchmarks/prepared_calls.sh 30  # Nsight Compute of the 3D ops on row-major input; colwise 3D capped/uncapped
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 28 then 29 in one device call (about 9 minutes; any sm_90 GPU)
-#   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3-4 minutes; by the GPU it gets)
+#   bash benchmarks/prepared_calls.sh h100      # 30 in one device call (about 4 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
 #
@@ -105,7 +106,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="28 29" ;;
+  h100) waiting="30" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -121,7 +122,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 29, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 30, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -363,21 +364,32 @@ $COOP_COLUMNS_TILES"; do
       # one run. Files: env.txt (dropped after call 28's), bench.{md,json}.
     STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only 3d --select row_major --compile first" bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.png" "$OUT/bench.log" ;;
+  30) # deliverable 4's measurement for the 3D misses on row-major input (session 44, H100: colwise 3D at
+      # 65/85/78/78% of copy, the atomic transpose at 77/87/83/77%, the reduction transpose at 96-102% on the same
+      # bytes, h100-s44-call29-bench.md): Nsight Compute of each op's launches at the four issue #11 3D points, the
+      # reduction transpose as the control that reaches the roofline. Read: DRAM bytes against the ideal (one read?),
+      # SMs idle (the E = 1 launch's 2560 programs in 6.5 waves of 3 per SM, each chunk waiting on its slice's
+      # others), achieved occupancy, registers and the warp stall reasons (the waits' polling loads). Then colwise 3D
+      # again with its tile forced capped (256x64/w4/r128) and uncapped (256x64/w4): the cap took 0.93-0.97x the time
+      # past one expert in session 40 and 1.03x at (128, 5120, 8192) in session 44 (h100-s44-call28-configs.md), so
+      # the counters say what a fourth program per SM changes. Files: env.txt, ncu.{csv,md,err}, then
+      # forced/ncu.{csv,md,err}.
+    STEPS="profile" PROFILE_TIMEOUT=240 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
+    mkdir -p "$OUT/forced"
+    OUT="$OUT/forced" STEPS="profile" PROFILE_TIMEOUT=150 PROFILE_ARGS="--only colwise_3d --select row_major \
+      --force coop_columns=256x64/w4/r128,256x64/w4" bash "$here/gpu_session.sh"
+    rm -f "$OUT/forced/env.txt" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
-      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere call 28's first half,
-      # the per-group cooperative tile capped at 128 registers: its GPU test, then the probe beside the default at
-      # the long-group points (the whole suite passed under today's defaults on an H100 in session 43, call 22).
-      # GPU_NAME overrides nvidia-smi's list (the tests run it without a GPU). Files: env.txt, then bench.{md,json}
-      # or pytest.log and jagged_coop.{md,err}.
+      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere call 30's first half,
+      # Nsight Compute of the 3D ops read along N under the defaults. GPU_NAME overrides nvidia-smi's list (the
+      # tests run it without a GPU). Files: env.txt, then bench.{md,json} or ncu.{csv,md,err}.
     if grep -q H200 <<<"${GPU_NAME:-$(nvidia-smi -L 2>/dev/null)}"; then
       STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     else
-      STEPS="tests" TEST_TIMEOUT=120 TEST_PATHS="tests/test_kernels_coop_slices.py -k capped" \
-        bash "$here/gpu_session.sh"
-      STEPS="jagged" JAGGED_ARGS="--points long --cap 128" bash "$here/gpu_session.sh"
+      STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 29, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 30, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -65,7 +65,7 @@ def profile(select: str | None, only: str | None, points: str = "issue11", force
     import contextlib
 
     import torch
-    from tune_configs import POINT_SETS, extra_candidates, forced, kernel_configs_of, parse_candidates
+    from tune_configs import POINT_SETS, extra_candidates, forced, lists_that_ran, parse_candidates
 
     import fp8moe
     from fp8moe.bench import ideal_bytes, make_inputs
@@ -87,19 +87,24 @@ def profile(select: str | None, only: str | None, points: str = "issue11", force
                 label = f"{point.op} {shape} G={point.groups} {point.variant} {point.layout}"
                 if (only and only not in point.op) or (select and not any(s in label for s in select.split(","))):
                     continue
-                tiles = [
-                    describe(lists[k.name][i]) for k in kernel_configs_of(point.op, point.kwargs) if k.name in lists
-                ]
-                variant = " ".join([point.variant, *tiles])
                 c = contract(point.op)
                 xs, offs = make_inputs(c, point, "cuda")
                 kernel = getattr(fp8moe, point.op)
                 args = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False, **point.kwargs}
+
+                def call(c=c, kernel=kernel, xs=xs, offs=offs, args=args):
+                    return c.call(kernel, xs, offs, **args)
+
+                # The forced tiles of the lists whose kernels this point launches (colwise 3D's list, say, is the
+                # row kernel's or the cooperative kernel's by the input: the op's own list alone can miss it).
+                ran = lists_that_ran(point, call) if lists else ()
+                tiles = [describe(lists[k.name][i]) for k in ran if k.name in lists]
+                variant = " ".join([point.variant, *tiles])
                 _profiled_call(
                     marker,
                     f"{point.op} | {shape} G={point.groups} | {variant} | {point.layout}",
                     ideal_bytes(c, point.shape, point.groups),
-                    lambda c=c, kernel=kernel, xs=xs, offs=offs, args=args: c.call(kernel, xs, offs, **args),
+                    call,
                 )
 
 

@@ -1139,9 +1139,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "30"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "31"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 30: 1 to 29, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 31: 1 to 30, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1174,6 +1174,7 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> t
         "JAGGED_ARGS",
         "HOST_ARGS",
         "BENCH_ARGS",
+        "PROFILE_ARGS",
         "TEST_PATHS",
         "PREPARED_PRINT",
     }
@@ -1218,28 +1219,28 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_runs_the_register_questions_then_the_3d_bench(tmp_path):
-    """prepared_calls.sh h100: call 28 (the per-group cooperative tile capped beside the default at the long-group
-    points, after its GPU test, then colwise 3D's tiles of more warps per SM forced at its row-major points) then 29
-    (the 3D ops read along N benched under the defaults), each in its own folder, 8 files: call 29's env.txt and its
-    bench's png and log dropped. Stub, as above."""
+def test_the_h100_call_profiles_the_3d_ops_then_colwise_3d_under_both_tiles(tmp_path):
+    """prepared_calls.sh h100: call 30, Nsight Compute of the 3D ops read along N (colwise 3D, both transpose methods)
+    under the defaults, then colwise 3D again with its tile forced capped and uncapped, each profile in its own
+    folder so the second cannot overwrite the first: 7 files, the second env.txt dropped. Stub, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${TEST_PATHS:-} ${JAGGED_ARGS:-} ${TUNE_ARGS:-} ${BENCH_ARGS:-}\ncase "$STEPS" in '
-        "tests) touch pytest.log ;; jagged) touch jagged_coop.md jagged_coop.err ;; tune) touch configs.md tune.log ;; "
-        "bench) touch bench.md bench.json bench.png bench.log ;; esac",
+        tmp_path, "h100", '$STEPS ${PROFILE_ARGS:-}\ncase "$STEPS" in profile) touch ncu.csv ncu.md ncu.err ;; esac',
     )  # fmt: skip
     assert [" ".join(step.split()) for step in steps] == [
-        "tests tests/test_kernels_coop_slices.py -k capped",
-        "jagged --points long --cap 128",
-        "tune --only colwise_3d --select row_major --replace --candidates coop_columns=256x64/w4/r128,256x64/w4,"
-        "256x64/w8,128x64/w4,128x128/w4/r128",
-        "bench --only 3d --select row_major --compile first",
+        "profile --only 3d --select row_major",
+        "profile --only colwise_3d --select row_major --force coop_columns=256x64/w4/r128,256x64/w4",
     ]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call28/env.txt", "call28/pytest.log", "call28/jagged_coop.md", "call28/jagged_coop.err",
-        "call28/configs.md", "call28/tune.log", "call29/bench.md", "call29/bench.json",
+        "call30/env.txt", "call30/ncu.csv", "call30/ncu.md", "call30/ncu.err",
+        "call30/forced/ncu.csv", "call30/forced/ncu.md", "call30/forced/ncu.err",
     }  # fmt: skip
+    [forced] = [step for step in steps if "--force" in step]
+    [parsed] = tune_configs.parse_candidates([forced.split("--force ")[1].split()[0]]).values()
+    assert [fp8moe.configs.describe(c) for c in parsed] == [
+        fp8moe.configs.describe(fp8moe.configs.COOP_COLUMNS_CUDA[1]),
+        fp8moe.configs.describe(fp8moe.configs.COOP_COLUMNS_CUDA[0]),
+    ]
 
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
@@ -1260,20 +1261,19 @@ def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert(
     ("gpu", "step", "files"),
     [
         ("GPU 0: NVIDIA H200 (UUID: GPU-0)", "bench --only per_group --compile none", ["bench.json", "bench.md"]),
-        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "tests tests/test_kernels_coop_slices.py -k capped|"
-         "jagged --points long --cap 128", ["pytest.log", "jagged_coop.md", "jagged_coop.err"]),
+        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "profile --only 3d --select row_major",
+         ["ncu.csv", "ncu.md", "ncu.err"]),
     ],
 )  # fmt: skip
-def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_tests_the_coop_kernels_elsewhere(
+def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_profiles_the_3d_ops_elsewhere(
     tmp_path, gpu, step, files
 ):
     """prepared_calls.sh short, for a budget that fits one short call: on an H200 the per-group bench without
-    torch.compile (the bench's png and log dropped), on any other GPU the capped cooperative tile's GPU test and
-    its probe (call 28's first half). Stub gpu_session.sh, as above, with nvidia-smi's list given."""
+    torch.compile (the bench's png and log dropped), on any other GPU Nsight Compute of the 3D ops read along N
+    (call 30's first half). Stub gpu_session.sh, as above, with nvidia-smi's list given."""
     out, steps = _run_prepared_call(
-        tmp_path, "short", '$STEPS ${BENCH_ARGS:-} ${TEST_PATHS:-} ${JAGGED_ARGS:-}\ncase "$STEPS" in bench) touch '
-        "bench.md bench.json bench.png bench.log ;; tests) touch pytest.log ;; jagged) touch jagged_coop.md "
-        "jagged_coop.err ;; esac", gpu=gpu,
+        tmp_path, "short", '$STEPS ${BENCH_ARGS:-} ${PROFILE_ARGS:-}\ncase "$STEPS" in bench) touch '
+        "bench.md bench.json bench.png bench.log ;; profile) touch ncu.csv ncu.md ncu.err ;; esac", gpu=gpu,
     )  # fmt: skip
     assert [" ".join(line.split()) for line in steps] == step.split("|")
     assert sorted(p.name for p in out.iterdir()) == sorted(["env.txt", *files])
