@@ -33,9 +33,10 @@
 #   bash benchmarks/prepared_calls.sh 28  # the per-group coop tile capped at 128 registers; colwise 3D's other tiles
 #   bash benchmarks/prepared_calls.sh 29  # the 3D ops' bench under the defaults, torch.compile at each first point
 #   bash benchmarks/prepared_calls.sh 30  # Nsight Compute of the 3D ops on row-major input; colwise 3D capped/uncapped
+#   bash benchmarks/prepared_calls.sh 31  # colwise 3D's miss as a ladder: transposing cast, one-read tile, chunks meeting
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 30 in one device call (about 4 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 31 in one device call (about 3 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -106,7 +107,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="30" ;;
+  h100) waiting="31" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -122,7 +123,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 30, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 31, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -379,6 +380,24 @@ $COOP_COLUMNS_TILES"; do
     OUT="$OUT/forced" STEPS="profile" PROFILE_TIMEOUT=150 PROFILE_ARGS="--only colwise_3d --select row_major \
       --force coop_columns=256x64/w4/r128,256x64/w4" bash "$here/gpu_session.sh"
     rm -f "$OUT/forced/env.txt" ;;
+  31) # colwise 3D on row-major input, its miss split into rungs at the bytes of three of its points (E, K, N) =
+      # (1, 8192, 5120), (16, 8192, 5120), (64, 2048, 1408) as (E * K) x N (session 44, H100: the op at 65/85/78% of
+      # copy, h100-s44-call29-bench.md; Nsight Compute put it at 70-76% of DRAM peak, 16 warps per SM, long-scoreboard
+      # stalls first, h100-s44-call30-ncu.md). Rung 1, transpose_ceiling.py slice 0: the transposing cast alone
+      # (constant scale), pointer and row (not transposing) forms. Rung 2, slice 256: each 256-token tile its own
+      # slice, amax and cast from registers, no program waiting for another. Rung 3, probe_coop_slices.py: the
+      # stripped cooperative kernel, a K-long slice cut into 256-token chunks that meet through atomics, beside
+      # per_group_colwise_scales on the same bytes. Every row checked byte for byte first. Files: env.txt,
+      # ceiling.{md,log}, coop_slices.{md,log}.
+    (
+      source "$here/device_setup.sh"
+      timeout 240 python3 benchmarks/transpose_ceiling.py --shapes 8192x5120,131072x5120,131072x1408 --slices 0,256 \
+        --modes ptr,rows --tiles 256x64/w4,64x64/w4 --out "$OUT/ceiling.md" >"$OUT/ceiling.log" 2>&1
+      echo "ceiling exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+      timeout 150 python3 benchmarks/probe_coop_slices.py --points 8192x5120/8192,131072x5120/8192,131072x1408/2048 \
+        --variants op,coop256x64/w4 --out "$OUT/coop_slices.md" >"$OUT/coop_slices.log" 2>&1
+      echo "coop_slices exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    ) ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -391,5 +410,5 @@ $COOP_COLUMNS_TILES"; do
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 30, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 31, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -1139,9 +1139,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "31"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "32"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 31: 1 to 30, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 32: 1 to 31, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1219,28 +1219,38 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_profiles_the_3d_ops_then_colwise_3d_under_both_tiles(tmp_path):
-    """prepared_calls.sh h100: call 30, Nsight Compute of the 3D ops read along N (colwise 3D, both transpose methods)
-    under the defaults, then colwise 3D again with its tile forced capped and uncapped, each profile in its own
-    folder so the second cannot overwrite the first: 7 files, the second env.txt dropped. Stub, as above."""
-    out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${PROFILE_ARGS:-}\ncase "$STEPS" in profile) touch ncu.csv ncu.md ncu.err ;; esac',
-    )  # fmt: skip
-    assert [" ".join(step.split()) for step in steps] == [
-        "profile --only 3d --select row_major",
-        "profile --only colwise_3d --select row_major --force coop_columns=256x64/w4/r128,256x64/w4",
-    ]
+def test_the_h100_call_runs_call_31_in_its_own_folder(tmp_path):
+    """prepared_calls.sh h100: call 31 (colwise 3D's miss as rungs: the transposing cast, the one-read tile, the
+    chunks meeting), its files in call31/. Run with stub device_setup.sh and python3 that record what they were
+    asked and write the --out file."""
+    import shutil
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
+    shutil.copy(script, tmp_path / "prepared_calls.sh")
+    (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        f'#!/bin/bash\necho "$*" >> "{tmp_path}/steps"\n'
+        'while [ $# -gt 0 ]; do [ "$1" = --out ] && touch "$2"; shift; done\n'
+    )
+    (bin_dir / "python3").chmod(0o755)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["bash", str(tmp_path / "prepared_calls.sh"), "h100"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    steps = (tmp_path / "steps").read_text().splitlines()
+    assert [step.split()[0] for step in steps] == ["benchmarks/transpose_ceiling.py", "benchmarks/probe_coop_slices.py"]
+    assert "--shapes 8192x5120,131072x5120,131072x1408 --slices 0,256" in steps[0]
+    assert "--variants op,coop256x64/w4" in steps[1]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call30/env.txt", "call30/ncu.csv", "call30/ncu.md", "call30/ncu.err",
-        "call30/forced/ncu.csv", "call30/forced/ncu.md", "call30/forced/ncu.err",
+        "call31/env.txt", "call31/ceiling.md", "call31/ceiling.log", "call31/coop_slices.md", "call31/coop_slices.log",
     }  # fmt: skip
-    [forced] = [step for step in steps if "--force" in step]
-    [parsed] = tune_configs.parse_candidates([forced.split("--force ")[1].split()[0]]).values()
-    assert [fp8moe.configs.describe(c) for c in parsed] == [
-        fp8moe.configs.describe(fp8moe.configs.COOP_COLUMNS_CUDA[1]),
-        fp8moe.configs.describe(fp8moe.configs.COOP_COLUMNS_CUDA[0]),
-    ]
 
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
