@@ -34,9 +34,10 @@
 #   bash benchmarks/prepared_calls.sh 29  # the 3D ops' bench under the defaults, torch.compile at each first point
 #   bash benchmarks/prepared_calls.sh 30  # Nsight Compute of the 3D ops on row-major input; colwise 3D capped/uncapped
 #   bash benchmarks/prepared_calls.sh 31  # colwise 3D's miss as a ladder: transposing cast, one-read tile, chunks meeting
+#   bash benchmarks/prepared_calls.sh 32  # the chunks' meeting taken apart: ticket, folds and arrivals, wait, read-back
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 31 in one device call (about 3 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 32 in one device call (about 2 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -107,7 +108,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="31" ;;
+  h100) waiting="32" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -123,7 +124,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 31, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 32, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -398,6 +399,19 @@ $COOP_COLUMNS_TILES"; do
         --variants op,coop256x64/w4 --out "$OUT/coop_slices.md" >"$OUT/coop_slices.log" 2>&1
       echo "coop_slices exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     ) ;;
+  32) # call 31's third rung taken apart at the same bytes (session 44, H100, h100-s44-call31-*: each 256-token tile
+      # its own slice ran at 88/96/94% of copy, the stripped cooperative kernel, whose 256-token chunks meet over the
+      # K-long slice, at 62/74/72%, the op at 61/84/74%): the stripped kernel in full, then with the program id for
+      # its ticket (/pid), its amax read back by loads (/ld), its chunks folding and arriving without waiting
+      # (/arrive), no atomics at all (/local), and both (/pid/local). Each row checked byte for byte (the /arrive and
+      # /local rows at the chunk's length). Files: env.txt, coop_rungs.{md,log}.
+    (
+      source "$here/device_setup.sh"
+      timeout 200 python3 benchmarks/probe_coop_slices.py --points 8192x5120/8192,131072x5120/8192,131072x1408/2048 \
+        --variants op,coop256x64/w4,coop256x64/w4/pid,coop256x64/w4/ld,coop256x64/w4/arrive,coop256x64/w4/local,\
+coop256x64/w4/pid/local --out "$OUT/coop_rungs.md" >"$OUT/coop_rungs.log" 2>&1
+      echo "coop_rungs exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    ) ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -410,5 +424,5 @@ $COOP_COLUMNS_TILES"; do
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 31, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 32, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

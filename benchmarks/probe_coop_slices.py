@@ -16,7 +16,12 @@ column (integer atomic max of the f32 bits), arrives, waits for the slice's othe
 (benchmarks/transpose_ceiling.py: 448 / amax by ``div_rn``, saturating cast, transposed pointer stores).
 
 Variants: ``op`` (fp8moe.ops.per_group_colwise_scales on the same x and uniform offs, autotuned: the baseline),
-``coop<CHUNK>x<BLOCK_N>/w<W>`` (the cooperative kernel; its time includes zeroing its workspace, one memset).
+``coop<CHUNK>x<BLOCK_N>/w<W>`` (the cooperative kernel; its time includes zeroing its workspace, one memset), and
+the rungs that take the meeting apart (session 44): ``/pid`` the program id for the ticket (nothing then guarantees
+that a slice's chunks have all started: timing only), ``/ld`` the slice's amax read back by volatile loads instead
+of atomics, ``/arrive`` each chunk folding and arriving but casting with its own amax without waiting, ``/local``
+no atomic at all (each chunk its own slice, transpose_ceiling.py's one-read math at the chunk's length). The
+``/arrive`` and ``/local`` rows are checked at the chunk's length.
 
 Each coop variant's codes are checked against transpose_ceiling.expected (every byte), the op's against fp8ref,
 before timing; times are CUDA-graph medians; % of copy is ideal bytes (2 read + 1 written per element) over the copy
@@ -48,41 +53,71 @@ VARIANTS = ("op", "coop128x64/w4", "coop256x64/w4", "coop128x128/w8", "coop256x3
 @triton.jit
 def _coop_kernel(
     x_ptr, q_ptr, ws_ptr, KT, N, SLICES,
-    SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr,
+    SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr, TICKET: tl.constexpr,
+    MEET: tl.constexpr, LOAD_BACK: tl.constexpr,
 ):  # fmt: skip
     """Workspace (int32, zeroed): [0] the ticket of each launch's phase ([0] fused or fold, [1] cast), then one
     arrival count per item, then BLOCK_N amax words per item. Item i = (slice i % SLICES, column block i //
-    SLICES); ticket t takes chunk t % CHUNKS of item t // CHUNKS."""
+    SLICES); ticket t takes chunk t % CHUNKS of item t // CHUNKS. Without TICKET, t is the program id (nothing then
+    guarantees that a chunk's slice-mates have started: a timing variant). MEET < MEET_ALL casts with the chunk's
+    own amax: MEET_ARRIVE after folding and arriving as the full kernel does, MEET_NONE with no atomics at all.
+    LOAD_BACK reads the folded amax back by volatile loads instead of an atomic max of 0 per word."""
     CHUNKS: tl.constexpr = SLICE // CHUNK
     items = SLICES * tl.cdiv(N, BLOCK_N)
-    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
+    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1) if TICKET else tl.program_id(0)
     item = t // CHUNKS
     k0 = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK
     n0 = (item // SLICES) * BLOCK_N
     words = ws_ptr + 2 + items + item * BLOCK_N + tl.arange(0, BLOCK_N)
     x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
-    if PHASE != PHASE_CAST:
-        chunk_amax = tl.max(tl.abs(x.to(tl.float32)), 0)
+    chunk_amax = tl.max(tl.abs(x.to(tl.float32)), 0)
+    if PHASE != PHASE_CAST and MEET != MEET_NONE:
         tl.atomic_max(words, chunk_amax.to(tl.int32, bitcast=True), sem="relaxed")
         if PHASE == PHASE_FUSED:
             tl.atomic_add(ws_ptr + 2 + item, 1, sem="release")
-            wait_for_slice(ws_ptr + 2 + item, CHUNKS)
+            if MEET == MEET_ALL:
+                wait_for_slice(ws_ptr + 2 + item, CHUNKS)
     if PHASE != PHASE_AMAX:
-        amax = tl.atomic_max(words, tl.zeros((BLOCK_N,), tl.int32), sem="acquire").to(tl.float32, bitcast=True)
+        if MEET == MEET_ALL and LOAD_BACK:
+            amax = tl.load(words, volatile=True).to(tl.float32, bitcast=True)
+        elif MEET == MEET_ALL:
+            amax = tl.atomic_max(words, tl.zeros((BLOCK_N,), tl.int32), sem="acquire").to(tl.float32, bitcast=True)
+        else:
+            amax = chunk_amax
         scale = _slice_scale(amax[None, :], BLOCK_N)
         _store_scaled(q_ptr, None, x, k0, n0, N, KT, scale, CHUNK, BLOCK_N, 0)
 
 
-def parse_variant(variant: str) -> tuple[int, int, int]:
-    """(CHUNK, BLOCK_N, warps) of ``coop<CHUNK>x<BLOCK_N>/w<W>``."""
-    tile, warps = variant.removeprefix("coop").split("/w")
+#: How a chunk's programs meet (the kernel's MEET): not at all (each chunk casts with its own amax), by folding and
+#: arriving without waiting (the same), or in full (fold, arrive, wait, read the slice's amax back).
+MEET_NONE, MEET_ARRIVE, MEET_ALL = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
+#: Variant suffixes: the program id for a ticket, the two partial meetings (timing rungs of the full kernel), and
+#: the amax read back by loads.
+SUFFIXES = {
+    "pid": ("ticket", False),
+    "arrive": ("meet", MEET_ARRIVE),
+    "local": ("meet", MEET_NONE),
+    "ld": ("load_back", True),
+}
+
+
+def parse_variant(variant: str) -> tuple[int, int, int, bool, int, bool]:
+    """(CHUNK, BLOCK_N, warps, TICKET, MEET, LOAD_BACK) of ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld]``."""
+    tile, warps, *suffixes = variant.removeprefix("coop").split("/")
     chunk, block_n = (int(v) for v in tile.split("x"))
-    return chunk, block_n, int(warps)
+    flags = {"ticket": True, "meet": MEET_ALL, "load_back": False}
+    for suffix in suffixes:
+        if suffix not in SUFFIXES:
+            raise ValueError(f"{variant}: unknown suffix /{suffix}; known: {', '.join(SUFFIXES)}")
+        name, value = SUFFIXES[suffix]
+        flags[name] = value
+    return chunk, block_n, int(warps.removeprefix("w")), flags["ticket"], flags["meet"], flags["load_back"]
 
 
 def coop_call(variant: str, x: torch.Tensor, slice_len: int):
-    """(call, bitwise) of a coop variant on x (KT, N), uniform slices of ``slice_len`` tokens."""
-    chunk, block_n, warps = parse_variant(variant)
+    """(call, bitwise) of a coop variant on x (KT, N), uniform slices of ``slice_len`` tokens. A variant that casts
+    with each chunk's own amax (/arrive, /local) is checked against slices of a chunk's length."""
+    chunk, block_n, warps, ticket, meet, load_back = parse_variant(variant)
     kt, n = x.shape
     slices, chunks = kt // slice_len, slice_len // chunk
     items = slices * triton.cdiv(n, block_n)
@@ -98,12 +133,13 @@ def coop_call(variant: str, x: torch.Tensor, slice_len: int):
         for phase in phases:
             _coop_kernel[(items * chunks,)](
                 x, q, ws, kt, n, slices, SLICE=slice_len, CHUNK=chunk, BLOCK_N=block_n, PHASE=phase,
-                num_warps=warps,
+                TICKET=ticket or phase == PHASE_CAST, MEET=meet, LOAD_BACK=load_back, num_warps=warps,
             )  # fmt: skip
 
     q.view(torch.uint8).fill_(0xAA)
     call()
-    return call, torch.equal(q.view(torch.uint8), expected(x, slice_len, "ptr").view(torch.uint8))
+    cast_slice = slice_len if meet == MEET_ALL else chunk
+    return call, torch.equal(q.view(torch.uint8), expected(x, cast_slice, "ptr").view(torch.uint8))
 
 
 def op_call(x: torch.Tensor, slice_len: int):

@@ -972,6 +972,42 @@ def test_pipelined_slice_walks_write_every_tile_once_and_the_check_can_fail():
 
 
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
+def test_coop_slice_rungs_write_the_bytes_of_their_slice_length(monkeypatch):
+    """benchmarks/probe_coop_slices.py: the full cooperative variant, with a ticket or the program id, its amax read
+    back by atomics or by loads (/ld), writes the bytes
+    of transpose_ceiling.expected at the slice's length; the rungs that cast with each chunk's own amax (/arrive,
+    /local) those at the chunk's length, and not the slice's (the chunks' amaxes differ here, so a rung that met
+    its slice-mates, or a check at the wrong length, fails). Exact inputs: integers in [-6, 6], a 7 in the first
+    row of every slice, every second chunk capped at 5."""
+    import torch
+
+    probe = pytest.importorskip("probe_coop_slices")
+    transpose_ceiling = pytest.importorskip("transpose_ceiling")
+    kt, n, slice_len = 64, 32, 32
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(-6, 7, (kt, n), generator=g).float()
+    x[16:32] = x[16:32].clamp(-5, 5)
+    x[48:64] = x[48:64].clamp(-5, 5)
+    x[::slice_len] = 7.0
+    x = x.to(torch.bfloat16)
+    checked = []  # the slice lengths coop_call checks the bytes at
+    monkeypatch.setattr(
+        probe, "expected", lambda x, k, mode: checked.append(k) or transpose_ceiling.expected(x, k, mode)
+    )
+    for variant, length in [("coop16x16/w4", 32), ("coop16x16/w4/pid", 32), ("coop16x16/w4/ld", 32),
+                            ("coop16x16/w4/arrive", 16), ("coop16x16/w4/local", 16),
+                            ("coop16x16/w4/pid/local", 16)]:  # fmt: skip
+        checked.clear()
+        _, ok = probe.coop_call(variant, x, slice_len)
+        assert ok, variant
+        assert checked == [length], (variant, checked)
+    chunk_bytes, slice_bytes = (transpose_ceiling.expected(x, k, "ptr").view(torch.uint8) for k in (16, slice_len))
+    assert not torch.equal(chunk_bytes, slice_bytes)  # so each variant's check told the two meetings apart
+    with pytest.raises(ValueError, match="unknown suffix /wait"):
+        probe.parse_variant("coop16x16/w4/wait")
+
+
+@needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 def test_ramp_wave_variants_cover_every_tile_once_in_halves_and_wholes(monkeypatch):
     """benchmarks/probe_ramp_waves.py: with the first and last k "SMs" of tiles split into half-width programs
     (k up to half the tiles, where head and tail meet), every variant writes the bytes of transpose_ceiling.expected
@@ -1139,9 +1175,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "32"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "33"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 32: 1 to 31, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 33: 1 to 32, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1219,13 +1255,14 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_runs_call_31_in_its_own_folder(tmp_path):
-    """prepared_calls.sh h100: call 31 (colwise 3D's miss as rungs: the transposing cast, the one-read tile, the
-    chunks meeting), its files in call31/. Run with stub device_setup.sh and python3 that record what they were
-    asked and write the --out file."""
+def test_the_h100_call_runs_call_32_in_its_own_folder(tmp_path):
+    """prepared_calls.sh h100: call 32 (the cooperative chunks' meeting taken apart into rungs), its files in
+    call32/. Run with stub device_setup.sh and python3 that record what they were asked and write the --out file;
+    every variant the call names parses."""
     import shutil
     import subprocess
 
+    probe = pytest.importorskip("probe_coop_slices")
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
     shutil.copy(script, tmp_path / "prepared_calls.sh")
     (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
@@ -1243,14 +1280,17 @@ def test_the_h100_call_runs_call_31_in_its_own_folder(tmp_path):
         ["bash", str(tmp_path / "prepared_calls.sh"), "h100"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    steps = (tmp_path / "steps").read_text().splitlines()
-    assert [step.split()[0] for step in steps] == ["benchmarks/transpose_ceiling.py", "benchmarks/probe_coop_slices.py"]
-    assert "--shapes 8192x5120,131072x5120,131072x1408 --slices 0,256" in steps[0]
-    assert "--variants op,coop256x64/w4" in steps[1]
-    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {
-        "call31/env.txt", "call31/ceiling.md", "call31/ceiling.log", "call31/coop_slices.md", "call31/coop_slices.log",
+    [step] = (tmp_path / "steps").read_text().splitlines()
+    args = step.split()
+    assert args[0] == "benchmarks/probe_coop_slices.py"
+    variants = args[args.index("--variants") + 1].split(",")
+    assert variants[:2] == ["op", "coop256x64/w4"]
+    assert {probe.parse_variant(v)[3:] for v in variants[1:]} == {
+        (True, probe.MEET_ALL, False), (False, probe.MEET_ALL, False), (True, probe.MEET_ALL, True),
+        (True, probe.MEET_ARRIVE, False), (True, probe.MEET_NONE, False), (False, probe.MEET_NONE, False),
     }  # fmt: skip
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call32/env.txt", "call32/coop_rungs.md", "call32/coop_rungs.log"}
 
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
