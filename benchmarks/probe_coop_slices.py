@@ -21,7 +21,9 @@ the rungs that take the meeting apart (session 44): ``/pid`` the program id for 
 that a slice's chunks have all started: timing only), ``/ld`` the slice's amax read back by volatile loads instead
 of atomics, ``/arrive`` each chunk folding and arriving but casting with its own amax without waiting, ``/local``
 no atomic at all (each chunk its own slice, transpose_ceiling.py's one-read math at the chunk's length). The
-``/arrive`` and ``/local`` rows are checked at the chunk's length.
+``/arrive`` and ``/local`` rows are checked at the chunk's length. ``/defer<D>`` (alone) defers the meeting: each
+program folds one chunk and casts the chunk D tickets before it, read again, instead of holding its tile while it
+waits (_deferred_kernel).
 
 Each coop variant's codes are checked against transpose_ceiling.expected (every byte), the op's against fp8ref,
 before timing; times are CUDA-graph medians; % of copy is ideal bytes (2 read + 1 written per element) over the copy
@@ -88,6 +90,41 @@ def _coop_kernel(
         _store_scaled(q_ptr, None, x, k0, n0, N, KT, scale, CHUNK, BLOCK_N, 0)
 
 
+@triton.jit
+def _deferred_kernel(
+    x_ptr, q_ptr, ws_ptr, KT, N, SLICES, TOTAL,
+    SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, DEFER: tl.constexpr,
+):  # fmt: skip
+    """The meeting deferred: ticket t loads chunk t (if t < TOTAL, the chunks), folds its amax and arrives, holding
+    nothing, then casts chunk t - DEFER (if t >= DEFER): it waits for that chunk's slice, reads the chunk again (an
+    L2 hit while the DEFER chunks read since still fit there) and stores it. Workspace and items as _coop_kernel's.
+    With DEFER >= the chunks per slice every chunk a program waits for has a smaller ticket, so it has started, and
+    nothing stands between its start and its arrival: no program can wait for one that has not started, whatever
+    the residency (and the interpreter, whose programs run in ticket order, runs the same code in one launch)."""
+    CHUNKS: tl.constexpr = SLICE // CHUNK
+    items = SLICES * tl.cdiv(N, BLOCK_N)
+    t = tl.atomic_add(ws_ptr, 1)
+    if t < TOTAL:
+        item = t // CHUNKS
+        k0 = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK
+        n0 = (item // SLICES) * BLOCK_N
+        x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
+        chunk_amax = tl.max(tl.abs(x.to(tl.float32)), 0)
+        words = ws_ptr + 2 + items + item * BLOCK_N + tl.arange(0, BLOCK_N)
+        tl.atomic_max(words, chunk_amax.to(tl.int32, bitcast=True), sem="relaxed")
+        tl.atomic_add(ws_ptr + 2 + item, 1, sem="release")
+    if t >= DEFER:
+        c = t - DEFER
+        item = c // CHUNKS
+        k0 = (item % SLICES) * SLICE + (c % CHUNKS) * CHUNK
+        n0 = (item // SLICES) * BLOCK_N
+        words = ws_ptr + 2 + items + item * BLOCK_N + tl.arange(0, BLOCK_N)
+        wait_for_slice(ws_ptr + 2 + item, CHUNKS)
+        amax = tl.atomic_max(words, tl.zeros((BLOCK_N,), tl.int32), sem="acquire").to(tl.float32, bitcast=True)
+        x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
+        _store_scaled(q_ptr, None, x, k0, n0, N, KT, _slice_scale(amax[None, :], BLOCK_N), CHUNK, BLOCK_N, 0)
+
+
 #: How a chunk's programs meet (the kernel's MEET): not at all (each chunk casts with its own amax), by folding and
 #: arriving without waiting (the same), or in full (fold, arrive, wait, read the slice's amax back).
 MEET_NONE, MEET_ARRIVE, MEET_ALL = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
@@ -99,29 +136,39 @@ SUFFIXES = {
     "local": ("meet", MEET_NONE),
     "ld": ("load_back", True),
 }
+#: ``/defer<D>``: the meeting deferred by D chunks (_deferred_kernel), D at least the chunks per slice.
+DEFER_PREFIX = "defer"
 
 
-def parse_variant(variant: str) -> tuple[int, int, int, bool, int, bool]:
-    """(CHUNK, BLOCK_N, warps, TICKET, MEET, LOAD_BACK) of ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld]``."""
+def parse_variant(variant: str) -> tuple[int, int, int, bool, int, bool, int]:
+    """(CHUNK, BLOCK_N, warps, TICKET, MEET, LOAD_BACK, DEFER) of
+    ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld]`` or ``coop<CHUNK>x<BLOCK_N>/w<W>/defer<D>`` (DEFER 0:
+    not deferred)."""
     tile, warps, *suffixes = variant.removeprefix("coop").split("/")
     chunk, block_n = (int(v) for v in tile.split("x"))
     flags = {"ticket": True, "meet": MEET_ALL, "load_back": False}
+    defer = 0
     for suffix in suffixes:
+        if suffix.startswith(DEFER_PREFIX) and suffix.removeprefix(DEFER_PREFIX).isdigit() and len(suffixes) == 1:
+            defer = int(suffix.removeprefix(DEFER_PREFIX))
+            continue
         if suffix not in SUFFIXES:
             raise ValueError(f"{variant}: unknown suffix /{suffix}; known: {', '.join(SUFFIXES)}")
         name, value = SUFFIXES[suffix]
         flags[name] = value
-    return chunk, block_n, int(warps.removeprefix("w")), flags["ticket"], flags["meet"], flags["load_back"]
+    return chunk, block_n, int(warps.removeprefix("w")), flags["ticket"], flags["meet"], flags["load_back"], defer
 
 
 def coop_call(variant: str, x: torch.Tensor, slice_len: int):
     """(call, bitwise) of a coop variant on x (KT, N), uniform slices of ``slice_len`` tokens. A variant that casts
     with each chunk's own amax (/arrive, /local) is checked against slices of a chunk's length."""
-    chunk, block_n, warps, ticket, meet, load_back = parse_variant(variant)
+    chunk, block_n, warps, ticket, meet, load_back, defer = parse_variant(variant)
     kt, n = x.shape
     slices, chunks = kt // slice_len, slice_len // chunk
     items = slices * triton.cdiv(n, block_n)
     backend = backend_for(x.device.type)
+    if defer:
+        return _deferred_call(x, slice_len, chunk, block_n, warps, defer)
     if chunks > coop_limit(backend, x.device) and backend.kind != "interpreter":
         raise ValueError(f"{chunks} chunks per slice: more than the {coop_limit(backend, x.device)} that may wait")
     q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
@@ -140,6 +187,29 @@ def coop_call(variant: str, x: torch.Tensor, slice_len: int):
     call()
     cast_slice = slice_len if meet == MEET_ALL else chunk
     return call, torch.equal(q.view(torch.uint8), expected(x, cast_slice, "ptr").view(torch.uint8))
+
+
+def _deferred_call(x: torch.Tensor, slice_len: int, chunk: int, block_n: int, warps: int, defer: int):
+    """(call, bitwise) of the deferred meeting (_deferred_kernel) on x (KT, N): one launch of chunks + ``defer``
+    programs, on a GPU and in the interpreter alike."""
+    kt, n = x.shape
+    slices, chunks = kt // slice_len, slice_len // chunk
+    if defer < chunks:
+        raise ValueError(f"/defer{defer}: less than the {chunks} chunks per slice, a chunk could wait for a later one")
+    items = slices * triton.cdiv(n, block_n)
+    q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
+    ws = torch.empty((2 + items + items * block_n,), dtype=torch.int32, device=x.device)
+
+    def call():
+        ws.zero_()
+        _deferred_kernel[(items * chunks + defer,)](
+            x, q, ws, kt, n, slices, items * chunks, SLICE=slice_len, CHUNK=chunk, BLOCK_N=block_n, DEFER=defer,
+            num_warps=warps,
+        )  # fmt: skip
+
+    q.view(torch.uint8).fill_(0xAA)
+    call()
+    return call, torch.equal(q.view(torch.uint8), expected(x, slice_len, "ptr").view(torch.uint8))
 
 
 def op_call(x: torch.Tensor, slice_len: int):
