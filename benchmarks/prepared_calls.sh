@@ -36,9 +36,10 @@
 #   bash benchmarks/prepared_calls.sh 31  # colwise 3D's miss as a ladder: transposing cast, one-read tile, chunks meeting
 #   bash benchmarks/prepared_calls.sh 32  # the chunks' meeting taken apart: ticket, folds and arrivals, wait, read-back
 #   bash benchmarks/prepared_calls.sh 33  # the meeting deferred: fold a chunk, cast one read D chunks earlier (L2)
+#   bash benchmarks/prepared_calls.sh 34  # the wait's polling: counts on their own lines, sleeps between polls
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 33 in one device call (about 2 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 34 in one device call (about 2 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -109,7 +110,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="33" ;;
+  h100) waiting="34" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -125,7 +126,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 33, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 34, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -427,6 +428,20 @@ coop256x64/w4/defer128,coop256x64/w4/defer256,coop256x64/w4/defer512,coop256x64/
         --out "$OUT/coop_defer.md" >"$OUT/coop_defer.log" 2>&1
       echo "coop_defer exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     ) ;;
+  34) # the wait, not the holding: deferring the meeting (each program folds one chunk and casts an earlier one read
+      # again) ran no faster than the full kernel, 0.97-1.02x at best (session 44, H100, h100-s44-call33-coop_defer.md).
+      # What the waiting programs do: poll their slice's count back to back, on a line that 31 other items' counts
+      # and both tickets share. Here the stripped kernel with each count and ticket on its own 128-byte line (/pad),
+      # with 32-512 ns of sleep between polls (/sleep<N>), and both, beside the no-wait rung (/arrive). Each row
+      # checked byte for byte. Files: env.txt, coop_poll.{md,log}.
+    (
+      source "$here/device_setup.sh"
+      timeout 200 python3 benchmarks/probe_coop_slices.py --points 8192x5120/8192,131072x5120/8192,131072x1408/2048 \
+        --variants op,coop256x64/w4,coop256x64/w4/arrive,coop256x64/w4/pad,coop256x64/w4/sleep32,\
+coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
+        --out "$OUT/coop_poll.md" >"$OUT/coop_poll.log" 2>&1
+      echo "coop_poll exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    ) ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -439,5 +454,5 @@ coop256x64/w4/defer128,coop256x64/w4/defer256,coop256x64/w4/defer512,coop256x64/
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 33, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 34, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -23,7 +23,9 @@ of atomics, ``/arrive`` each chunk folding and arriving but casting with its own
 no atomic at all (each chunk its own slice, transpose_ceiling.py's one-read math at the chunk's length). The
 ``/arrive`` and ``/local`` rows are checked at the chunk's length. ``/defer<D>`` (alone) defers the meeting: each
 program folds one chunk and casts the chunk D tickets before it, read again, instead of holding its tile while it
-waits (_deferred_kernel).
+waits (_deferred_kernel). ``/pad`` puts each arrival count and ticket on its own 128-byte line (in the full
+kernel 32 items' counts share a line with each other and the tickets, polled by every waiting program), and
+``/sleep<N>`` sleeps N ns between polls.
 
 Each coop variant's codes are checked against transpose_ceiling.expected (every byte), the op's against fp8ref,
 before timing; times are CUDA-graph medians; % of copy is ideal bytes (2 read + 1 written per element) over the copy
@@ -56,29 +58,34 @@ VARIANTS = ("op", "coop128x64/w4", "coop256x64/w4", "coop128x128/w8", "coop256x3
 def _coop_kernel(
     x_ptr, q_ptr, ws_ptr, KT, N, SLICES,
     SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr, TICKET: tl.constexpr,
-    MEET: tl.constexpr, LOAD_BACK: tl.constexpr,
+    MEET: tl.constexpr, LOAD_BACK: tl.constexpr, PAD: tl.constexpr, SLEEP: tl.constexpr,
 ):  # fmt: skip
-    """Workspace (int32, zeroed): [0] the ticket of each launch's phase ([0] fused or fold, [1] cast), then one
-    arrival count per item, then BLOCK_N amax words per item. Item i = (slice i % SLICES, column block i //
-    SLICES); ticket t takes chunk t % CHUNKS of item t // CHUNKS. Without TICKET, t is the program id (nothing then
-    guarantees that a chunk's slice-mates have started: a timing variant). MEET < MEET_ALL casts with the chunk's
-    own amax: MEET_ARRIVE after folding and arriving as the full kernel does, MEET_NONE with no atomics at all.
-    LOAD_BACK reads the folded amax back by volatile loads instead of an atomic max of 0 per word."""
+    """Workspace (int32, zeroed): the ticket of each launch's phase (fused or fold, then cast), then one arrival
+    count per item, each of these PAD words apart (PAD = 32: a 128-byte line each, so that the programs polling one
+    count do not share its line with other items' arrivals and the tickets), then BLOCK_N amax words per item. A
+    waiting program sleeps SLEEP ns between polls (0: it polls back to back). Item i = (slice i % SLICES, column
+    block i // SLICES); ticket t takes chunk t % CHUNKS of item t // CHUNKS. Without TICKET, t is the program id
+    (nothing then guarantees that a chunk's slice-mates have started: a timing variant). MEET < MEET_ALL casts with
+    the chunk's own amax: MEET_ARRIVE after folding and arriving as the full kernel does, MEET_NONE with no atomics
+    at all. LOAD_BACK reads the folded amax back by volatile loads instead of an atomic max of 0 per word."""
     CHUNKS: tl.constexpr = SLICE // CHUNK
     items = SLICES * tl.cdiv(N, BLOCK_N)
-    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1) if TICKET else tl.program_id(0)
+    t = tl.atomic_add(ws_ptr + (PAD if PHASE == PHASE_CAST else 0), 1) if TICKET else tl.program_id(0)
     item = t // CHUNKS
     k0 = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK
     n0 = (item // SLICES) * BLOCK_N
-    words = ws_ptr + 2 + items + item * BLOCK_N + tl.arange(0, BLOCK_N)
+    count = ws_ptr + 2 * PAD + item * PAD
+    words = ws_ptr + 2 * PAD + items * PAD + item * BLOCK_N + tl.arange(0, BLOCK_N)
     x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
     chunk_amax = tl.max(tl.abs(x.to(tl.float32)), 0)
     if PHASE != PHASE_CAST and MEET != MEET_NONE:
         tl.atomic_max(words, chunk_amax.to(tl.int32, bitcast=True), sem="relaxed")
         if PHASE == PHASE_FUSED:
-            tl.atomic_add(ws_ptr + 2 + item, 1, sem="release")
-            if MEET == MEET_ALL:
-                wait_for_slice(ws_ptr + 2 + item, CHUNKS)
+            tl.atomic_add(count, 1, sem="release")
+            if MEET == MEET_ALL and SLEEP > 0:
+                _wait_sleeping(count, CHUNKS, SLEEP)
+            elif MEET == MEET_ALL:
+                wait_for_slice(count, CHUNKS)
     if PHASE != PHASE_AMAX:
         if MEET == MEET_ALL and LOAD_BACK:
             amax = tl.load(words, volatile=True).to(tl.float32, bitcast=True)
@@ -88,6 +95,19 @@ def _coop_kernel(
             amax = chunk_amax
         scale = _slice_scale(amax[None, :], BLOCK_N)
         _store_scaled(q_ptr, None, x, k0, n0, N, KT, scale, CHUNK, BLOCK_N, 0)
+
+
+@triton.jit
+def _wait_sleeping(count_ptr, chunks, SLEEP: tl.constexpr):
+    """fp8moe.kernels._coop.wait_for_slice with a nanosleep of SLEEP ns between polls (PTX, so GPUs only: the
+    interpreter never waits)."""
+    seen = tl.load(count_ptr, volatile=True)
+    while seen < chunks:
+        seen = tl.inline_asm_elementwise(
+            "nanosleep.u32 $2;\n\tmov.b32 $0, $1;", "=r,r,r", [seen, tl.full((), SLEEP, tl.int32)], dtype=tl.int32,
+            is_pure=False, pack=1,
+        )  # fmt: skip
+        seen = tl.load(count_ptr, volatile=True)
 
 
 @triton.jit
@@ -138,31 +158,41 @@ SUFFIXES = {
 }
 #: ``/defer<D>``: the meeting deferred by D chunks (_deferred_kernel), D at least the chunks per slice.
 DEFER_PREFIX = "defer"
+#: ``/pad``: each count on its own 128-byte line; ``/sleep<N>``: N ns asleep between polls.
+PAD_WORDS = 32
+SLEEP_PREFIX = "sleep"
 
 
-def parse_variant(variant: str) -> tuple[int, int, int, bool, int, bool, int]:
-    """(CHUNK, BLOCK_N, warps, TICKET, MEET, LOAD_BACK, DEFER) of
-    ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld]`` or ``coop<CHUNK>x<BLOCK_N>/w<W>/defer<D>`` (DEFER 0:
-    not deferred)."""
+def parse_variant(variant: str) -> tuple[int, int, int, bool, int, bool, int, int, int]:
+    """(CHUNK, BLOCK_N, warps, TICKET, MEET, LOAD_BACK, DEFER, PAD, SLEEP) of
+    ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld][/pad][/sleep<N>]`` or
+    ``coop<CHUNK>x<BLOCK_N>/w<W>/defer<D>`` (DEFER 0: not deferred)."""
     tile, warps, *suffixes = variant.removeprefix("coop").split("/")
     chunk, block_n = (int(v) for v in tile.split("x"))
     flags = {"ticket": True, "meet": MEET_ALL, "load_back": False}
-    defer = 0
+    defer, pad, sleep = 0, 1, 0
     for suffix in suffixes:
         if suffix.startswith(DEFER_PREFIX) and suffix.removeprefix(DEFER_PREFIX).isdigit() and len(suffixes) == 1:
             defer = int(suffix.removeprefix(DEFER_PREFIX))
+            continue
+        if suffix == "pad":
+            pad = PAD_WORDS
+            continue
+        if suffix.startswith(SLEEP_PREFIX) and suffix.removeprefix(SLEEP_PREFIX).isdigit():
+            sleep = int(suffix.removeprefix(SLEEP_PREFIX))
             continue
         if suffix not in SUFFIXES:
             raise ValueError(f"{variant}: unknown suffix /{suffix}; known: {', '.join(SUFFIXES)}")
         name, value = SUFFIXES[suffix]
         flags[name] = value
-    return chunk, block_n, int(warps.removeprefix("w")), flags["ticket"], flags["meet"], flags["load_back"], defer
+    ticket, meet, load_back = flags["ticket"], flags["meet"], flags["load_back"]
+    return chunk, block_n, int(warps.removeprefix("w")), ticket, meet, load_back, defer, pad, sleep
 
 
 def coop_call(variant: str, x: torch.Tensor, slice_len: int):
     """(call, bitwise) of a coop variant on x (KT, N), uniform slices of ``slice_len`` tokens. A variant that casts
     with each chunk's own amax (/arrive, /local) is checked against slices of a chunk's length."""
-    chunk, block_n, warps, ticket, meet, load_back, defer = parse_variant(variant)
+    chunk, block_n, warps, ticket, meet, load_back, defer, pad, sleep = parse_variant(variant)
     kt, n = x.shape
     slices, chunks = kt // slice_len, slice_len // chunk
     items = slices * triton.cdiv(n, block_n)
@@ -172,7 +202,7 @@ def coop_call(variant: str, x: torch.Tensor, slice_len: int):
     if chunks > coop_limit(backend, x.device) and backend.kind != "interpreter":
         raise ValueError(f"{chunks} chunks per slice: more than the {coop_limit(backend, x.device)} that may wait")
     q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
-    ws = torch.empty((2 + items + items * block_n,), dtype=torch.int32, device=x.device)
+    ws = torch.empty((2 * pad + items * pad + items * block_n,), dtype=torch.int32, device=x.device)
     phases = [PHASE_AMAX, PHASE_CAST] if backend.kind == "interpreter" else [PHASE_FUSED]
 
     def call():
@@ -180,7 +210,8 @@ def coop_call(variant: str, x: torch.Tensor, slice_len: int):
         for phase in phases:
             _coop_kernel[(items * chunks,)](
                 x, q, ws, kt, n, slices, SLICE=slice_len, CHUNK=chunk, BLOCK_N=block_n, PHASE=phase,
-                TICKET=ticket or phase == PHASE_CAST, MEET=meet, LOAD_BACK=load_back, num_warps=warps,
+                TICKET=ticket or phase == PHASE_CAST, MEET=meet, LOAD_BACK=load_back, PAD=pad, SLEEP=sleep,
+                num_warps=warps,
             )  # fmt: skip
 
     q.view(torch.uint8).fill_(0xAA)

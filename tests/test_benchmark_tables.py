@@ -996,7 +996,8 @@ def test_coop_slice_rungs_write_the_bytes_of_their_slice_length(monkeypatch):
     )
     for variant, length in [("coop16x16/w4", 32), ("coop16x16/w4/pid", 32), ("coop16x16/w4/ld", 32),
                             ("coop16x16/w4/arrive", 16), ("coop16x16/w4/local", 16),
-                            ("coop16x16/w4/pid/local", 16), ("coop16x16/w4/defer2", 32),
+                            ("coop16x16/w4/pid/local", 16), ("coop16x16/w4/pad", 32), ("coop16x16/w4/pad/sleep64", 32),
+                            ("coop16x16/w4/defer2", 32),
                             ("coop16x16/w4/defer5", 32)]:  # fmt: skip
         checked.clear()
         _, ok = probe.coop_call(variant, x, slice_len)
@@ -1180,9 +1181,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "34"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "35"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 34: 1 to 33, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 35: 1 to 34, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1260,9 +1261,9 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_runs_call_33_in_its_own_folder(tmp_path):
-    """prepared_calls.sh h100: call 33 (the cooperative chunks' meeting deferred by 32 to 1024 chunks), its files
-    in call33/. Run with stub device_setup.sh and python3 that record what they were asked and write the --out file;
+def test_the_h100_call_runs_call_34_in_its_own_folder(tmp_path):
+    """prepared_calls.sh h100: call 34 (the cooperative chunks' polling: counts on their own lines, sleeps between
+    polls), its files in call34/. Run with stub device_setup.sh and python3 that record what they were asked and write the --out file;
     every variant the call names parses."""
     import shutil
     import subprocess
@@ -1290,12 +1291,10 @@ def test_the_h100_call_runs_call_33_in_its_own_folder(tmp_path):
     assert args[0] == "benchmarks/probe_coop_slices.py"
     variants = args[args.index("--variants") + 1].split(",")
     assert variants[:3] == ["op", "coop256x64/w4", "coop256x64/w4/arrive"]
-    defers = [probe.parse_variant(v)[-1] for v in variants[3:]]
-    assert defers == [32, 64, 128, 256, 512, 1024]
-    most_chunks = max(int(p.split("/")[1]) // 256 for p in args[args.index("--points") + 1].split(","))
-    assert min(defers) >= most_chunks  # _deferred_call refuses fewer
+    polls = [probe.parse_variant(v)[-2:] for v in variants[3:]]  # (PAD, SLEEP)
+    assert polls == [(probe.PAD_WORDS, 0), (1, 32), (1, 128), (1, 512), (probe.PAD_WORDS, 128)]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {"call33/env.txt", "call33/coop_defer.md", "call33/coop_defer.log"}
+    assert kept == {"call34/env.txt", "call34/coop_poll.md", "call34/coop_poll.log"}
 
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
