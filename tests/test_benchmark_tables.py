@@ -1263,8 +1263,8 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
 
 def test_the_h100_call_runs_call_34_in_its_own_folder(tmp_path):
     """prepared_calls.sh h100: call 34 (the cooperative chunks' polling: counts on their own lines, sleeps between
-    polls), its files in call34/. Run with stub device_setup.sh and python3 that record what they were asked and write the --out file;
-    every variant the call names parses."""
+    polls), its files in call34/. Run with stub device_setup.sh and python3 that record what they were asked and
+    write the --out file; every variant the call names parses."""
     import shutil
     import subprocess
 
