@@ -37,9 +37,10 @@
 #   bash benchmarks/prepared_calls.sh 32  # the chunks' meeting taken apart: ticket, folds and arrivals, wait, read-back
 #   bash benchmarks/prepared_calls.sh 33  # the meeting deferred: fold a chunk, cast one read D chunks earlier (L2)
 #   bash benchmarks/prepared_calls.sh 34  # the wait's polling: counts on their own lines, sleeps between polls
+#   bash benchmarks/prepared_calls.sh 35  # the counts on their own lines in fp8moe: 3D bench, long groups, whole suite
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 34 in one device call (about 2 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 35 in one device call (about 9 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -110,7 +111,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="34" ;;
+  h100) waiting="35" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -126,7 +127,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 34, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 35, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -442,6 +443,17 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
         --out "$OUT/coop_poll.md" >"$OUT/coop_poll.log" 2>&1
       echo "coop_poll exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     ) ;;
+  35) # the cooperative slice kernel with each ticket and arrival count on a 128-byte line of its own
+      # (fp8moe.kernels._coop_slices._LINE, session 44): the stripped kernel took 0.87-0.92x the time so
+      # (h100-s44-call34-coop_poll.md). The 3D ops read along N under the defaults (colwise 3D and the atomic
+      # transpose run it; the reduction transpose and the copy rows as controls; before: h100-s44-call29-bench.md,
+      # 65/85/78/78% and 77/87/83/77%), the per-group ops' long-group points (before: h100-s44-call28-jagged_coop.md),
+      # then the whole GPU suite. Files: env.txt, bench.{md,json}, jagged_coop.{md,err}, suite.log.
+    STEPS="bench" BENCH_TIMEOUT=150 BENCH_ARGS="--only 3d --select row_major --compile none" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log"
+    STEPS="jagged" JAGGED_ARGS="--points long" bash "$here/gpu_session.sh"
+    STEPS="tests" TEST_TIMEOUT=350 bash "$here/gpu_session.sh"
+    mv "$OUT/pytest.log" "$OUT/suite.log" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -454,5 +466,5 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 34, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 35, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

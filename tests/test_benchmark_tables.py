@@ -1181,9 +1181,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "35"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "36"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 35: 1 to 34, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 36: 1 to 35, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1261,40 +1261,25 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_runs_call_34_in_its_own_folder(tmp_path):
-    """prepared_calls.sh h100: call 34 (the cooperative chunks' polling: counts on their own lines, sleeps between
-    polls), its files in call34/. Run with stub device_setup.sh and python3 that record what they were asked and
-    write the --out file; every variant the call names parses."""
-    import shutil
-    import subprocess
-
-    probe = pytest.importorskip("probe_coop_slices")
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    shutil.copy(script, tmp_path / "prepared_calls.sh")
-    (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").write_text(
-        f'#!/bin/bash\necho "$*" >> "{tmp_path}/steps"\n'
-        'while [ $# -gt 0 ]; do [ "$1" = --out ] && touch "$2"; shift; done\n'
-    )
-    (bin_dir / "python3").chmod(0o755)
-    out = tmp_path / "out"
-    out.mkdir()
-    env = {**os.environ, "OUT": str(out), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    done = subprocess.run(
-        ["bash", str(tmp_path / "prepared_calls.sh"), "h100"], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    [step] = (tmp_path / "steps").read_text().splitlines()
-    args = step.split()
-    assert args[0] == "benchmarks/probe_coop_slices.py"
-    variants = args[args.index("--variants") + 1].split(",")
-    assert variants[:3] == ["op", "coop256x64/w4", "coop256x64/w4/arrive"]
-    polls = [probe.parse_variant(v)[-2:] for v in variants[3:]]  # (PAD, SLEEP)
-    assert polls == [(probe.PAD_WORDS, 0), (1, 32), (1, 128), (1, 512), (probe.PAD_WORDS, 128)]
+def test_the_h100_call_benches_the_3d_ops_times_the_long_groups_then_runs_the_suite(tmp_path):
+    """prepared_calls.sh h100: call 35 (the cooperative kernel with its counters on lines of their own): the 3D ops
+    read along N benched without torch.compile, the jagged probe at the long-group points, then the whole GPU
+    suite last (a time limit cuts it, not the timings), its files in call35/. Stub gpu_session.sh, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-} ${JAGGED_ARGS:-} ${TEST_PATHS:-}\ncase "$STEPS" in '
+        "bench) touch bench.md bench.json bench.png bench.log ;; jagged) touch jagged_coop.md jagged_coop.err ;; "
+        "tests) touch pytest.log ;; esac",
+    )  # fmt: skip
+    assert [" ".join(step.split()) for step in steps] == [
+        "bench --only 3d --select row_major --compile none",
+        "jagged --points long",
+        "tests",
+    ]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {"call34/env.txt", "call34/coop_poll.md", "call34/coop_poll.log"}
+    assert kept == {
+        "call35/env.txt", "call35/bench.md", "call35/bench.json", "call35/jagged_coop.md", "call35/jagged_coop.err",
+        "call35/suite.log",
+    }  # fmt: skip
 
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():

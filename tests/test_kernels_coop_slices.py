@@ -435,14 +435,18 @@ def test_every_chunk_of_every_slice_arrives_once_and_past_the_last_item_nothing_
     x = torch.randn(12, 180).to(torch.bfloat16)
     q, s = torch.empty((12, 180), dtype=E4), torch.empty(len(ends) * 12)
     config = _coop_groups_config(backend, x)
-    ws, _ = _coop_slices.run_coop_group_phases(
+    ws, amax_at = _coop_slices.run_coop_group_phases(
         x, q, s, torch.tensor(ends, dtype=torch.int32), E4, False, backend, phases=[_coop_slices.PHASE_ARRIVE]
     )
     row_blocks = -(-12 // config.kwargs["BLOCK_M"])
     chunks = _chunk_counts(ends, config.kwargs["BLOCK_L"], 180)
     assert {1, 2} <= set(chunks)
-    counts = ws[2 : 2 + len(ends) * row_blocks].view(len(ends), row_blocks)
-    assert counts.tolist() == [[n] * row_blocks for n in chunks]
+    counts = [
+        [_coop_slices.arrival_count(ws, g * row_blocks + rb) for rb in range(row_blocks)] for g in range(len(ends))
+    ]
+    assert counts == [[n] * row_blocks for n in chunks]
+    counters = ws[:amax_at].view(-1, 32)  # every counter on a 128-byte line of its own, nothing else on it
+    assert counters[:, 1:].count_nonzero() == 0
     assert int(ws[0]) == row_blocks * _coop_slices.group_programs(180, len(ends), config.kwargs["BLOCK_L"])
 
 

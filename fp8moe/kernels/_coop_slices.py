@@ -83,6 +83,7 @@ from fp8moe.kernels._coop import (
 )
 
 __all__ = [
+    "arrival_count",
     "group_config",
     "group_programs",
     "launch_coop_experts",
@@ -92,8 +93,13 @@ __all__ = [
     "run_coop_group_phases",
 ]
 
-#: Workspace words before the per-slice-block counts: the tickets of the fused (or fold) and the cast launch.
-_TICKETS = tl.constexpr(2)
+#: Workspace words per counter: the tickets of the fused (or fold) and the cast launch, then one arrival count per
+#: slice block, each on a 128-byte line of its own. Packed, 32 slice blocks' counts shared a line with each other (and
+#: the first with both tickets), and every program waiting on one polled the line the others' arrivals and tickets
+#: were atomically updating: on an H100 (session 44, benchmarks/results/h100-s44-call34-coop_poll.md, the stripped
+#: kernel of benchmarks/probe_coop_slices.py at colwise 3D's bytes) a line per count took 0.87-0.92x the time
+#: (62/75/72% -> 68/81/83% of copy), where sleeping between polls took 0.93-0.96x.
+_LINE = tl.constexpr(32)
 
 #: Programs of the jagged kernel's long-group pass per program that may wait (``coop_limit``: two per SM on a GPU,
 #: eight in the interpreter); each strides over the items.
@@ -167,10 +173,10 @@ def _coop_slices_kernel(
     ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Ticket t: chunk t % CHUNKS of slice block t // CHUNKS, block b = (e = b % E, slices (b // E) * BLOCK_M on).
-    Workspace (int32, zeroed): the two tickets, one arrival count per slice block, then the amax bits of slice
-    (e, m) at e * M + m. scales[e * M + m]; q[e, m, l] at e * stride_qe + m * stride_qm + l."""
+    Workspace (int32, zeroed): the two tickets and one arrival count per slice block, _LINE words apart, then the
+    amax bits of slice (e, m) at e * M + m. scales[e * M + m]; q[e, m, l] at e * stride_qe + m * stride_qm + l."""
     chunks = tl.cdiv(L, BLOCK_L)
-    t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
+    t = tl.atomic_add(ws_ptr + (_LINE if PHASE == PHASE_CAST else 0), 1)
     block = t // chunks
     e = block % E
     ms = (block // E) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -181,7 +187,8 @@ def _coop_slices_kernel(
         ls = ls.to(tl.int64)
     _quantize_chunk(
         x_ptr + e * stride_xe, q_ptr + e * stride_qe, scales_ptr + e * M,
-        ws_ptr + _TICKETS + E * tl.cdiv(M, BLOCK_M) + e * M + ms, ws_ptr + _TICKETS + block, chunks, t % chunks == 0,
+        ws_ptr + _LINE * (2 + E * tl.cdiv(M, BLOCK_M)) + e * M + ms, ws_ptr + _LINE * (2 + block), chunks,
+        t % chunks == 0,
         True, ms, ms < M, ls, ls < L, ls < L, ls < L, False, ls, ls < L, stride_xm, stride_xl, stride_qm, PHASE, False,
         FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
@@ -201,10 +208,10 @@ def _coop_groups_kernel(
     ``limit`` chunks (a long group) only folds in PHASE_FUSED, without waiting, and PHASE_LONG, launched after it,
     reads and casts its chunks again. Nothing waits in PHASE_LONG, so its programs take items by a stride over the
     grid instead of tickets, and none takes any where no group is long: a program per item there cost 90 us at
-    65536 x 4096 G = 16 (benchmarks/results/h100-s38-coop-jagged-before-ncu.md). Workspace (int32, zeroed): the two
-    tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one arrival count per (g, row block) at
-    g * cdiv(R, BLOCK_M) + rb, then the amax bits of slice (g, r) at g * R + r. scales[g * R + r]; q[r, k] at
-    r * stride_qr + k.
+    65536 x 4096 G = 16 (benchmarks/results/h100-s38-coop-jagged-before-ncu.md). Workspace (int32, zeroed), counters
+    _LINE words apart: the two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one arrival count per
+    (g, row block), counter 2 + g * cdiv(R, BLOCK_M) + rb; then the amax bits of slice (g, r) at g * R + r.
+    scales[g * R + r]; q[r, k] at r * stride_qr + k.
 
     UNIFORM (colwise_3d_scale_and_cast's (E, K, N) input, :func:`launch_coop_experts`): G groups of K // G
     positions each, offs unread, and group g's x and q start ``stride_xg`` and ``stride_qg`` elements further on
@@ -230,7 +237,7 @@ def _coop_groups_kernel(
                     INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
                 )  # fmt: skip
     else:
-        t = tl.atomic_add(ws_ptr + (1 if PHASE == PHASE_CAST else 0), 1)
+        t = tl.atomic_add(ws_ptr + (_LINE if PHASE == PHASE_CAST else 0), 1)
         if t < items:
             _group_chunk(
                 x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
@@ -278,8 +285,8 @@ def _group_chunk(
     chunk_lo = start // 16 * 16 + j * BLOCK_L
     in_chunk = (edge_ls >= chunk_lo) & (edge_ls < chunk_lo + BLOCK_L)
     edge_mask = (edge_ls >= start) & (edge_ls < end) & ((edge_ls < inner_lo) | (edge_ls >= inner_hi)) & in_chunk
-    words = ws_ptr + _TICKETS + G * tl.cdiv(R, BLOCK_M) + g_row + ms
-    count = ws_ptr + _TICKETS + g * tl.cdiv(R, BLOCK_M) + rb
+    words = ws_ptr + _LINE * (2 + G * tl.cdiv(R, BLOCK_M)) + g_row + ms
+    count = ws_ptr + _LINE * (2 + g * tl.cdiv(R, BLOCK_M) + rb)
     if PHASE == PHASE_LONG:
         if long_group:  # the fold launch before this one completed its amax
             _quantize_chunk(
@@ -335,7 +342,7 @@ def launch_coop_slices(
             f"L = {length} is {chunks} chunks of {block_l}: more than the {limit} that may wait for each other"
         )
     blocks = e * triton.cdiv(m, block_m)
-    workspace = replay.scratch_zeros((_TICKETS.value + blocks + e * m,), torch.int32, x.device)
+    workspace = replay.scratch_zeros((_counts_end(blocks) + e * m,), torch.int32, x.device)
     phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
     for phase in phases:
         configs.launch(
@@ -408,8 +415,9 @@ def run_coop_group_phases(
 ) -> tuple[torch.Tensor, int] | None:  # fmt: skip
     """Quantize one (R, Ktot) view into ``q`` (R, Ktot) and ``scales`` (G * R,) in the launches ``phases`` (None: the
     backend's), groups of more than ``limit`` chunks long (None: ``coop_limit``'s), returning the workspace and where
-    its amax words start (the arrival counts lie before them, one per (g, row block) at g * cdiv(R, BLOCK_M) + rb
-    after the two tickets): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to launch."""
+    its amax words start (the arrival counts lie before them, one per (g, row block): :func:`arrival_count` of
+    block g * cdiv(R, BLOCK_M) + rb): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to
+    launch."""
     r, ktot = x.shape
     groups = offs.numel()
     if groups == 0 or r == 0:
@@ -515,7 +523,7 @@ def _run_group_phases(
     block_l, block_m = launch.config.kwargs["BLOCK_L"], launch.config.kwargs["BLOCK_M"]
     r, groups = launch.shape_args["R"], launch.groups
     row_blocks = triton.cdiv(r, block_m)
-    workspace = replay.scratch_zeros((_TICKETS.value + groups * (row_blocks + r),), torch.int32, launch.x.device)
+    workspace = replay.scratch_zeros((_counts_end(groups * row_blocks) + groups * r,), torch.int32, launch.x.device)
     programs = row_blocks * launch.programs_per_row_block
     waiting = coop_limit(backend, launch.x.device)
     # the long pass strides over the items: LONG_PASS_PROGRAMS per program that may wait (two per SM on a GPU)
@@ -550,4 +558,15 @@ def _run_group_phases(
             INT64_INDEX=configs.needs_int64_index(launch.x, launch.q, launch.scales),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
-    return workspace, _TICKETS.value + groups * row_blocks
+    return workspace, _counts_end(groups * row_blocks)
+
+
+def _counts_end(blocks: int) -> int:
+    """Where the workspace's amax words start: after the two tickets and ``blocks`` arrival counts, _LINE words
+    each."""
+    return _LINE.value * (2 + blocks)
+
+
+def arrival_count(workspace: torch.Tensor, block: int) -> int:
+    """Slice block ``block``'s arrival count in a workspace a launch left (tests read those of PHASE_ARRIVE)."""
+    return int(workspace[_LINE.value * (2 + block)])
