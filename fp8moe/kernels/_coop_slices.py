@@ -210,7 +210,8 @@ def _coop_groups_kernel(
     grid instead of tickets, and none takes any where no group is long: a program per item there cost 90 us at
     65536 x 4096 G = 16 (benchmarks/results/h100-s38-coop-jagged-before-ncu.md). Workspace (int32, zeroed), counters
     _LINE words apart: the two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one arrival count per
-    (g, row block), counter 2 + g * cdiv(R, BLOCK_M) + rb; then the amax bits of slice (g, r) at g * R + r.
+    (g, row block), counter 2 + rb * G + g (the order items take them); then the amax bits of slice (g, r) at
+    g * R + r.
     scales[g * R + r]; q[r, k] at r * stride_qr + k.
 
     UNIFORM (colwise_3d_scale_and_cast's (E, K, N) input, :func:`launch_coop_experts`): G groups of K // G
@@ -286,7 +287,7 @@ def _group_chunk(
     in_chunk = (edge_ls >= chunk_lo) & (edge_ls < chunk_lo + BLOCK_L)
     edge_mask = (edge_ls >= start) & (edge_ls < end) & ((edge_ls < inner_lo) | (edge_ls >= inner_hi)) & in_chunk
     words = ws_ptr + _LINE * (2 + G * tl.cdiv(R, BLOCK_M)) + g_row + ms
-    count = ws_ptr + _LINE * (2 + g * tl.cdiv(R, BLOCK_M) + rb)
+    count = ws_ptr + _LINE * (2 + rb * G + g)  # in ticket order: the blocks running together on adjacent lines
     if PHASE == PHASE_LONG:
         if long_group:  # the fold launch before this one completed its amax
             _quantize_chunk(
@@ -416,7 +417,7 @@ def run_coop_group_phases(
     """Quantize one (R, Ktot) view into ``q`` (R, Ktot) and ``scales`` (G * R,) in the launches ``phases`` (None: the
     backend's), groups of more than ``limit`` chunks long (None: ``coop_limit``'s), returning the workspace and where
     its amax words start (the arrival counts lie before them, one per (g, row block): :func:`arrival_count` of
-    block g * cdiv(R, BLOCK_M) + rb): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to
+    block rb * G + g): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to
     launch."""
     r, ktot = x.shape
     groups = offs.numel()
