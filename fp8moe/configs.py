@@ -977,9 +977,10 @@ COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPO
 #: Registers per thread that CUDA caps the transposing views' GROUP_COOP tile at (None: uncapped, the default). The
 #: tile's fused launch takes 142 registers on sm_90, 3 programs per SM at 4 warps; capped at 128 it fits 4 with 1
 #: spilled (benchmarks/sass_counts.py --coop-slices, "groups fused" and "groups fused r128"): the cap that took
-#: colwise 3D's use of the same kernel to 0.93-0.97x its time past one expert (COOP_COLUMNS_CUDA). Untimed on the
-#: per-group ops: benchmarks/probe_jagged_coop.py times the default beside it (its "coop/r128" rows, prepared call
-#: 28), each checked bitwise.
+#: colwise 3D's use of the same kernel to 0.93-0.97x its time past one expert (COOP_COLUMNS_CUDA). On the per-group
+#: ops it did not pay: at their long-group points on an H100 (session 44, benchmarks/probe_jagged_coop.py "coop/r128"
+#: beside "coop", every row bitwise) it took 0.996-1.005x the uncapped time
+#: (benchmarks/results/h100-s44-call28-jagged_coop.md), so the default stays uncapped.
 GROUP_COOP_CAP: int | None = None
 _GROUP_COOP_CAPPED: dict[int, triton.Config] = {}  # the capped twin of GROUP_COOP's first tile, per cap, made once
 
@@ -1128,7 +1129,9 @@ COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3
 #: "coop" took 0.73-0.87x its time in session 36 (58-60% -> 67-82%, benchmarks/results/h100-s36-call18-off-vs-on.md)
 #: and 0.74-0.86x in session 37 under its first tile then (h100-s37-call16-two-launch-vs-coop.md), bitwise; under
 #: COOP_TRANSPOSE's rule since, 77-88% of copy (h100-s37-transpose-default-bench.md, h100-s37-call20-bench.md).
-#: The whole GPU suite ran under it (h100-s37-call14-coop_suite.log, as above). CUDA and the interpreter take
+#: The whole GPU suite ran under it (h100-s37-call14-coop_suite.log, as above). With its tickets and arrival counts
+#: on lines of their own (fp8moe.kernels._coop_slices._LINE, session 44): 82/94/86/83% (h100-s44-call35-bench.md,
+#: against 77/87/83/77% in h100-s44-call29-bench.md). CUDA and the interpreter take
 #: "coop"; ROCm keeps "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every
 #: backend (read once, at import).
 TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "coop", "rocm": "two_launch", "interpreter": "coop"}

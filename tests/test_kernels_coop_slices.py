@@ -441,13 +441,44 @@ def test_every_chunk_of_every_slice_arrives_once_and_past_the_last_item_nothing_
     row_blocks = -(-12 // config.kwargs["BLOCK_M"])
     chunks = _chunk_counts(ends, config.kwargs["BLOCK_L"], 180)
     assert {1, 2} <= set(chunks)
-    assert row_blocks > 1  # so that the counts' order (row block major, as the items) is checked
-    groups = len(ends)
-    counts = [[_coop_slices.arrival_count(ws, rb * groups + g) for rb in range(row_blocks)] for g in range(groups)]
+    assert row_blocks > 1  # so that the counts' order is checked
+    words = _coop_slices.count_words(uniform=False)
+    counts = [
+        [_coop_slices.arrival_count(ws, g * row_blocks + rb, words) for rb in range(row_blocks)]
+        for g in range(len(ends))
+    ]
     assert counts == [[n] * row_blocks for n in chunks]
-    counters = ws[:amax_at].view(-1, 32)  # every counter on a 128-byte line of its own, nothing else on it
-    assert counters[:, 1:].count_nonzero() == 0
+    assert amax_at == words * (2 + len(ends) * row_blocks)
     assert int(ws[0]) == row_blocks * _coop_slices.group_programs(180, len(ends), config.kwargs["BLOCK_L"])
+
+
+@needs_interpreter  # PHASE_ARRIVE alone: no wait, so the interpreter runs it
+def test_colwise_3d_experts_arrive_on_counters_a_line_apart():
+    """colwise 3D's jagged launch (uniform groups) keeps each ticket and arrival count on a 128-byte line of its own
+    (fp8moe.kernels._coop_slices._LINE): every (expert, row block) count equals the expert's chunks, and no other
+    word of a counter's line is written. The per-group launch above keeps them packed."""
+    backend = backend_for("cpu")
+    e, k, n = 3, 64, 40
+    x = torch.randn(e, k, n).to(torch.bfloat16)
+    q = torch.empty_strided((e, k, n), (k * n, 1, k), dtype=E4)
+    config = configs.coop_config(configs.COOP_COLUMNS, backend, (e, n, k))
+    ws, amax_at = _coop_slices.launch_coop_experts(
+        x, q, torch.empty(e * n), E4, False, backend, phases=[_coop_slices.PHASE_ARRIVE]
+    )
+    words = _coop_slices.count_words(uniform=True)
+    assert words * 4 == 128
+    row_blocks = -(-n // config.kwargs["BLOCK_M"])
+    chunks = -(-k // config.kwargs["BLOCK_L"])
+    assert row_blocks > 1
+    assert chunks > 1
+    counts = [
+        [_coop_slices.arrival_count(ws, g * row_blocks + rb, words) for rb in range(row_blocks)] for g in range(e)
+    ]
+    assert counts == [[chunks] * row_blocks] * e
+    assert amax_at == words * (2 + e * row_blocks)
+    lines = ws[:amax_at].view(-1, words)
+    assert lines[:, 1:].count_nonzero() == 0
+    assert int(lines[0, 0]) >= e * row_blocks * chunks  # the ticket, on its own line
 
 
 @pytest.mark.parametrize("block_l", [16, 64, 256, 1024])

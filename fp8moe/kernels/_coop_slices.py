@@ -84,6 +84,7 @@ from fp8moe.kernels._coop import (
 
 __all__ = [
     "arrival_count",
+    "count_words",
     "group_config",
     "group_programs",
     "launch_coop_experts",
@@ -93,12 +94,18 @@ __all__ = [
     "run_coop_group_phases",
 ]
 
-#: Workspace words per counter: the tickets of the fused (or fold) and the cast launch, then one arrival count per
-#: slice block, each on a 128-byte line of its own. Packed, 32 slice blocks' counts shared a line with each other (and
-#: the first with both tickets), and every program waiting on one polled the line the others' arrivals and tickets
-#: were atomically updating: on an H100 (session 44, benchmarks/results/h100-s44-call34-coop_poll.md, the stripped
-#: kernel of benchmarks/probe_coop_slices.py at colwise 3D's bytes) a line per count took 0.87-0.92x the time
-#: (62/75/72% -> 68/81/83% of copy), where sleeping between polls took 0.93-0.96x.
+#: Workspace words per counter (the tickets of the fused or fold and of the cast launch, then one arrival count per
+#: slice block) where the slice blocks that run together have consecutive counts: each on a 128-byte line of its
+#: own. Packed, 32 such counts shared a line with each other (and the first with both tickets), and every program
+#: waiting on one polled the line the others' arrivals and tickets were atomically updating. On an H100 (session 44)
+#: the stripped kernel of benchmarks/probe_coop_slices.py at colwise 3D's bytes took 0.87-0.92x the time with a line
+#: per count (62/75/72% -> 68/81/83% of copy; sleeping between polls: 0.93-0.96x; h100-s44-call34-coop_poll.md), the
+#: atomic transpose 0.83-0.93x (77/87/83/77% -> 82/94/86/83%) and colwise 3D at E = 1 0.93x (65% -> 70%; the same at
+#: E > 1, where concurrent experts' counts lay a row of blocks apart already; h100-s44-call29-bench.md against
+#: h100-s44-call35-bench.md). The jagged launch of the per-group ops, whose running blocks' counts lie cdiv(R,
+#: BLOCK_M) words apart too, ran its long-group points 1.03-1.12x slower so, with the counts in either order
+#: (h100-s44-call28-jagged_coop.md against h100-s44-call35-jagged_coop.md, h100-s44-call36-jagged_coop.md; the cause
+#: is not known), and keeps them packed: :func:`count_words`.
 _LINE = tl.constexpr(32)
 
 #: Programs of the jagged kernel's long-group pass per program that may wait (``coop_limit``: two per SM on a GPU,
@@ -209,15 +216,15 @@ def _coop_groups_kernel(
     reads and casts its chunks again. Nothing waits in PHASE_LONG, so its programs take items by a stride over the
     grid instead of tickets, and none takes any where no group is long: a program per item there cost 90 us at
     65536 x 4096 G = 16 (benchmarks/results/h100-s38-coop-jagged-before-ncu.md). Workspace (int32, zeroed), counters
-    _LINE words apart: the two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one arrival count per
-    (g, row block), counter 2 + rb * G + g (the order items take them); then the amax bits of slice (g, r) at
-    g * R + r.
-    scales[g * R + r]; q[r, k] at r * stride_qr + k.
+    count_words(UNIFORM) words apart (_LINE): the two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one
+    arrival count per (g, row block), counter 2 + g * cdiv(R, BLOCK_M) + rb; then the amax bits of slice (g, r) at
+    g * R + r. scales[g * R + r]; q[r, k] at r * stride_qr + k.
 
     UNIFORM (colwise_3d_scale_and_cast's (E, K, N) input, :func:`launch_coop_experts`): G groups of K // G
     positions each, offs unread, and group g's x and q start ``stride_xg`` and ``stride_qg`` elements further on
     (x[r, k] of group g at g * stride_xg + r * stride_xr + k * stride_xk, q[r, k] at g * stride_qg + r * stride_qr +
     k), so that an expert's block lies anywhere."""
+    COUNT_WORDS: tl.constexpr = _LINE if UNIFORM else 1
     gs = tl.arange(0, BLOCK_G)
     if UNIFORM:
         starts = tl.minimum(gs, G) * (K // G)
@@ -238,7 +245,7 @@ def _coop_groups_kernel(
                     INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
                 )  # fmt: skip
     else:
-        t = tl.atomic_add(ws_ptr + (_LINE if PHASE == PHASE_CAST else 0), 1)
+        t = tl.atomic_add(ws_ptr + (COUNT_WORDS if PHASE == PHASE_CAST else 0), 1)
         if t < items:
             _group_chunk(
                 x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
@@ -286,8 +293,9 @@ def _group_chunk(
     chunk_lo = start // 16 * 16 + j * BLOCK_L
     in_chunk = (edge_ls >= chunk_lo) & (edge_ls < chunk_lo + BLOCK_L)
     edge_mask = (edge_ls >= start) & (edge_ls < end) & ((edge_ls < inner_lo) | (edge_ls >= inner_hi)) & in_chunk
-    words = ws_ptr + _LINE * (2 + G * tl.cdiv(R, BLOCK_M)) + g_row + ms
-    count = ws_ptr + _LINE * (2 + rb * G + g)  # in ticket order: the blocks running together on adjacent lines
+    COUNT_WORDS: tl.constexpr = _LINE if UNIFORM else 1
+    words = ws_ptr + COUNT_WORDS * (2 + G * tl.cdiv(R, BLOCK_M)) + g_row + ms
+    count = ws_ptr + COUNT_WORDS * (2 + g * tl.cdiv(R, BLOCK_M) + rb)
     if PHASE == PHASE_LONG:
         if long_group:  # the fold launch before this one completed its amax
             _quantize_chunk(
@@ -343,7 +351,7 @@ def launch_coop_slices(
             f"L = {length} is {chunks} chunks of {block_l}: more than the {limit} that may wait for each other"
         )
     blocks = e * triton.cdiv(m, block_m)
-    workspace = replay.scratch_zeros((_counts_end(blocks) + e * m,), torch.int32, x.device)
+    workspace = replay.scratch_zeros((_counts_end(blocks, _LINE.value) + e * m,), torch.int32, x.device)
     phases = (PHASE_AMAX, PHASE_CAST) if backend.kind == "interpreter" else (PHASE_FUSED,)
     for phase in phases:
         configs.launch(
@@ -417,7 +425,7 @@ def run_coop_group_phases(
     """Quantize one (R, Ktot) view into ``q`` (R, Ktot) and ``scales`` (G * R,) in the launches ``phases`` (None: the
     backend's), groups of more than ``limit`` chunks long (None: ``coop_limit``'s), returning the workspace and where
     its amax words start (the arrival counts lie before them, one per (g, row block): :func:`arrival_count` of
-    block rb * G + g): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to
+    block g * cdiv(R, BLOCK_M) + rb, packed): tests read the counts PHASE_ARRIVE leaves. None where there is nothing to
     launch."""
     r, ktot = x.shape
     groups = offs.numel()
@@ -444,7 +452,7 @@ def run_coop_group_phases(
 def launch_coop_experts(
     x: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, fp8_dtype: torch.dtype, round_scales_to_power_of_2: bool,
     backend: Backend, phases: Sequence[int] | None = None, limit: int | None = None,
-) -> None:  # fmt: skip
+) -> tuple[torch.Tensor, int] | None:  # fmt: skip
     """colwise_3d_scale_and_cast's columns on the jagged kernel: expert e's columns are the slices (e, n) of E uniform
     groups of K positions along the stacked K axis (UNIFORM), each element read once. On an H100 the jagged kernel
     ran the bytes of (16, 4096, 4096) in 320.6 us (128 registers) where the dense use of :func:`launch_coop_slices`
@@ -462,12 +470,16 @@ def launch_coop_experts(
         phases, limit: as :func:`run_coop_group_phases` takes them (tests: an expert of more than ``limit`` chunks
             is cast by PHASE_LONG).
 
+    Returns:
+        As :func:`run_coop_group_phases`: the workspace and where its amax words start (its counters
+        ``count_words(True)`` words apart), None where there is nothing to launch.
+
     Raises:
         ValueError: q is not (K*N, 1, K)-strided, or x is an input fp8moe.configs.coop_columns_fit refuses.
     """
     e, k, n = x.shape
     if e == 0 or n == 0:
-        return
+        return None
     if not configs.coop_columns_fit(x):
         raise ValueError(f"x of shape {tuple(x.shape)} and strides {x.stride()}: K = {k} is empty, or not a multiple "
                          "of 16 with the experts' blocks apart")  # fmt: skip
@@ -491,7 +503,7 @@ def launch_coop_experts(
         programs_per_row_block=e * most_chunks,
         longest=k,
     )
-    _run_group_phases(launch, fp8_dtype, round_scales_to_power_of_2, backend, phases, limit)
+    return _run_group_phases(launch, fp8_dtype, round_scales_to_power_of_2, backend, phases, limit)
 
 
 @dataclass(frozen=True)
@@ -524,7 +536,10 @@ def _run_group_phases(
     block_l, block_m = launch.config.kwargs["BLOCK_L"], launch.config.kwargs["BLOCK_M"]
     r, groups = launch.shape_args["R"], launch.groups
     row_blocks = triton.cdiv(r, block_m)
-    workspace = replay.scratch_zeros((_counts_end(groups * row_blocks) + groups * r,), torch.int32, launch.x.device)
+    words = count_words(launch.offs is None)
+    workspace = replay.scratch_zeros(
+        (_counts_end(groups * row_blocks, words) + groups * r,), torch.int32, launch.x.device
+    )
     programs = row_blocks * launch.programs_per_row_block
     waiting = coop_limit(backend, launch.x.device)
     # the long pass strides over the items: LONG_PASS_PROGRAMS per program that may wait (two per SM on a GPU)
@@ -559,15 +574,22 @@ def _run_group_phases(
             INT64_INDEX=configs.needs_int64_index(launch.x, launch.q, launch.scales),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
-    return workspace, _counts_end(groups * row_blocks)
+    return workspace, _counts_end(groups * row_blocks, words)
 
 
-def _counts_end(blocks: int) -> int:
-    """Where the workspace's amax words start: after the two tickets and ``blocks`` arrival counts, _LINE words
+def count_words(uniform: bool) -> int:
+    """Workspace words per counter of the jagged launch (_LINE): a line each for uniform groups (colwise 3D's
+    experts), packed for groups from offs (the per-group ops)."""
+    return _LINE.value if uniform else 1
+
+
+def _counts_end(blocks: int, words: int) -> int:
+    """Where the workspace's amax words start: after the two tickets and ``blocks`` arrival counts, ``words`` words
     each."""
-    return _LINE.value * (2 + blocks)
+    return words * (2 + blocks)
 
 
-def arrival_count(workspace: torch.Tensor, block: int) -> int:
-    """Slice block ``block``'s arrival count in a workspace a launch left (tests read those of PHASE_ARRIVE)."""
-    return int(workspace[_LINE.value * (2 + block)])
+def arrival_count(workspace: torch.Tensor, block: int, words: int) -> int:
+    """Slice block ``block``'s arrival count in a workspace a launch left with ``words`` words per counter (tests read
+    those of PHASE_ARRIVE)."""
+    return int(workspace[words * (2 + block)])
