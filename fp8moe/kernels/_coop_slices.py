@@ -99,8 +99,8 @@ __all__ = [
 #: own. Packed, 32 such counts shared a line with each other (and the first with both tickets), and every program
 #: waiting on one polled the line the others' arrivals and tickets were atomically updating. On an H100 (session 44)
 #: the stripped kernel of benchmarks/probe_coop_slices.py at colwise 3D's bytes took 0.87-0.92x the time with a line
-#: per count (62/75/72% -> 68/81/83% of copy; sleeping between polls: 0.93-0.96x; h100-s44-call34-coop_poll.md), the
-#: atomic transpose 0.83-0.93x (77/87/83/77% -> 82/94/86/83%) and colwise 3D at E = 1 0.93x (65% -> 70%; the same at
+#: per count (62/75/72% -> 68/81/83% of copy; sleeping between polls: 0.93-0.99x; h100-s44-call34-coop_poll.md), the
+#: atomic transpose 0.93-0.97x (77/87/83/77% -> 82/94/86/83%) and colwise 3D at E = 1 0.93x (65% -> 70%; the same at
 #: E > 1, where concurrent experts' counts lay a row of blocks apart already; h100-s44-call29-bench.md against
 #: h100-s44-call35-bench.md). The jagged launch of the per-group ops, whose running blocks' counts lie cdiv(R,
 #: BLOCK_M) words apart too, ran its long-group points 1.03-1.12x slower so, with the counts in either order
