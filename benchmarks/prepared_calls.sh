@@ -38,9 +38,10 @@
 #   bash benchmarks/prepared_calls.sh 33  # the meeting deferred: fold a chunk, cast one read D chunks earlier (L2)
 #   bash benchmarks/prepared_calls.sh 34  # the wait's polling: counts on their own lines, sleeps between polls
 #   bash benchmarks/prepared_calls.sh 35  # the counts on their own lines in fp8moe: 3D bench, long groups, whole suite
+#   bash benchmarks/prepared_calls.sh 36  # both cooperative 3D uses' tiles again, with the counters a line apart
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 35 in one device call (about 9 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 36 in one device call (about 8 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -94,6 +95,10 @@ COOP_COLUMNS_NARROW="256x64/w4,256x32/w2,512x16/w2,128x32/w1"
 # programs per SM / spilled: 256x64/w8 80 / 3 / 0, 128x64/w4 72 / 7 / 0, 128x128/w4/r128 126 / 4 / 0;
 # 256x64/w8/r64, 64 / 4 / 3, left out for the call's time: 20 forced runs, about 14 s each on an H100 in session 40).
 COOP_COLUMNS_WARPS="256x64/w4/r128,256x64/w4,256x64/w8,128x64/w4,128x128/w4/r128"
+# Call 36: the tiles of both cooperative 3D uses again once their counters lie a line apart (session 44), the tiles
+# the rules pick first. Shorter chunks meet more often, and so lost most to the polling the lines took away.
+COOP_COLUMNS_LINES="256x64/w4/r128,256x64/w4,128x64/w2,128x64/w4,128x128/w4/r128,512x32/w4"
+COOP_TRANSPOSE_LINES="1024x8/w2,2048x8/w4,512x8/w1,512x16/w2,256x32/w2,1024x16/w4"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
@@ -111,7 +116,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="35" ;;
+  h100) waiting="36" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -127,7 +132,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 35, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 36, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -454,6 +459,18 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
     STEPS="jagged" JAGGED_ARGS="--points long" bash "$here/gpu_session.sh"
     STEPS="tests" TEST_TIMEOUT=350 bash "$here/gpu_session.sh"
     mv "$OUT/pytest.log" "$OUT/suite.log" ;;
+  36) # the cooperative 3D uses' tiles forced one at a time at their four row-major points, each row checked bitwise,
+      # now that every counter lies on a line of its own (fp8moe.kernels._coop_slices._LINE, session 44: the atomic
+      # transpose 77/87/83/77% -> 82/94/86/83%, colwise 3D 65/85/78/78% -> 70/85/79/78%, h100-s44-call35-bench.md).
+      # The tiles were chosen under the shared lines (sessions 37-40), where a tile of more, shorter chunks per slice
+      # polled a busier line; the rules' tiles come first in each list. Files: env.txt, configs_{columns,transpose}.md,
+      # tune_{columns,transpose}.log.
+    STEPS="tune" TUNE_TIMEOUT=260 TUNE_ARGS="--only colwise_3d --select row_major --replace \
+      --candidates coop_columns=$COOP_COLUMNS_LINES" bash "$here/gpu_session.sh"
+    mv "$OUT/configs.md" "$OUT/configs_columns.md"; mv "$OUT/tune.log" "$OUT/tune_columns.log"
+    STEPS="tune" TUNE_TIMEOUT=260 TUNE_ARGS="--only rowwise_3d_transpose_rhs --select method=atomic --replace \
+      --candidates coop_transpose=$COOP_TRANSPOSE_LINES" bash "$here/gpu_session.sh"
+    mv "$OUT/configs.md" "$OUT/configs_transpose.md"; mv "$OUT/tune.log" "$OUT/tune_transpose.log" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -466,5 +483,5 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 35, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 36, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

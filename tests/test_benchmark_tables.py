@@ -1181,9 +1181,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "36"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "37"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 36: 1 to 35, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 37: 1 to 36, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1261,25 +1261,33 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_benches_the_3d_ops_times_the_long_groups_then_runs_the_suite(tmp_path):
-    """prepared_calls.sh h100: call 35 (the cooperative kernel with its counters on lines of their own): the 3D ops
-    read along N benched without torch.compile, the jagged probe at the long-group points, then the whole GPU
-    suite last (a time limit cuts it, not the timings), its files in call35/. Stub gpu_session.sh, as above."""
+def test_the_h100_call_times_both_cooperative_3d_uses_tiles_each_in_its_own_files(tmp_path):
+    """prepared_calls.sh h100: call 36, the tiles of colwise 3D's and the atomic transpose's cooperative uses forced
+    at their row-major points, each tune's table and log renamed so the second cannot overwrite the first; every tile
+    parses, and each list starts with the tiles its rule gives (so the first rows of each point are the default's).
+    Stub gpu_session.sh, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-} ${JAGGED_ARGS:-} ${TEST_PATHS:-}\ncase "$STEPS" in '
-        "bench) touch bench.md bench.json bench.png bench.log ;; jagged) touch jagged_coop.md jagged_coop.err ;; "
-        "tests) touch pytest.log ;; esac",
-    )  # fmt: skip
-    assert [" ".join(step.split()) for step in steps] == [
-        "bench --only 3d --select row_major --compile none",
-        "jagged --points long",
-        "tests",
-    ]
+        tmp_path, "h100", '$STEPS ${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; esac'
+    )
+    columns, transpose = (" ".join(step.split()) for step in steps)
+    assert columns.startswith("tune --only colwise_3d --select row_major --replace --candidates coop_columns=")
+    assert transpose.startswith(
+        "tune --only rowwise_3d_transpose_rhs --select method=atomic --replace --candidates coop_transpose="
+    )
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call35/env.txt", "call35/bench.md", "call35/bench.json", "call35/jagged_coop.md", "call35/jagged_coop.err",
-        "call35/suite.log",
+        "call36/env.txt", "call36/configs_columns.md", "call36/tune_columns.log", "call36/configs_transpose.md",
+        "call36/tune_transpose.log",
     }  # fmt: skip
+    describe = fp8moe.configs.describe
+    [cols] = tune_configs.parse_candidates([columns.split("--candidates ")[1]]).values()
+    [trans] = tune_configs.parse_candidates([transpose.split("--candidates ")[1]]).values()
+    assert len(cols) == len(trans) == 6
+    assert describe(cols[0]) == describe(fp8moe.configs.COOP_COLUMNS_CUDA[1])  # past one expert
+    assert describe(cols[1]) == describe(fp8moe.configs.COOP_COLUMNS_CUDA[0])  # one expert
+    assert [describe(c) for c in trans[:2]] == [describe(c) for c in fp8moe.configs.COOP_TRANSPOSE_CUDA[:2]]
+    for tile in trans:  # 128 elements per thread, as every listed transpose tile
+        assert tile.kwargs["BLOCK_L"] * tile.kwargs["BLOCK_M"] == 128 * 32 * tile.num_warps, describe(tile)
 
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
