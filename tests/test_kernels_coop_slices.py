@@ -246,6 +246,50 @@ def test_experts_whose_offsets_pass_int32_index_in_int64(tmp_path, monkeypatch):
     assert_same_bits(scales, scales_ref, what="scales")
 
 
+@needs_interpreter  # INT64_INDEX forced: the interpreter runs the int64 code on small tensors
+def test_every_cooperative_launch_sizes_its_index_by_its_workspace_too(monkeypatch):
+    """The workspace's counters lie _LINE words apart, so its offsets can pass int32 where x's do not (the atomic
+    transpose's 8-row blocks: 4 words per row of x): every cooperative launch asks needs_int64_index about its
+    workspace as well as x, q and the scales, and with INT64_INDEX on (forced here) each writes fp8ref's bytes,
+    the counter and amax offsets computed in int64."""
+    seen = []
+
+    def always(*tensors):
+        seen.append(tensors)
+        return True
+
+    monkeypatch.setattr(configs, "needs_int64_index", always)
+    monkeypatch.setattr(configs, "PER_GROUP_KERNEL", dict.fromkeys(configs.PER_GROUP_KERNEL, "coop"))
+    gen = torch.Generator().manual_seed(11)
+    x3 = torch.randn((2, 48, 40), generator=gen).to(torch.bfloat16)
+    x2 = torch.randn((96, 24), generator=gen).to(torch.bfloat16)
+    offs = torch.tensor([30, 30, 96], dtype=torch.int32)
+    calls = {
+        "atomic transpose": (
+            lambda: fp8moe.rowwise_3d_transpose_rhs(x3, E4, False, method="atomic"),
+            lambda: ref.rowwise_3d_transpose_rhs(x3, E4, False),
+        ),
+        "colwise 3D": (
+            lambda: fp8moe.colwise_3d_scale_and_cast(x3, E4, False),
+            lambda: ref.colwise_3d_scale_and_cast(x3, E4, False),
+        ),
+        "per-group colwise": (
+            lambda: fp8moe.per_group_colwise_scales(x2, offs, E4, False),
+            lambda: ref.per_group_colwise_scales(x2, offs, E4, False),
+        ),
+    }
+    with configs.forced_kernel("COLWISE_3D_KERNEL", "coop"), configs.forced_kernel("TRANSPOSE_ATOMIC_KERNEL", "coop"):
+        for name, (kernel, reference) in calls.items():
+            seen.clear()
+            replay.forget()
+            got, want = kernel(), reference()
+            for g, w, what in zip(got, want, ("q", "scales"), strict=True):
+                assert_same_bits(g, w, what=f"{name} {what}")
+            workspaces = [t for tensors in seen for t in tensors if t.dtype == torch.int32 and t.ndim == 1]
+            assert workspaces, f"{name}: no launch asked about its workspace"
+    replay.forget()
+
+
 @needs_interpreter  # the interpreter's config
 def test_colwise_3d_leaves_unaligned_experts_apart_to_the_row_kernel():
     """With K not a multiple of 16 an expert's chunks load whole runs of 16 reaching into its neighbours' positions,

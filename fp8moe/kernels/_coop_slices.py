@@ -185,17 +185,19 @@ def _coop_slices_kernel(
     chunks = tl.cdiv(L, BLOCK_L)
     t = tl.atomic_add(ws_ptr + (_LINE if PHASE == PHASE_CAST else 0), 1)
     block = t // chunks
+    blocks = E * tl.cdiv(M, BLOCK_M)
     e = block % E
     ms = (block // E) * BLOCK_M + tl.arange(0, BLOCK_M)
     ls = (t % chunks) * BLOCK_L + tl.arange(0, BLOCK_L)
-    if INT64_INDEX:
+    if INT64_INDEX:  # the workspace too: _LINE words a counter can pass int32 where x does not
+        block = block.to(tl.int64)
+        blocks = blocks.to(tl.int64)
         e = e.to(tl.int64)
         ms = ms.to(tl.int64)
         ls = ls.to(tl.int64)
     _quantize_chunk(
         x_ptr + e * stride_xe, q_ptr + e * stride_qe, scales_ptr + e * M,
-        ws_ptr + _LINE * (2 + E * tl.cdiv(M, BLOCK_M)) + e * M + ms, ws_ptr + _LINE * (2 + block), chunks,
-        t % chunks == 0,
+        ws_ptr + _LINE * (2 + blocks) + e * M + ms, ws_ptr + _LINE * (2 + block), chunks, t % chunks == 0,
         True, ms, ms < M, ls, ls < L, ls < L, ls < L, False, ls, ls < L, stride_xm, stride_xl, stride_qm, PHASE, False,
         FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
     )  # fmt: skip
@@ -294,8 +296,11 @@ def _group_chunk(
     in_chunk = (edge_ls >= chunk_lo) & (edge_ls < chunk_lo + BLOCK_L)
     edge_mask = (edge_ls >= start) & (edge_ls < end) & ((edge_ls < inner_lo) | (edge_ls >= inner_hi)) & in_chunk
     COUNT_WORDS: tl.constexpr = _LINE if UNIFORM else 1
-    words = ws_ptr + COUNT_WORDS * (2 + G * tl.cdiv(R, BLOCK_M)) + g_row + ms
-    count = ws_ptr + COUNT_WORDS * (2 + g * tl.cdiv(R, BLOCK_M) + rb)
+    row_blocks = tl.cdiv(R, BLOCK_M)
+    if INT64_INDEX:  # g is int64 already
+        row_blocks = row_blocks.to(tl.int64)
+    words = ws_ptr + COUNT_WORDS * (2 + G * row_blocks) + g_row + ms
+    count = ws_ptr + COUNT_WORDS * (2 + g * row_blocks + rb)
     if PHASE == PHASE_LONG:
         if long_group:  # the fold launch before this one completed its amax
             _quantize_chunk(
@@ -373,7 +378,7 @@ def launch_coop_slices(
             stride_qe=q.stride(0),
             stride_qm=q.stride(1),
             PHASE=phase,
-            INT64_INDEX=configs.needs_int64_index(x, q, scales),
+            INT64_INDEX=configs.needs_int64_index(x, q, scales, workspace),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
 
@@ -571,7 +576,7 @@ def _run_group_phases(
             PHASE=int(phase),
             BLOCK_G=triton.next_power_of_2(max(groups, 2)),
             UNIFORM=uniform,
-            INT64_INDEX=configs.needs_int64_index(launch.x, launch.q, launch.scales),
+            INT64_INDEX=configs.needs_int64_index(launch.x, launch.q, launch.scales, workspace),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
     return workspace, _counts_end(groups * row_blocks, words)
