@@ -39,9 +39,10 @@
 #   bash benchmarks/prepared_calls.sh 34  # the wait's polling: counts on their own lines, sleeps between polls
 #   bash benchmarks/prepared_calls.sh 35  # the counts on their own lines in fp8moe: 3D bench, long groups, whole suite
 #   bash benchmarks/prepared_calls.sh 36  # both cooperative 3D uses' tiles again, with the counters a line apart
+#   bash benchmarks/prepared_calls.sh 37  # the per-group launch's counters packed against a line apart, one machine
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 36 in one device call (about 8 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 37 then 36 in one device call (about 9 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -116,7 +117,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="36" ;;
+  h100) waiting="37 36" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -132,7 +133,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 36, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 37, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -465,12 +466,18 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
       # The tiles were chosen under the shared lines (sessions 37-40), where a tile of more, shorter chunks per slice
       # polled a busier line; the rules' tiles come first in each list. Files: env.txt, configs_{columns,transpose}.md,
       # tune_{columns,transpose}.log.
-    STEPS="tune" TUNE_TIMEOUT=260 TUNE_ARGS="--only colwise_3d --select row_major --replace \
+    STEPS="tune" TUNE_TIMEOUT=230 TUNE_ARGS="--only colwise_3d --select row_major --replace \
       --candidates coop_columns=$COOP_COLUMNS_LINES" bash "$here/gpu_session.sh"
     mv "$OUT/configs.md" "$OUT/configs_columns.md"; mv "$OUT/tune.log" "$OUT/tune_columns.log"
-    STEPS="tune" TUNE_TIMEOUT=260 TUNE_ARGS="--only rowwise_3d_transpose_rhs --select method=atomic --replace \
+    STEPS="tune" TUNE_TIMEOUT=230 TUNE_ARGS="--only rowwise_3d_transpose_rhs --select method=atomic --replace \
       --candidates coop_transpose=$COOP_TRANSPOSE_LINES" bash "$here/gpu_session.sh"
     mv "$OUT/configs.md" "$OUT/configs_transpose.md"; mv "$OUT/tune.log" "$OUT/tune_transpose.log" ;;
+  37) # the per-group ops' jagged cooperative launch with its counters packed (the default) and a line apart
+      # (fp8moe.configs.GROUP_COOP_COUNT_LINES) in one run on one machine, at the long-group points, each row checked
+      # bitwise: session 44 saw 1.03-1.12x with them a line apart, but from two machines (h100-s44-call28- against
+      # -call35- and -call36-jagged_coop.md), where the dense launch and colwise 3D's took 0.93-0.97x. If one machine
+      # agrees, the default stays; if not, GROUP_COOP_COUNT_LINES goes on. Files: env.txt, jagged_coop.{md,err}.
+    STEPS="jagged" JAGGED_ARGS="--points long --lines" bash "$here/gpu_session.sh" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -483,5 +490,5 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 36, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 37, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

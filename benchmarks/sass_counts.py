@@ -210,11 +210,12 @@ def coop_slices() -> dict:
         ("transpose", _coop_slices._coop_slices_kernel, configs.COOP_TRANSPOSE.cuda[0], "stride_xl", "stride_xm",
          dense, {}),
         ("groups", _coop_slices._coop_groups_kernel, configs.GROUP_COOP.cuda[0], "stride_xr", "stride_xk", jagged,
-         {"BLOCK_G": 64, "UNIFORM": False}),
+         {"BLOCK_G": 64, "UNIFORM": False, "COUNT_WORDS": _coop_slices.count_words(False)}),
         # what the transpose would take on the jagged kernel (its rows the view's, the experts uniform groups along
         # the stacked N axis), its fused launch only: session 39 kept it on the dense kernel
         ("transpose-uniform", _coop_slices._coop_groups_kernel, configs.COOP_TRANSPOSE.cuda[0], "stride_xk",
-         "stride_xr", [k for k in jagged if k != "offs_ptr"], {"BLOCK_G": 16, "UNIFORM": True}),
+         "stride_xr", [k for k in jagged if k != "offs_ptr"],
+         {"BLOCK_G": 16, "UNIFORM": True, "COUNT_WORDS": _coop_slices.count_words(True)}),
     ):  # fmt: skip
         phases = [("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)]
         if kernel is _coop_slices._coop_groups_kernel:  # the launch that casts groups too long to wait for
@@ -238,7 +239,8 @@ _COOP_JAGGED_DIVISIBLE = [
 ]  # fmt: skip
 #: colwise 3D's use of the jagged kernel on row-major input: (unit stride, the other, 16-divisible, constexprs).
 _COOP_COLUMNS_LAYOUT = (
-    "stride_xr", "stride_xk", [k for k in _COOP_JAGGED_DIVISIBLE if k != "offs_ptr"], {"BLOCK_G": 16, "UNIFORM": True},
+    "stride_xr", "stride_xk", [k for k in _COOP_JAGGED_DIVISIBLE if k != "offs_ptr"],
+    {"BLOCK_G": 16, "UNIFORM": True, "COUNT_WORDS": 32},  # a line per counter: _coop_slices.count_words(True)
 )  # fmt: skip
 
 

@@ -53,6 +53,7 @@ __all__ = [
     "GROUP_CHUNKS",
     "GROUP_COOP",
     "GROUP_COOP_CAP",
+    "GROUP_COOP_COUNT_LINES",
     "GROUP_TILES",
     "INT32_MAX",
     "INTERPRETER_MAX_BLOCK",
@@ -982,6 +983,11 @@ COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPO
 #: beside "coop", every row bitwise) it took 0.996-1.005x the uncapped time
 #: (benchmarks/results/h100-s44-call28-jagged_coop.md), so the default stays uncapped.
 GROUP_COOP_CAP: int | None = None
+#: Whether the per-group ops' jagged cooperative launch puts each ticket and arrival count on a 128-byte line of its
+#: own, as colwise 3D's expert launch and the atomic transpose do (fp8moe.kernels._coop_slices._LINE), instead of
+#: packing them. Off: with them spread its long-group points ran 1.03-1.12x slower on an H100 in session 44, on
+#: another machine of the same kind than the packed run. benchmarks/probe_jagged_coop.py --lines times both on one.
+GROUP_COOP_COUNT_LINES = False
 _GROUP_COOP_CAPPED: dict[int, triton.Config] = {}  # the capped twin of GROUP_COOP's first tile, per cap, made once
 
 

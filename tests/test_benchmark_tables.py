@@ -366,20 +366,33 @@ def _on_the_interpreter(probe, monkeypatch) -> None:
 def test_the_jagged_coop_probe_runs_both_kernels_and_checks_their_bytes(monkeypatch, capsys):
     """benchmarks/probe_jagged_coop.py end to end in the interpreter at a small twin of its point (no timing: the
     GPU timers stubbed): one row per kernel, with --cap a third with the cooperative tile capped (which the
-    interpreter runs as the uncapped one), each bitwise against fp8ref; the kernel settings put back after."""
+    interpreter runs as the uncapped one), with --lines one with its counters a line apart (the launch's layout
+    spied on), each bitwise against fp8ref; the kernel settings put back after."""
+    from fp8moe.kernels import _coop_slices
+
     probe = pytest.importorskip("probe_jagged_coop")
     small = bench.Point("per_group_colwise_scales", (300, 24), 2, "aligned16")
     monkeypatch.setattr(probe, "points", lambda which: [small])
     _on_the_interpreter(probe, monkeypatch)
     monkeypatch.setattr(probe.configs, "PER_GROUP_KERNEL", dict(probe.configs.PER_GROUP_KERNEL))
     monkeypatch.setattr(probe.configs, "GROUP_COOP_CAP", None)
+    words_seen = []
+    real_count_words = _coop_slices.count_words
+    monkeypatch.setattr(_coop_slices, "count_words", lambda u: words_seen.append(real_count_words(u)) or words_seen[-1])
     before = dict(probe.configs.PER_GROUP_KERNEL)
-    for args, kernels in ((["--points", "G16"], ["auto", "coop"]), (["--cap", "128"], ["auto", "coop", "coop/r128"])):
+    for args, kernels, words in (
+        (["--points", "G16"], ["auto", "coop"], {1}),
+        (["--cap", "128"], ["auto", "coop", "coop/r128"], {1}),
+        (["--lines"], ["auto", "coop", "coop/lines"], {1, 32}),
+    ):
+        words_seen.clear()
         probe.main(args)
         rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| per_group")]
         assert [row.split("|")[5].strip() for row in rows] == kernels
         assert all(row.rstrip(" |").endswith("yes") for row in rows), rows
+        assert set(words_seen) == words, args
     assert probe.configs.GROUP_COOP_CAP is None  # put back by the probe
+    assert probe.configs.GROUP_COOP_COUNT_LINES is False
     assert before == probe.configs.PER_GROUP_KERNEL
 
 
@@ -1181,9 +1194,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "37"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "38"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 37: 1 to 36, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 38: 1 to 37, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1261,23 +1274,26 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_times_both_cooperative_3d_uses_tiles_each_in_its_own_files(tmp_path):
-    """prepared_calls.sh h100: call 36, the tiles of colwise 3D's and the atomic transpose's cooperative uses forced
-    at their row-major points, each tune's table and log renamed so the second cannot overwrite the first; every tile
-    parses, and each list starts with the tiles its rule gives (so the first rows of each point are the default's).
-    Stub gpu_session.sh, as above."""
+def test_the_h100_call_times_the_counters_layouts_then_both_cooperative_3d_uses_tiles(tmp_path):
+    """prepared_calls.sh h100: call 37 (the per-group launch's counters packed and a line apart, one run), then call
+    36, the tiles of colwise 3D's and the atomic transpose's cooperative uses forced at their row-major points, each
+    tune's table and log renamed so the second cannot overwrite the first; every tile parses, and each list starts
+    with the tiles its rule gives (so the first rows of each point are the default's). Stub gpu_session.sh, as
+    above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; esac'
-    )
-    columns, transpose = (" ".join(step.split()) for step in steps)
+        tmp_path, "h100", '$STEPS ${JAGGED_ARGS:-} ${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; '
+        "jagged) touch jagged_coop.md jagged_coop.err ;; esac",
+    )  # fmt: skip
+    lines, columns, transpose = (" ".join(step.split()) for step in steps)
+    assert lines == "jagged --points long --lines"
     assert columns.startswith("tune --only colwise_3d --select row_major --replace --candidates coop_columns=")
     assert transpose.startswith(
         "tune --only rowwise_3d_transpose_rhs --select method=atomic --replace --candidates coop_transpose="
     )
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call36/env.txt", "call36/configs_columns.md", "call36/tune_columns.log", "call36/configs_transpose.md",
-        "call36/tune_transpose.log",
+        "call37/env.txt", "call37/jagged_coop.md", "call37/jagged_coop.err", "call36/configs_columns.md",
+        "call36/tune_columns.log", "call36/configs_transpose.md", "call36/tune_transpose.log",
     }  # fmt: skip
     describe = fp8moe.configs.describe
     [cols] = tune_configs.parse_candidates([columns.split("--candidates ")[1]]).values()

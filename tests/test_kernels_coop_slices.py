@@ -469,11 +469,14 @@ def test_jagged_slices_of_several_chunks_match_the_reference(pow2, transposing, 
 
 
 @needs_interpreter  # PHASE_ARRIVE alone: no wait, so the interpreter runs it
-def test_every_chunk_of_every_slice_arrives_once_and_past_the_last_item_nothing_does():
+@pytest.mark.parametrize("lines", [False, True], ids=["packed", "lines"])
+def test_every_chunk_of_every_slice_arrives_once_and_past_the_last_item_nothing_does(lines, monkeypatch):
     """The GPU's waits end when a slice block's count reaches its chunk count: run the folds and arrivals alone and
     read the counts. Each (group, row block) count equals the chunks the kernel waits for, including an empty group's
     one chunk and decreasing offsets (taken as running maxima); the ticket counts every program of the grid, the
-    ones past the last item included."""
+    ones past the last item included. Packed (the default) and a line apart (GROUP_COOP_COUNT_LINES), where no
+    other word of a counter's line is written."""
+    monkeypatch.setattr(configs, "GROUP_COOP_COUNT_LINES", lines)
     backend = backend_for("cpu")
     ends = [140, 60, 150, 150, 175]  # 60 < 140: acts as 140, so group 1 is empty
     x = torch.randn(12, 180).to(torch.bfloat16)
@@ -493,6 +496,8 @@ def test_every_chunk_of_every_slice_arrives_once_and_past_the_last_item_nothing_
     ]
     assert counts == [[n] * row_blocks for n in chunks]
     assert amax_at == words * (2 + len(ends) * row_blocks)
+    assert words == (32 if lines else 1)
+    assert ws[:amax_at].view(-1, words)[:, 1:].count_nonzero() == 0
     assert int(ws[0]) == row_blocks * _coop_slices.group_programs(180, len(ends), config.kwargs["BLOCK_L"])
 
 

@@ -104,8 +104,10 @@ __all__ = [
 #: E > 1, where concurrent experts' counts lay a row of blocks apart already; h100-s44-call29-bench.md against
 #: h100-s44-call35-bench.md). The jagged launch of the per-group ops, whose running blocks' counts lie cdiv(R,
 #: BLOCK_M) words apart too, ran its long-group points 1.03-1.12x slower so, with the counts in either order
-#: (h100-s44-call28-jagged_coop.md against h100-s44-call35-jagged_coop.md, h100-s44-call36-jagged_coop.md; the cause
-#: is not known), and keeps them packed: :func:`count_words`.
+#: (h100-s44-call28-jagged_coop.md against h100-s44-call35-jagged_coop.md, h100-s44-call36-jagged_coop.md: machines
+#: of one kind but not one machine, where colwise 3D past one expert and the reduction transpose timed within 0.5%;
+#: the cause is not known), and keeps them packed (:func:`count_words`) until an A/B on one machine says otherwise
+#: (fp8moe.configs.GROUP_COOP_COUNT_LINES, benchmarks/probe_jagged_coop.py --lines).
 _LINE = tl.constexpr(32)
 
 #: Programs of the jagged kernel's long-group pass per program that may wait (``coop_limit``: two per SM on a GPU,
@@ -207,8 +209,8 @@ def _coop_slices_kernel(
 def _coop_groups_kernel(
     x_ptr, q_ptr, scales_ptr, ws_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr, stride_xg, stride_qg,
     limit, PHASE: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
-    UNIFORM: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
-    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
+    UNIFORM: tl.constexpr, COUNT_WORDS: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
     CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """An (R, K) view jagged along K: slice (g, r) = x[r, start_g:end_g], chunk j of group g its positions
@@ -218,7 +220,7 @@ def _coop_groups_kernel(
     reads and casts its chunks again. Nothing waits in PHASE_LONG, so its programs take items by a stride over the
     grid instead of tickets, and none takes any where no group is long: a program per item there cost 90 us at
     65536 x 4096 G = 16 (benchmarks/results/h100-s38-coop-jagged-before-ncu.md). Workspace (int32, zeroed), counters
-    count_words(UNIFORM) words apart (_LINE): the two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one
+    COUNT_WORDS words apart (:func:`count_words`): the two tickets (PHASE_FUSED's or PHASE_AMAX's; PHASE_CAST's), one
     arrival count per (g, row block), counter 2 + g * cdiv(R, BLOCK_M) + rb; then the amax bits of slice (g, r) at
     g * R + r. scales[g * R + r]; q[r, k] at r * stride_qr + k.
 
@@ -226,7 +228,6 @@ def _coop_groups_kernel(
     positions each, offs unread, and group g's x and q start ``stride_xg`` and ``stride_qg`` elements further on
     (x[r, k] of group g at g * stride_xg + r * stride_xr + k * stride_xk, q[r, k] at g * stride_qg + r * stride_qr +
     k), so that an expert's block lies anywhere."""
-    COUNT_WORDS: tl.constexpr = _LINE if UNIFORM else 1
     gs = tl.arange(0, BLOCK_G)
     if UNIFORM:
         starts = tl.minimum(gs, G) * (K // G)
@@ -244,7 +245,7 @@ def _coop_groups_kernel(
                 _group_chunk(
                     x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
                     stride_xr, stride_xk, stride_qr, stride_xg, stride_qg, limit, PHASE, BLOCK_L, BLOCK_M, UNIFORM,
-                    INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                    COUNT_WORDS, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
                 )  # fmt: skip
     else:
         t = tl.atomic_add(ws_ptr + (COUNT_WORDS if PHASE == PHASE_CAST else 0), 1)
@@ -252,7 +253,7 @@ def _coop_groups_kernel(
             _group_chunk(
                 x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G,
                 stride_xr, stride_xk, stride_qr, stride_xg, stride_qg, limit, PHASE, BLOCK_L, BLOCK_M, UNIFORM,
-                INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
+                COUNT_WORDS, INT64_INDEX, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE,
             )  # fmt: skip
 
 
@@ -260,9 +261,9 @@ def _coop_groups_kernel(
 def _group_chunk(
     x_ptr, q_ptr, scales_ptr, ws_ptr, t, per_row_block, gs, starts, ends, chunks, firsts, R, K, G, stride_xr,
     stride_xk, stride_qr, stride_xg, stride_qg, limit, PHASE: tl.constexpr, BLOCK_L: tl.constexpr,
-    BLOCK_M: tl.constexpr, UNIFORM: tl.constexpr, INT64_INDEX: tl.constexpr, FP8_DTYPE: tl.constexpr,
-    FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, ROUND_POW2: tl.constexpr,
-    CAST_MODE: tl.constexpr,
+    BLOCK_M: tl.constexpr, UNIFORM: tl.constexpr, COUNT_WORDS: tl.constexpr, INT64_INDEX: tl.constexpr,
+    FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr,
+    ROUND_POW2: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
     """Item ``t`` of :func:`_coop_groups_kernel` in its ``PHASE``: PHASE_FUSED folds a long group's chunk and has the
     others wait and cast, PHASE_LONG casts a long group's chunk and skips the others, the interpreter's phases take
@@ -295,7 +296,6 @@ def _group_chunk(
     chunk_lo = start // 16 * 16 + j * BLOCK_L
     in_chunk = (edge_ls >= chunk_lo) & (edge_ls < chunk_lo + BLOCK_L)
     edge_mask = (edge_ls >= start) & (edge_ls < end) & ((edge_ls < inner_lo) | (edge_ls >= inner_hi)) & in_chunk
-    COUNT_WORDS: tl.constexpr = _LINE if UNIFORM else 1
     row_blocks = tl.cdiv(R, BLOCK_M)
     if INT64_INDEX:  # g is int64 already
         row_blocks = row_blocks.to(tl.int64)
@@ -576,6 +576,7 @@ def _run_group_phases(
             PHASE=int(phase),
             BLOCK_G=triton.next_power_of_2(max(groups, 2)),
             UNIFORM=uniform,
+            COUNT_WORDS=words,
             INT64_INDEX=configs.needs_int64_index(launch.x, launch.q, launch.scales, workspace),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
@@ -584,8 +585,8 @@ def _run_group_phases(
 
 def count_words(uniform: bool) -> int:
     """Workspace words per counter of the jagged launch (_LINE): a line each for uniform groups (colwise 3D's
-    experts), packed for groups from offs (the per-group ops)."""
-    return _LINE.value if uniform else 1
+    experts), packed for groups from offs (the per-group ops) unless fp8moe.configs.GROUP_COOP_COUNT_LINES is set."""
+    return _LINE.value if uniform or configs.GROUP_COOP_COUNT_LINES else 1
 
 
 def _counts_end(blocks: int, words: int) -> int:
