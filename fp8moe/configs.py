@@ -987,6 +987,7 @@ GROUP_COOP_CAP: int | None = None
 #: own, as colwise 3D's expert launch and the atomic transpose do (fp8moe.kernels._coop_slices._LINE), instead of
 #: packing them. Off: with them spread its long-group points ran 1.03-1.12x slower on an H100 in session 44, on
 #: another machine of the same kind than the packed run. benchmarks/probe_jagged_coop.py --lines times both on one.
+#: Read at each launch; a launch plan (fp8moe.replay) replays the layout it recorded, so forget plans after a change.
 GROUP_COOP_COUNT_LINES = False
 _GROUP_COOP_CAPPED: dict[int, triton.Config] = {}  # the capped twin of GROUP_COOP's first tile, per cap, made once
 
