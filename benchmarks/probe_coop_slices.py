@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 import torch
 
@@ -148,81 +149,97 @@ def _deferred_kernel(
 #: How a chunk's programs meet (the kernel's MEET): not at all (each chunk casts with its own amax), by folding and
 #: arriving without waiting (the same), or in full (fold, arrive, wait, read the slice's amax back).
 MEET_NONE, MEET_ARRIVE, MEET_ALL = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
-#: Variant suffixes: the program id for a ticket, the two partial meetings (timing rungs of the full kernel), and
-#: the amax read back by loads.
-SUFFIXES = {
-    "pid": ("ticket", False),
-    "arrive": ("meet", MEET_ARRIVE),
-    "local": ("meet", MEET_NONE),
-    "ld": ("load_back", True),
-}
-#: ``/defer<D>``: the meeting deferred by D chunks (_deferred_kernel), D at least the chunks per slice.
-DEFER_PREFIX = "defer"
-#: ``/pad``: each count on its own 128-byte line; ``/sleep<N>``: N ns asleep between polls.
+#: ``/pad``: each count on its own 128-byte line of PAD_WORDS words.
 PAD_WORDS = 32
-SLEEP_PREFIX = "sleep"
 
 
-def parse_variant(variant: str) -> tuple[int, int, int, bool, int, bool, int, int, int]:
-    """(CHUNK, BLOCK_N, warps, TICKET, MEET, LOAD_BACK, DEFER, PAD, SLEEP) of
-    ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld][/pad][/sleep<N>]`` or
-    ``coop<CHUNK>x<BLOCK_N>/w<W>/defer<D>`` (DEFER 0: not deferred)."""
+@dataclass(frozen=True)
+class Variant:
+    """A coop variant: its tile (CHUNK x BLOCK_N, warps) and how its chunks meet (the kernels' constexprs): a ticket
+    or the program id, the meeting in full or a partial rung, the amax read back by atomics or loads, the counters
+    ``pad`` words apart, ``sleep`` ns between polls, or the meeting deferred by ``defer`` chunks (0: not deferred)."""
+
+    chunk: int
+    block_n: int
+    warps: int
+    ticket: bool = True
+    meet: int = MEET_ALL
+    load_back: bool = False
+    pad: int = 1
+    sleep: int = 0
+    defer: int = 0
+
+
+#: Suffixes that set one field: the program id for a ticket, the two partial meetings, the amax read back by loads,
+#: the counters a line apart.
+SUFFIXES = {
+    "pid": {"ticket": False},
+    "arrive": {"meet": MEET_ARRIVE},
+    "local": {"meet": MEET_NONE},
+    "ld": {"load_back": True},
+    "pad": {"pad": PAD_WORDS},
+}
+#: Suffixes with a number: ``/sleep<N>`` (ns between polls); ``/defer<D>``, alone (_deferred_kernel).
+NUMBERED = {"sleep": "sleep", "defer": "defer"}
+
+
+def parse_variant(variant: str) -> Variant:
+    """The Variant of ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld][/pad][/sleep<N>]`` or
+    ``coop<CHUNK>x<BLOCK_N>/w<W>/defer<D>``.
+
+    Raises:
+        ValueError: an unknown suffix, or /defer<D> beside another.
+    """
     tile, warps, *suffixes = variant.removeprefix("coop").split("/")
     chunk, block_n = (int(v) for v in tile.split("x"))
-    flags = {"ticket": True, "meet": MEET_ALL, "load_back": False}
-    defer, pad, sleep = 0, 1, 0
+    fields: dict[str, object] = {}
     for suffix in suffixes:
-        if suffix.startswith(DEFER_PREFIX) and suffix.removeprefix(DEFER_PREFIX).isdigit() and len(suffixes) == 1:
-            defer = int(suffix.removeprefix(DEFER_PREFIX))
-            continue
-        if suffix == "pad":
-            pad = PAD_WORDS
-            continue
-        if suffix.startswith(SLEEP_PREFIX) and suffix.removeprefix(SLEEP_PREFIX).isdigit():
-            sleep = int(suffix.removeprefix(SLEEP_PREFIX))
-            continue
-        if suffix not in SUFFIXES:
-            raise ValueError(f"{variant}: unknown suffix /{suffix}; known: {', '.join(SUFFIXES)}")
-        name, value = SUFFIXES[suffix]
-        flags[name] = value
-    ticket, meet, load_back = flags["ticket"], flags["meet"], flags["load_back"]
-    return chunk, block_n, int(warps.removeprefix("w")), ticket, meet, load_back, defer, pad, sleep
+        name = suffix.rstrip("0123456789")
+        if suffix in SUFFIXES:
+            fields.update(SUFFIXES[suffix])
+        elif name in NUMBERED and suffix != name and (name != "defer" or len(suffixes) == 1):
+            fields[NUMBERED[name]] = int(suffix.removeprefix(name))
+        else:
+            known = ", ".join([*SUFFIXES, *(f"{n}<N>" for n in NUMBERED)])
+            raise ValueError(f"{variant}: unknown suffix /{suffix} (/defer<D> stands alone); known: {known}")
+    return Variant(chunk, block_n, int(warps.removeprefix("w")), **fields)
 
 
 def coop_call(variant: str, x: torch.Tensor, slice_len: int):
     """(call, bitwise) of a coop variant on x (KT, N), uniform slices of ``slice_len`` tokens. A variant that casts
     with each chunk's own amax (/arrive, /local) is checked against slices of a chunk's length."""
-    chunk, block_n, warps, ticket, meet, load_back, defer, pad, sleep = parse_variant(variant)
+    v = parse_variant(variant)
+    if v.defer:
+        return _deferred_call(x, slice_len, v)
     kt, n = x.shape
-    slices, chunks = kt // slice_len, slice_len // chunk
-    items = slices * triton.cdiv(n, block_n)
+    slices, chunks = kt // slice_len, slice_len // v.chunk
+    items = slices * triton.cdiv(n, v.block_n)
     backend = backend_for(x.device.type)
-    if defer:
-        return _deferred_call(x, slice_len, chunk, block_n, warps, defer)
     if chunks > coop_limit(backend, x.device) and backend.kind != "interpreter":
         raise ValueError(f"{chunks} chunks per slice: more than the {coop_limit(backend, x.device)} that may wait")
     q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
-    ws = torch.empty((2 * pad + items * pad + items * block_n,), dtype=torch.int32, device=x.device)
+    ws = torch.empty((2 * v.pad + items * v.pad + items * v.block_n,), dtype=torch.int32, device=x.device)
     phases = [PHASE_AMAX, PHASE_CAST] if backend.kind == "interpreter" else [PHASE_FUSED]
 
     def call():
         ws.zero_()
         for phase in phases:
             _coop_kernel[(items * chunks,)](
-                x, q, ws, kt, n, slices, SLICE=slice_len, CHUNK=chunk, BLOCK_N=block_n, PHASE=phase,
-                TICKET=ticket or phase == PHASE_CAST, MEET=meet, LOAD_BACK=load_back, PAD=pad, SLEEP=sleep,
-                num_warps=warps,
+                x, q, ws, kt, n, slices, SLICE=slice_len, CHUNK=v.chunk, BLOCK_N=v.block_n, PHASE=phase,
+                TICKET=v.ticket or phase == PHASE_CAST, MEET=v.meet, LOAD_BACK=v.load_back, PAD=v.pad, SLEEP=v.sleep,
+                num_warps=v.warps,
             )  # fmt: skip
 
     q.view(torch.uint8).fill_(0xAA)
     call()
-    cast_slice = slice_len if meet == MEET_ALL else chunk
+    cast_slice = slice_len if v.meet == MEET_ALL else v.chunk
     return call, torch.equal(q.view(torch.uint8), expected(x, cast_slice, "ptr").view(torch.uint8))
 
 
-def _deferred_call(x: torch.Tensor, slice_len: int, chunk: int, block_n: int, warps: int, defer: int):
-    """(call, bitwise) of the deferred meeting (_deferred_kernel) on x (KT, N): one launch of chunks + ``defer``
+def _deferred_call(x: torch.Tensor, slice_len: int, v: Variant):
+    """(call, bitwise) of the deferred meeting (_deferred_kernel) on x (KT, N): one launch of chunks + ``v.defer``
     programs, on a GPU and in the interpreter alike."""
+    chunk, block_n, warps, defer = v.chunk, v.block_n, v.warps, v.defer
     kt, n = x.shape
     slices, chunks = kt // slice_len, slice_len // chunk
     if defer < chunks:

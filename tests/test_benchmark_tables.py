@@ -1022,6 +1022,10 @@ def test_coop_slice_rungs_write_the_bytes_of_their_slice_length(monkeypatch):
         probe.parse_variant("coop16x16/w4/wait")
     with pytest.raises(ValueError, match="unknown suffix /defer2"):  # deferral is a variant of its own
         probe.parse_variant("coop16x16/w4/pid/defer2")
+    assert probe.parse_variant("coop256x64/w4/pid/pad/sleep128") == probe.Variant(
+        256, 64, 4, ticket=False, pad=probe.PAD_WORDS, sleep=128
+    )
+    assert probe.parse_variant("coop256x64/w4/defer64") == probe.Variant(256, 64, 4, defer=64)
     with pytest.raises(ValueError, match="less than the 2 chunks per slice"):
         probe.coop_call("coop16x16/w4/defer1", x, slice_len)
 
