@@ -105,7 +105,7 @@ __all__ = [
 #: h100-s44-call35-bench.md). The jagged launch of the per-group ops, whose running blocks' counts lie cdiv(R,
 #: BLOCK_M) words apart too, ran its long-group points 1.03-1.12x slower so, with the counts in either order
 #: (h100-s44-call28-jagged_coop.md against h100-s44-call35-jagged_coop.md, h100-s44-call36-jagged_coop.md: machines
-#: of one kind but not one machine, where colwise 3D past one expert and the reduction transpose timed within 0.5%;
+#: of one kind but not one machine, where colwise 3D past one expert and the reduction transpose timed within 1%;
 #: the cause is not known), and keeps them packed (:func:`count_words`) until an A/B on one machine says otherwise
 #: (fp8moe.configs.GROUP_COOP_COUNT_LINES, benchmarks/probe_jagged_coop.py --lines).
 _LINE = tl.constexpr(32)
