@@ -65,11 +65,10 @@ def profile(select: str | None, only: str | None, points: str = "issue11", force
     import contextlib
 
     import torch
-    from tune_configs import POINT_SETS, extra_candidates, forced, lists_that_ran, parse_candidates
+    from tune_configs import POINT_SETS, extra_candidates, forced, parse_candidates
 
     import fp8moe
     from fp8moe.bench import ideal_bytes, make_inputs
-    from fp8moe.configs import describe
     from fp8ref.contracts import contract
 
     if points not in POINT_SETS:
@@ -95,17 +94,27 @@ def profile(select: str | None, only: str | None, points: str = "issue11", force
                 def call(c=c, kernel=kernel, xs=xs, offs=offs, args=args):
                     return c.call(kernel, xs, offs, **args)
 
-                # The forced tiles of the lists whose kernels this point launches (colwise 3D's list, say, is the
-                # row kernel's or the cooperative kernel's by the input: the op's own list alone can miss it).
-                ran = lists_that_ran(point, call) if lists else ()
-                tiles = [describe(lists[k.name][i]) for k in ran if k.name in lists]
-                variant = " ".join([point.variant, *tiles])
+                variant = " ".join([point.variant, *forced_tiles(point, call, lists, i)])
                 _profiled_call(
                     marker,
                     f"{point.op} | {shape} G={point.groups} | {variant} | {point.layout}",
                     ideal_bytes(c, point.shape, point.groups),
                     call,
                 )
+
+
+def forced_tiles(point, call, lists: dict, index: int) -> list[str]:
+    """The tiles ``lists`` force (candidate ``index`` of each) on the kernels one ``call`` at ``point`` launches, as
+    fp8moe.configs.describe names them: colwise 3D's list, say, is the row kernel's or the cooperative kernel's by
+    the input, so the op's own list alone can miss it (tune_configs.lists_that_ran runs the call to see). None without
+    forced lists."""
+    from tune_configs import lists_that_ran
+
+    from fp8moe.configs import describe
+
+    if not lists:
+        return []
+    return [describe(lists[k.name][index]) for k in lists_that_ran(point, call) if k.name in lists]
 
 
 def _profiled_call(marker, label: str, ideal: int, call) -> None:

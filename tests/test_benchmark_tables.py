@@ -1602,6 +1602,41 @@ def test_wave_points_hold_the_colwise_g64_point_at_column_counts_in_whole_row_bl
     assert [round(finish[n], 3) for n in columns] == [1.114, 1.155, 1.045, 1.026, 1.085]
 
 
+@needs_interpreter  # the interpreter runs the call that shows which lists launch
+def test_profile_kernels_names_the_forced_tile_of_the_kernel_that_ran():
+    """profile_kernels --force labels a point with the forced tile of each list whose kernel the call launched: on
+    colwise 3D read along N that is the cooperative kernel's list (coop_columns), not the op's own (the row kernel's),
+    which the label took before session 44 and so named nothing; a list the call does not launch names nothing."""
+    import dataclasses
+
+    import profile_kernels
+    import torch
+    import tune_configs
+
+    point = next(p for p in bench.ISSUE11_POINTS if p.op == "colwise_3d_scale_and_cast" and p.layout == "row_major")
+    point = dataclasses.replace(point, shape=(2, 512, 64))  # chunks within the interpreter's coop limit
+    c = contract(point.op)
+    xs, offs = bench.make_inputs(c, point, "cpu")
+    lists = tune_configs.parse_candidates(["coop_columns=256x64/w4/r128,256x64/w4"])
+    with fp8moe.configs.forced_kernel("COLWISE_3D_KERNEL", "coop"):
+        for index, tile in enumerate(["256x64/w4/r128", "256x64/w4"]):
+            with tune_configs.extra_candidates(lists, replace=True), tune_configs.forced(set(lists), index):
+
+                def call():
+                    return c.call(
+                        fp8moe.colwise_3d_scale_and_cast,
+                        xs,
+                        offs,
+                        fp8_dtype=torch.float8_e4m3fn,
+                        round_scales_to_power_of_2=False,
+                    )
+
+                assert profile_kernels.forced_tiles(point, call, lists, index) == [tile]
+    others = tune_configs.parse_candidates(["per_group_scales=64x64/w4"])
+    assert profile_kernels.forced_tiles(point, call, others, 0) == []
+    assert profile_kernels.forced_tiles(point, call, {}, 0) == []
+
+
 def test_profile_kernels_refuses_an_unknown_point_set_before_touching_a_device():
     import profile_kernels
 
