@@ -541,9 +541,9 @@ def _run_group_phases(
     block_l, block_m = launch.config.kwargs["BLOCK_L"], launch.config.kwargs["BLOCK_M"]
     r, groups = launch.shape_args["R"], launch.groups
     row_blocks = triton.cdiv(r, block_m)
-    words = count_words(launch.offs is None)
+    counter_words = count_words(launch.offs is None)
     workspace = replay.scratch_zeros(
-        (_counts_end(groups * row_blocks, words) + groups * r,), torch.int32, launch.x.device
+        (_counts_end(groups * row_blocks, counter_words) + groups * r,), torch.int32, launch.x.device
     )
     programs = row_blocks * launch.programs_per_row_block
     waiting = coop_limit(backend, launch.x.device)
@@ -576,11 +576,11 @@ def _run_group_phases(
             PHASE=int(phase),
             BLOCK_G=triton.next_power_of_2(max(groups, 2)),
             UNIFORM=uniform,
-            COUNT_WORDS=words,
+            COUNT_WORDS=counter_words,
             INT64_INDEX=configs.needs_int64_index(launch.x, launch.q, launch.scales, workspace),
             **fp8_constexprs(fp8_dtype, round_scales_to_power_of_2, backend.cast_mode),
         )
-    return workspace, _counts_end(groups * row_blocks, words)
+    return workspace, _counts_end(groups * row_blocks, counter_words)
 
 
 def count_words(uniform: bool) -> int:
@@ -589,13 +589,13 @@ def count_words(uniform: bool) -> int:
     return _LINE.value if uniform or configs.GROUP_COOP_COUNT_LINES else 1
 
 
-def _counts_end(blocks: int, words: int) -> int:
-    """Where the workspace's amax words start: after the two tickets and ``blocks`` arrival counts, ``words`` words
-    each."""
-    return words * (2 + blocks)
+def _counts_end(blocks: int, counter_words: int) -> int:
+    """Where the workspace's amax words start: after the two tickets and ``blocks`` arrival counts, ``counter_words``
+    words each."""
+    return counter_words * (2 + blocks)
 
 
-def arrival_count(workspace: torch.Tensor, block: int, words: int) -> int:
-    """Slice block ``block``'s arrival count in a workspace a launch left with ``words`` words per counter (tests read
-    those of PHASE_ARRIVE)."""
-    return int(workspace[words * (2 + block)])
+def arrival_count(workspace: torch.Tensor, block: int, counter_words: int) -> int:
+    """Slice block ``block``'s arrival count in a workspace a launch left with ``counter_words`` words per counter
+    (tests read those of PHASE_ARRIVE)."""
+    return int(workspace[counter_words * (2 + block)])
