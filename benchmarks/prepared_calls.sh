@@ -40,6 +40,7 @@
 #   bash benchmarks/prepared_calls.sh 35  # the counts on their own lines in fp8moe: 3D bench, long groups, whole suite
 #   bash benchmarks/prepared_calls.sh 36  # both cooperative 3D uses' tiles again, with the counters a line apart
 #   bash benchmarks/prepared_calls.sh 37  # the per-group launch's counters packed against a line apart, one machine
+#   bash benchmarks/prepared_calls.sh 38  # the jagged cooperative kernel's tiles at the short-group colwise points
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h100      # 37 then 36 in one device call (about 9 minutes; any sm_90 GPU)
@@ -100,6 +101,10 @@ COOP_COLUMNS_WARPS="256x64/w4/r128,256x64/w4,256x64/w8,128x64/w4,128x128/w4/r128
 # the rules pick first. Shorter chunks meet more often, and so lost most to the polling the lines took away.
 COOP_COLUMNS_LINES="256x64/w4/r128,256x64/w4,128x64/w2,128x64/w4,128x128/w4/r128,512x32/w4"
 COOP_TRANSPOSE_LINES="1024x8/w2,2048x8/w4,512x8/w1,512x16/w2,256x32/w2,1024x16/w4"
+# Call 38: tiles of the jagged cooperative kernel for the colwise ops' short groups (130-1040 positions): the default
+# 256 x 64, the list's 128 x 64 with 2 warps, and shorter chunks (64 positions: a 272-token group in 5 chunks, not 2).
+# Registers per thread from 128 down to 64 elements.
+GROUP_COOP_SHORT="256x64/w4,128x64/w2,128x64/w4,64x64/w2,64x128/w4,128x128/w4"
 hints="per_group_scales=$(with_hints $P) per_group_colwise_scales_dual=$(with_hints $D)"
 profiled="per_group_scales=$(with_hints 64x64/w4/g) per_group_colwise_scales_dual=$(with_hints 64x64/w4/g/t)"
 
@@ -133,7 +138,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 37, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 38, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -478,6 +483,20 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
       # -call35- and -call36-jagged_coop.md), where the dense launch and colwise 3D's took 0.93-0.97x. If one machine
       # agrees, the default stays; if not, GROUP_COOP_COUNT_LINES goes on. Files: env.txt, jagged_coop.{md,err}.
     STEPS="jagged" JAGGED_ARGS="--points long --lines" bash "$here/gpu_session.sh" ;;
+  38) # the per-group colwise ops at their short-group issue #11 points (G = 64 and 128, aligned16, random16, random,
+      # empty_middle; G = 16 for contrast) on the jagged cooperative kernel, which reads each element once whatever the
+      # group sizes: the span kernel "auto" runs there reads a group past its one-read tile twice, and the random
+      # layouts cost it 1.10-1.49x (issue11-misses.md: 57-73% of copy on an H100 at random16/random/empty_middle
+      # against 80-89% aligned). The cooperative kernel's final form (session 38) is untimed at these points; its
+      # intermediate form ran 2.5-4x slower there (h100-s38-coop-jagged-bytestores-colwise.md). First the bench of
+      # both colwise ops under the defaults with the copy rows (no torch.compile), then every GROUP_COOP_SHORT tile
+      # forced under FP8MOE_PER_GROUP_KERNEL=coop at the same points, each checked bitwise. "auto" cannot read the
+      # layout (offs is on the device), so a tile that wins only at the random layouts would not be taken by it.
+      # Files: env.txt, bench.{md,json}, configs.md, tune.log.
+    STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only per_group_colwise --compile none" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log"
+    FP8MOE_PER_GROUP_KERNEL=coop STEPS="tune" TUNE_TIMEOUT=330 \
+      TUNE_ARGS="--only per_group_colwise --replace --candidates group_coop=$GROUP_COOP_SHORT" bash "$here/gpu_session.sh" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -490,5 +509,5 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 37, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 38, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

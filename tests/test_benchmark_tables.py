@@ -1198,9 +1198,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "38"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "39"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 38: 1 to 37, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 39: 1 to 38, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1308,6 +1308,26 @@ def test_the_h100_call_times_the_counters_layouts_then_both_cooperative_3d_uses_
     assert [describe(c) for c in trans[:2]] == [describe(c) for c in fp8moe.configs.COOP_TRANSPOSE_CUDA[:2]]
     for tile in trans:  # 128 elements per thread, as every listed transpose tile
         assert tile.kwargs["BLOCK_L"] * tile.kwargs["BLOCK_M"] == 128 * 32 * tile.num_warps, describe(tile)
+
+
+def test_call_38_benches_the_colwise_ops_then_forces_the_jagged_cooperative_tiles_under_coop(tmp_path):
+    """prepared_calls.sh 38: the bench of both per-group colwise ops under the defaults (no torch.compile), then
+    tune_configs under FP8MOE_PER_GROUP_KERNEL=coop forcing GROUP_COOP tiles at the same ops' points; every tile
+    parses, none twice, the first the tile the rule gives a transposing view (so each point's first row is the
+    cooperative kernel's default). Stub gpu_session.sh, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "38", '$STEPS ${FP8MOE_PER_GROUP_KERNEL:-auto} ${BENCH_ARGS:-} ${TUNE_ARGS:-}\ncase "$STEPS" in '
+        "tune) touch configs.md tune.log ;; bench) touch bench.md bench.json bench.png bench.log ;; esac",
+    )  # fmt: skip
+    bench_step, tune_step = (" ".join(step.split()) for step in steps)
+    assert bench_step == "bench auto --only per_group_colwise --compile none"
+    assert tune_step.startswith("tune coop --only per_group_colwise --replace --candidates group_coop=")
+    [tiles] = tune_configs.parse_candidates([tune_step.split("--candidates ")[1]]).values()
+    described = [fp8moe.configs.describe(t) for t in tiles]
+    assert len(described) == len(set(described)) == 6
+    assert described[0] == fp8moe.configs.describe(fp8moe.configs.GROUP_COOP.cuda[0])
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"env.txt", "bench.md", "bench.json", "configs.md", "tune.log"}
 
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
