@@ -41,6 +41,7 @@
 #   bash benchmarks/prepared_calls.sh 36  # both cooperative 3D uses' tiles again, with the counters a line apart
 #   bash benchmarks/prepared_calls.sh 37  # the per-group launch's counters packed against a line apart, one machine
 #   bash benchmarks/prepared_calls.sh 38  # the jagged cooperative kernel's tiles at the short-group colwise points
+#   bash benchmarks/prepared_calls.sh 39  # the chunks' meeting pipelined: load the next chunk, then wait (2 min)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h100      # 37 then 36 in one device call (about 9 minutes; any sm_90 GPU)
@@ -138,7 +139,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 38, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 39, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -497,6 +498,23 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
     rm -f "$OUT/bench.png" "$OUT/bench.log"
     FP8MOE_PER_GROUP_KERNEL=coop STEPS="tune" TUNE_TIMEOUT=330 \
       TUNE_ARGS="--only per_group_colwise --replace --candidates group_coop=$GROUP_COOP_SHORT" bash "$here/gpu_session.sh" ;;
+  39) # the wait for a slice's other chunks costs colwise 3D's cooperative kernel 18 points of copy (session 44, H100:
+      # the stripped kernel with a line per counter at 68/81/83%, its chunks arriving without waiting at 80/92/90%,
+      # h100-s44-call34-coop_poll.md); deferring the meeting by re-reading from L2 did not pay (call 33). /pipe<P> keeps
+      # the chunk in registers and hides the wait under the next chunk's load instead: a persistent grid of P programs
+      # per SM, each holding two half-size tiles (probe_coop_slices._pipelined_kernel). Compiled for sm_90 on the CPU
+      # (triton 3.6): 128x64/w4 152 registers, 3 per SM; 256x32/w4 150, 3; 64x128/w4 149, 3; 128x32/w2 150, 6;
+      # 256x64/w8 152, 1 (the single-tile 128x64/w4 96, 5). Beside the op, the full stripped kernel with its counters
+      # a line apart (fp8moe's form since session 44) and the no-wait rung, at colwise 3D's bytes. Each row checked
+      # byte for byte. Files: env.txt, coop_pipe.{md,log}.
+    (
+      source "$here/device_setup.sh"
+      timeout 240 python3 benchmarks/probe_coop_slices.py --points 8192x5120/8192,131072x5120/8192,131072x1408/2048 \
+        --variants op,coop256x64/w4/pad,coop256x64/w4/arrive,coop128x64/w4/pad/pipe3,coop256x32/w4/pad/pipe3,\
+coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x64/w8/pad/pipe1 \
+        --out "$OUT/coop_pipe.md" >"$OUT/coop_pipe.log" 2>&1
+      echo "coop_pipe exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    ) ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -509,5 +527,5 @@ coop256x64/w4/sleep128,coop256x64/w4/sleep512,coop256x64/w4/pad/sleep128 \
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 38, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 39, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -25,7 +25,9 @@ no atomic at all (each chunk its own slice, transpose_ceiling.py's one-read math
 program folds one chunk and casts the chunk D tickets before it, read again, instead of holding its tile while it
 waits (_deferred_kernel). ``/pad`` puts each arrival count and ticket on its own 128-byte line (in the full
 kernel 32 items' counts share a line with each other and the tickets, polled by every waiting program), and
-``/sleep<N>`` sleeps N ns between polls.
+``/sleep<N>`` sleeps N ns between polls. ``/pipe<P>`` (with /pad or alone) holds two chunks: a persistent grid of P
+programs per SM, each loading its next ticket's chunk before it waits for the slice of the chunk it holds, so the
+load's latency and the wait overlap (_pipelined_kernel; each register tile then holds half the elements).
 
 Each coop variant's codes are checked against transpose_ceiling.expected (every byte), the op's against fp8ref,
 before timing; times are CUDA-graph medians; % of copy is ideal bytes (2 read + 1 written per element) over the copy
@@ -49,7 +51,14 @@ import triton.language as tl
 from transpose_ceiling import _load_tile, _slice_scale, _store_scaled, expected
 
 from fp8moe.backend import backend_for
-from fp8moe.kernels._coop import PHASE_AMAX, PHASE_CAST, PHASE_FUSED, coop_limit, wait_for_slice
+from fp8moe.kernels._coop import (
+    PHASE_AMAX,
+    PHASE_CAST,
+    PHASE_FUSED,
+    coop_limit,
+    device_multiprocessors,
+    wait_for_slice,
+)
 
 #: The variants main times by default (the first is every row's baseline).
 VARIANTS = ("op", "coop128x64/w4", "coop256x64/w4", "coop128x128/w8", "coop256x32/w4", "coop64x128/w4")
@@ -146,6 +155,73 @@ def _deferred_kernel(
         _store_scaled(q_ptr, None, x, k0, n0, N, KT, _slice_scale(amax[None, :], BLOCK_N), CHUNK, BLOCK_N, 0)
 
 
+@triton.jit
+def _pipelined_kernel(
+    x_ptr, q_ptr, ws_ptr, KT, N, SLICES, TOTAL,
+    SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr, PHASE: tl.constexpr, PAD: tl.constexpr,
+):  # fmt: skip
+    """The meeting pipelined: a persistent program takes ticket after ticket (the TOTAL chunks in _coop_kernel's
+    order and workspace) and holds two chunks. For each new ticket it issues the chunk's load, waits for the slice
+    of the chunk it already holds and reads that slice's amax, folds the new chunk's amax and arrives, then casts and
+    stores the held chunk, so the load's latency runs under the wait. A new chunk of the slice it waits for is
+    folded before the wait (it would otherwise wait for itself). The tickets are relaxed atomics and the stores come
+    after the arrival's release, so no fence waits for a store: the fence before an arrival finds the last
+    iteration's stores long done.
+
+    Progress: a program holding a chunk unarrived waits only for an earlier slice, so the earliest slice any
+    program waits for has every taken chunk arrived, and its untaken chunks go to the next tickets. All programs
+    could wait at once only with all of their two chunks each inside that slice: fewer chunks per slice than twice
+    the programs that run at once never stall (the probe's points have at most 64, its grids 132 programs or more).
+    The interpreter, whose programs run one after another, takes the fold (PHASE_AMAX) and the cast (PHASE_CAST) in
+    two launches of the same loop."""
+    CHUNKS: tl.constexpr = SLICE // CHUNK
+    items = SLICES * tl.cdiv(N, BLOCK_N)
+    ticket = ws_ptr + (PAD if PHASE == PHASE_CAST else 0)
+    held = tl.atomic_add(ticket, 1, sem="relaxed")
+    x_held = _ticket_chunk(x_ptr, held, SLICES, N, SLICE, CHUNK, BLOCK_N)
+    if (PHASE != PHASE_CAST) & (held < TOTAL):
+        _fold_and_arrive(x_held, ws_ptr, held // CHUNKS, items, BLOCK_N, PAD)
+    while held < TOTAL:
+        new = tl.atomic_add(ticket, 1, sem="relaxed")
+        x_new = _ticket_chunk(x_ptr, new, SLICES, N, SLICE, CHUNK, BLOCK_N)
+        same_slice = new // CHUNKS == held // CHUNKS
+        if (PHASE != PHASE_CAST) & same_slice & (new < TOTAL):
+            _fold_and_arrive(x_new, ws_ptr, new // CHUNKS, items, BLOCK_N, PAD)
+        item = held // CHUNKS
+        if PHASE == PHASE_FUSED:
+            wait_for_slice(ws_ptr + 2 * PAD + item * PAD, CHUNKS)
+        if PHASE != PHASE_AMAX:
+            words = ws_ptr + 2 * PAD + items * PAD + item * BLOCK_N + tl.arange(0, BLOCK_N)
+            amax = tl.atomic_max(words, tl.zeros((BLOCK_N,), tl.int32), sem="acquire").to(tl.float32, bitcast=True)
+        if (PHASE != PHASE_CAST) & (not same_slice) & (new < TOTAL):
+            _fold_and_arrive(x_new, ws_ptr, new // CHUNKS, items, BLOCK_N, PAD)
+        if PHASE != PHASE_AMAX:
+            k0 = (item % SLICES) * SLICE + (held % CHUNKS) * CHUNK
+            _store_scaled(q_ptr, None, x_held, k0, (item // SLICES) * BLOCK_N, N, KT,
+                          _slice_scale(amax[None, :], BLOCK_N), CHUNK, BLOCK_N, 0)  # fmt: skip
+        held = new
+        x_held = x_new
+
+
+@triton.jit
+def _ticket_chunk(x_ptr, t, SLICES, N, SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The chunk of ticket t (CHUNK, BLOCK_N), zeros where t is past the TOTAL chunks: its column block then lies
+    past N (items run slices fastest), so the columns' mask is the tickets' too."""
+    CHUNKS: tl.constexpr = SLICE // CHUNK
+    item = t // CHUNKS
+    ks = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK + tl.arange(0, CHUNK)
+    ns = (item // SLICES) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return tl.load(x_ptr + ks[:, None] * N + ns[None, :], mask=(ns < N)[None, :], other=0.0)
+
+
+@triton.jit
+def _fold_and_arrive(x, ws_ptr, item, items, BLOCK_N: tl.constexpr, PAD: tl.constexpr):
+    """Fold chunk x's column amax into item's words and arrive on its count (_coop_kernel's workspace)."""
+    words = ws_ptr + 2 * PAD + items * PAD + item * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.atomic_max(words, tl.max(tl.abs(x.to(tl.float32)), 0).to(tl.int32, bitcast=True), sem="relaxed")
+    tl.atomic_add(ws_ptr + 2 * PAD + item * PAD, 1, sem="release")
+
+
 #: How a chunk's programs meet (the kernel's MEET): not at all (each chunk casts with its own amax), by folding and
 #: arriving without waiting (the same), or in full (fold, arrive, wait, read the slice's amax back).
 MEET_NONE, MEET_ARRIVE, MEET_ALL = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)
@@ -157,7 +233,8 @@ PAD_WORDS = 32
 class Variant:
     """A coop variant: its tile (CHUNK x BLOCK_N, warps) and how its chunks meet (the kernels' constexprs): a ticket
     or the program id, the meeting in full or a partial rung, the amax read back by atomics or loads, the counters
-    ``pad`` words apart, ``sleep`` ns between polls, or the meeting deferred by ``defer`` chunks (0: not deferred)."""
+    ``pad`` words apart, ``sleep`` ns between polls, the meeting deferred by ``defer`` chunks (0: not deferred), or
+    pipelined by a persistent grid of ``pipe`` programs per SM (0: one program per chunk)."""
 
     chunk: int
     block_n: int
@@ -168,6 +245,7 @@ class Variant:
     pad: int = 1
     sleep: int = 0
     defer: int = 0
+    pipe: int = 0
 
 
 #: Suffixes that set one field: the program id for a ticket, the two partial meetings, the amax read back by loads,
@@ -179,16 +257,17 @@ SUFFIXES = {
     "ld": {"load_back": True},
     "pad": {"pad": PAD_WORDS},
 }
-#: Suffixes with a number: ``/sleep<N>`` (ns between polls); ``/defer<D>``, alone (_deferred_kernel).
-NUMBERED = {"sleep": "sleep", "defer": "defer"}
+#: Suffixes with a number: ``/sleep<N>`` (ns between polls); ``/defer<D>``, alone (_deferred_kernel); ``/pipe<P>``,
+#: alone or with /pad (_pipelined_kernel).
+NUMBERED = {"sleep": "sleep", "defer": "defer", "pipe": "pipe"}
 
 
 def parse_variant(variant: str) -> Variant:
-    """The Variant of ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld][/pad][/sleep<N>]`` or
-    ``coop<CHUNK>x<BLOCK_N>/w<W>/defer<D>``.
+    """The Variant of ``coop<CHUNK>x<BLOCK_N>/w<W>[/pid][/arrive|/local][/ld][/pad][/sleep<N>]``,
+    ``coop<CHUNK>x<BLOCK_N>/w<W>/defer<D>`` or ``coop<CHUNK>x<BLOCK_N>/w<W>[/pad]/pipe<P>``.
 
     Raises:
-        ValueError: an unknown suffix, or /defer<D> beside another.
+        ValueError: an unknown suffix, /defer<D> beside another, or /pipe<P> beside one other than /pad.
     """
     tile, warps, *suffixes = variant.removeprefix("coop").split("/")
     chunk, block_n = (int(v) for v in tile.split("x"))
@@ -197,12 +276,24 @@ def parse_variant(variant: str) -> Variant:
         name = suffix.rstrip("0123456789")
         if suffix in SUFFIXES:
             fields.update(SUFFIXES[suffix])
-        elif name in NUMBERED and suffix != name and (name != "defer" or len(suffixes) == 1):
+        elif name in NUMBERED and suffix != name and _fits_beside(name, suffixes):
             fields[NUMBERED[name]] = int(suffix.removeprefix(name))
         else:
             known = ", ".join([*SUFFIXES, *(f"{n}<N>" for n in NUMBERED)])
-            raise ValueError(f"{variant}: unknown suffix /{suffix} (/defer<D> stands alone); known: {known}")
+            alone = "/defer<D> stands alone, /pipe<P> beside /pad only"
+            raise ValueError(f"{variant}: unknown suffix /{suffix} ({alone}); known: {known}")
     return Variant(chunk, block_n, int(warps.removeprefix("w")), **fields)
+
+
+def _fits_beside(name: str, suffixes: list[str]) -> bool:
+    """Whether numbered suffix ``name`` may stand with the variant's ``suffixes``: /defer<D> alone, /pipe<P> with /pad
+    at most (the other rungs are _coop_kernel's), /sleep<N> with any of that kernel's."""
+    others = [s for s in suffixes if s.rstrip("0123456789") != name]
+    if name == "defer":
+        return not others
+    if name == "pipe":
+        return others in ([], ["pad"])
+    return not any(s.rstrip("0123456789") in ("defer", "pipe") for s in others)
 
 
 def coop_call(variant: str, x: torch.Tensor, slice_len: int):
@@ -211,6 +302,8 @@ def coop_call(variant: str, x: torch.Tensor, slice_len: int):
     v = parse_variant(variant)
     if v.defer:
         return _deferred_call(x, slice_len, v)
+    if v.pipe:
+        return _pipelined_call(x, slice_len, v)
     kt, n = x.shape
     slices, chunks = kt // slice_len, slice_len // v.chunk
     items = slices * triton.cdiv(n, v.block_n)
@@ -254,6 +347,34 @@ def _deferred_call(x: torch.Tensor, slice_len: int, v: Variant):
             x, q, ws, kt, n, slices, items * chunks, SLICE=slice_len, CHUNK=chunk, BLOCK_N=block_n, DEFER=defer,
             num_warps=warps,
         )  # fmt: skip
+
+    q.view(torch.uint8).fill_(0xAA)
+    call()
+    return call, torch.equal(q.view(torch.uint8), expected(x, slice_len, "ptr").view(torch.uint8))
+
+
+def _pipelined_call(x: torch.Tensor, slice_len: int, v: Variant):
+    """(call, bitwise) of the pipelined meeting (_pipelined_kernel) on x (KT, N): a persistent grid of ``v.pipe``
+    programs per SM (per one "SM" in the interpreter, which runs the fold and the cast as two launches)."""
+    kt, n = x.shape
+    slices, chunks = kt // slice_len, slice_len // v.chunk
+    items = slices * triton.cdiv(n, v.block_n)
+    backend = backend_for(x.device.type)
+    interpreted = backend.kind == "interpreter"
+    programs = min(items * chunks, v.pipe * (1 if interpreted else device_multiprocessors(x.device)))
+    if not interpreted and chunks >= 2 * programs:
+        raise ValueError(f"{chunks} chunks per slice: not fewer than twice the grid's {programs} programs")
+    q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
+    ws = torch.empty((2 * v.pad + items * v.pad + items * v.block_n,), dtype=torch.int32, device=x.device)
+    phases = [PHASE_AMAX, PHASE_CAST] if interpreted else [PHASE_FUSED]
+
+    def call():
+        ws.zero_()
+        for phase in phases:
+            _pipelined_kernel[(programs,)](
+                x, q, ws, kt, n, slices, items * chunks, SLICE=slice_len, CHUNK=v.chunk, BLOCK_N=v.block_n,
+                PHASE=phase, PAD=v.pad, num_warps=v.warps,
+            )  # fmt: skip
 
     q.view(torch.uint8).fill_(0xAA)
     call()

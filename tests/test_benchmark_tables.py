@@ -987,7 +987,8 @@ def test_pipelined_slice_walks_write_every_tile_once_and_the_check_can_fail():
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 def test_coop_slice_rungs_write_the_bytes_of_their_slice_length(monkeypatch):
     """benchmarks/probe_coop_slices.py: the full cooperative variant, with a ticket or the program id, its amax read
-    back by atomics or by loads (/ld), writes the bytes
+    back by atomics or by loads (/ld), deferred (/defer<D>) or pipelined over a persistent grid (/pipe<P>: its fold
+    and cast launches, as the interpreter runs them, grids of 1, 3 and 16 programs for the 8 chunks), writes the bytes
     of transpose_ceiling.expected at the slice's length; the rungs that cast with each chunk's own amax (/arrive,
     /local) those at the chunk's length, and not the slice's (the chunks' amaxes differ here, so a rung that met
     its slice-mates, or a check at the wrong length, fails). Exact inputs: integers in [-6, 6], a 7 in the first
@@ -1010,8 +1011,9 @@ def test_coop_slice_rungs_write_the_bytes_of_their_slice_length(monkeypatch):
     for variant, length in [("coop16x16/w4", 32), ("coop16x16/w4/pid", 32), ("coop16x16/w4/ld", 32),
                             ("coop16x16/w4/arrive", 16), ("coop16x16/w4/local", 16),
                             ("coop16x16/w4/pid/local", 16), ("coop16x16/w4/pad", 32), ("coop16x16/w4/pad/sleep64", 32),
-                            ("coop16x16/w4/defer2", 32),
-                            ("coop16x16/w4/defer5", 32)]:  # fmt: skip
+                            ("coop16x16/w4/defer2", 32), ("coop16x16/w4/defer5", 32),
+                            ("coop16x16/w4/pipe1", 32), ("coop16x16/w4/pad/pipe3", 32),
+                            ("coop16x16/w4/pipe16", 32)]:  # fmt: skip
         checked.clear()
         _, ok = probe.coop_call(variant, x, slice_len)
         assert ok, variant
@@ -1026,6 +1028,10 @@ def test_coop_slice_rungs_write_the_bytes_of_their_slice_length(monkeypatch):
         256, 64, 4, ticket=False, pad=probe.PAD_WORDS, sleep=128
     )
     assert probe.parse_variant("coop256x64/w4/defer64") == probe.Variant(256, 64, 4, defer=64)
+    assert probe.parse_variant("coop128x64/w4/pad/pipe3") == probe.Variant(128, 64, 4, pad=probe.PAD_WORDS, pipe=3)
+    for wrong in ("coop16x16/w4/arrive/pipe2", "coop16x16/w4/pipe2/sleep64", "coop16x16/w4/pipe2/defer2"):
+        with pytest.raises(ValueError, match="unknown suffix"):  # the pipelined kernel has no other rung
+            probe.parse_variant(wrong)
     with pytest.raises(ValueError, match="less than the 2 chunks per slice"):
         probe.coop_call("coop16x16/w4/defer1", x, slice_len)
 
@@ -1198,9 +1204,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "39"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "40"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 39: 1 to 38, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 40: 1 to 39, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
