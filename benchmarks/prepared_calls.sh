@@ -42,9 +42,10 @@
 #   bash benchmarks/prepared_calls.sh 37  # the per-group launch's counters packed against a line apart, one machine
 #   bash benchmarks/prepared_calls.sh 38  # the jagged cooperative kernel's tiles at the short-group colwise points
 #   bash benchmarks/prepared_calls.sh 39  # the chunks' meeting pipelined: load the next chunk, then wait (2 min)
+#   bash benchmarks/prepared_calls.sh 40  # the 3D ops under session 45's tile rules: bench, then their GPU tests
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 37 then 36 in one device call (about 9 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 40 in one device call (about 5 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -99,7 +100,8 @@ COOP_COLUMNS_NARROW="256x64/w4,256x32/w2,512x16/w2,128x32/w1"
 # 256x64/w8/r64, 64 / 4 / 3, left out for the call's time: 20 forced runs, about 14 s each on an H100 in session 40).
 COOP_COLUMNS_WARPS="256x64/w4/r128,256x64/w4,256x64/w8,128x64/w4,128x128/w4/r128"
 # Call 36: the tiles of both cooperative 3D uses again once their counters lie a line apart (session 44), the tiles
-# the rules pick first. Shorter chunks meet more often, and so lost most to the polling the lines took away.
+# the rules then picked first. Shorter chunks meet more often, and so lost most to the polling the lines took away.
+# Ran in session 45 on an H100 (h100-s45-call36-configs_{columns,transpose}.md); the rules changed after it.
 COOP_COLUMNS_LINES="256x64/w4/r128,256x64/w4,128x64/w2,128x64/w4,128x128/w4/r128,512x32/w4"
 COOP_TRANSPOSE_LINES="1024x8/w2,2048x8/w4,512x8/w1,512x16/w2,256x32/w2,1024x16/w4"
 # Call 38: tiles of the jagged cooperative kernel for the colwise ops' short groups (130-1040 positions): the default
@@ -123,7 +125,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="37 36" ;;
+  h100) waiting="40" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -139,7 +141,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 39, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 40, h200, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -515,6 +517,18 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
         --out "$OUT/coop_pipe.md" >"$OUT/coop_pipe.log" 2>&1
       echo "coop_pipe exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     ) ;;
+  40) # the 3D ops read along N under session 45's tile rules, chosen from call 36's forced tiles on an H100
+      # (h100-s45-call36-configs_{columns,transpose}.md): colwise 3D's tile capped at 128 registers at every E (the
+      # uncapped tile took 1.05x its time at E = 1 with the counters a line apart), the atomic transpose's 1024 x 16 /
+      # 4 warps (512 x 16 / 2 warps for short rows that mask fewer lanes so, N = 1408), 1.00-1.03x the best of six at
+      # each point where the former rule's tiles took 1.01-1.12x. First the bench with torch.compile at each op's
+      # first point and the copy rows (before: h100-s44-call35-bench.md), then the GPU tests of the cooperative
+      # kernel, the dense ops' cooperative tests and the rules. Files: env.txt, bench.{md,json}, pytest.log.
+    STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only 3d --select row_major --compile first" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log"
+    STEPS="tests" TEST_TIMEOUT=150 \
+      TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py tests/test_configs.py -k coop" \
+      bash "$here/gpu_session.sh" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -527,5 +541,5 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 39, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 40, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

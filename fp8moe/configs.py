@@ -927,12 +927,11 @@ COOP_COLUMNS_ROCM = triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4)
 
 
 def _coop_columns_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
-    """COOP_COLUMNS' tile: on CUDA the 256 x 64 tile capped at 128 registers for more than one expert, uncapped for
-    one (the cap's fourth program per SM ran slower there, with 2560 programs at (1, 8192, 5120)); ROCm's one fixed
-    config (no AMD timing; maxnreg is an NVIDIA option)."""
+    """COOP_COLUMNS' tile: on CUDA the 256 x 64 tile capped at 128 registers, for any number of experts; ROCm's one
+    fixed config (no AMD timing; maxnreg is an NVIDIA option)."""
     if backend.kind == "rocm":
         return COOP_COLUMNS_ROCM
-    return COOP_COLUMNS_CUDA[1] if args["E"] > 1 else COOP_COLUMNS_CUDA[0]
+    return COOP_COLUMNS_CUDA[1]
 
 
 COOP_COLUMNS = _coop_table(
@@ -954,9 +953,10 @@ COOP_COLUMNS = _coop_table(
 #: :func:`_coop_transpose_rule` takes the first two by N: rows that fit one 2048-long chunk wait for no other
 #: program.
 COOP_TRANSPOSE_CUDA = (
+    triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
+    triton.Config({"BLOCK_L": 512, "BLOCK_M": 16}, num_warps=2),
     triton.Config({"BLOCK_L": 1024, "BLOCK_M": 8}, num_warps=2),
     triton.Config({"BLOCK_L": 2048, "BLOCK_M": 8}, num_warps=4),
-    triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
     triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4),
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
 )
@@ -964,12 +964,22 @@ COOP_TRANSPOSE_ROCM = triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4
 
 
 def _coop_transpose_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
-    """COOP_TRANSPOSE's tile: on CUDA 2048 x 8 / 4 warps where a row's N elements fit its one chunk, 1024 x 8 / 2
-    warps otherwise; ROCm's one fixed config (no AMD timing)."""
+    """COOP_TRANSPOSE's tile: on CUDA 1024 x 16 / 4 warps, or 512 x 16 / 2 warps for rows of at most
+    :data:`COOP_TRANSPOSE_SHORT_ROWS` whose N elements leave fewer masked lanes in 512-long chunks than in 1024-long
+    ones (N = 1408: 1536 positions against 2048; longer rows keep the long chunks, of which more rows fit
+    coop_limit); ROCm's one fixed config (no AMD timing)."""
     if backend.kind == "rocm":
         return COOP_TRANSPOSE_ROCM
-    one_chunk = COOP_TRANSPOSE_CUDA[1]
-    return one_chunk if args["L"] <= one_chunk.kwargs["BLOCK_L"] else COOP_TRANSPOSE_CUDA[0]
+    long_chunks, short_chunks = COOP_TRANSPOSE_CUDA[:2]
+    n = args["L"]
+    if n > COOP_TRANSPOSE_SHORT_ROWS:
+        return long_chunks
+    covered = {c: triton.cdiv(n, c.kwargs["BLOCK_L"]) * c.kwargs["BLOCK_L"] for c in (long_chunks, short_chunks)}
+    return short_chunks if covered[short_chunks] < covered[long_chunks] else long_chunks
+
+
+#: The longest rows (N) :func:`_coop_transpose_rule` may give 512-long chunks.
+COOP_TRANSPOSE_SHORT_ROWS = 2048
 
 
 COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPOSE_ROCM, _coop_transpose_rule)

@@ -1204,9 +1204,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "40"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "41"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 40: 1 to 39, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 41: 1 to 40, h200, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1284,35 +1284,43 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_times_the_counters_layouts_then_both_cooperative_3d_uses_tiles(tmp_path):
-    """prepared_calls.sh h100: call 37 (the per-group launch's counters packed and a line apart, one run), then call
-    36, the tiles of colwise 3D's and the atomic transpose's cooperative uses forced at their row-major points, each
-    tune's table and log renamed so the second cannot overwrite the first; every tile parses, and each list starts
-    with the tiles its rule gives (so the first rows of each point are the default's). Stub gpu_session.sh, as
-    above."""
+def test_the_h100_call_benches_the_3d_ops_under_the_rules_then_runs_their_gpu_tests(tmp_path):
+    """prepared_calls.sh h100: call 40, the 3D ops read along N benched with torch.compile at each first point, then
+    the GPU tests of the cooperative kernel, the dense ops' cooperative tests and the rules, in its own folder with
+    only the bench's .md and .json, the test log and env.txt left. Stub gpu_session.sh, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${JAGGED_ARGS:-} ${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; '
-        "jagged) touch jagged_coop.md jagged_coop.err ;; esac",
+        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-} ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; '
+        "bench) touch bench.md bench.json bench.png bench.log ;; esac",
     )  # fmt: skip
-    lines, columns, transpose = (" ".join(step.split()) for step in steps)
-    assert lines == "jagged --points long --lines"
+    bench_step, tests_step = (" ".join(step.split()) for step in steps)
+    assert bench_step == "bench --only 3d --select row_major --compile first"
+    assert tests_step == (
+        "tests tests/test_kernels_coop_slices.py tests/test_kernels_dense.py tests/test_configs.py -k coop"
+    )
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call40/env.txt", "call40/bench.md", "call40/bench.json", "call40/pytest.log"}
+
+
+def test_call_36s_tiles_parse_and_keep_128_elements_per_thread_for_the_transpose(tmp_path):
+    """prepared_calls.sh 36 (ran in session 45): the tiles of colwise 3D's and the atomic transpose's cooperative
+    uses forced at their row-major points, each tune's table and log renamed so the second cannot overwrite the
+    first; every tile parses, none twice, and the transpose's keep 128 elements per thread as every listed one.
+    Stub gpu_session.sh, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "36", '$STEPS ${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; esac',
+    )  # fmt: skip
+    columns, transpose = (" ".join(step.split()) for step in steps)
     assert columns.startswith("tune --only colwise_3d --select row_major --replace --candidates coop_columns=")
     assert transpose.startswith(
         "tune --only rowwise_3d_transpose_rhs --select method=atomic --replace --candidates coop_transpose="
     )
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {
-        "call37/env.txt", "call37/jagged_coop.md", "call37/jagged_coop.err", "call36/configs_columns.md",
-        "call36/tune_columns.log", "call36/configs_transpose.md", "call36/tune_transpose.log",
-    }  # fmt: skip
+    assert kept == {"env.txt", "configs_columns.md", "tune_columns.log", "configs_transpose.md", "tune_transpose.log"}
     describe = fp8moe.configs.describe
     [cols] = tune_configs.parse_candidates([columns.split("--candidates ")[1]]).values()
     [trans] = tune_configs.parse_candidates([transpose.split("--candidates ")[1]]).values()
-    assert len(cols) == len(trans) == 6
-    assert describe(cols[0]) == describe(fp8moe.configs.COOP_COLUMNS_CUDA[1])  # past one expert
-    assert describe(cols[1]) == describe(fp8moe.configs.COOP_COLUMNS_CUDA[0])  # one expert
-    assert [describe(c) for c in trans[:2]] == [describe(c) for c in fp8moe.configs.COOP_TRANSPOSE_CUDA[:2]]
-    for tile in trans:  # 128 elements per thread, as every listed transpose tile
+    assert len({describe(c) for c in cols}) == len({describe(c) for c in trans}) == 6
+    for tile in (*trans, *fp8moe.configs.COOP_TRANSPOSE_CUDA):  # 128 elements per thread
         assert tile.kwargs["BLOCK_L"] * tile.kwargs["BLOCK_M"] == 128 * 32 * tile.num_warps, describe(tile)
 
 
@@ -1338,7 +1346,8 @@ def test_call_38_benches_the_colwise_ops_then_forces_the_jagged_cooperative_tile
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
     """The tiles prepared call 28 forces on colwise 3D are tiles of its candidate list's form (tune_configs parses
-    each), the first the tile the rule gives more than one expert, so the table's first row is the default."""
+    each), the first the tile the rule gives more than one expert (every E since session 45), so the table's first row
+    is the default."""
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
