@@ -27,7 +27,10 @@ waits (_deferred_kernel). ``/pad`` puts each arrival count and ticket on its own
 kernel 32 items' counts share a line with each other and the tickets, polled by every waiting program), and
 ``/sleep<N>`` sleeps N ns between polls. ``/pipe<P>`` (with /pad or alone) holds two chunks: a persistent grid of P
 programs per SM, each loading its next ticket's chunk before it waits for the slice of the chunk it holds, so the
-load's latency and the wait overlap (_pipelined_kernel; each register tile then holds half the elements).
+load's latency and the wait overlap (_pipelined_kernel; each register tile then holds half the elements). On an H100
+(session 45, benchmarks/results/h100-s45-call39-coop_pipe.md) its best, 128x64/w4/pad/pipe3 (152 registers, 3 per
+SM), took 0.97x the full kernel's time at 8192x5120/8192 and 1.05-1.09x at the two larger points: not kept; the
+no-wait rung stayed 0.85-0.93x.
 
 Each coop variant's codes are checked against transpose_ceiling.expected (every byte), the op's against fp8ref,
 before timing; times are CUDA-graph medians; % of copy is ideal bytes (2 read + 1 written per element) over the copy

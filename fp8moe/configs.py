@@ -916,7 +916,10 @@ def _coop_table(
 #: benchmarks/results/cpu-sm90-registers-s39.md); forced beside the first on an H100 at the issue #11 3D points
 #: (session 40, benchmarks/results/h100-s40-call25-configs.md), every row bitwise, it took 0.93x the first's time at
 #: (16, 8192, 5120), 0.97x at (64, 2048, 1408), 0.96x at (128, 5120, 8192) and 1.06x at (1, 8192, 5120), so
-#: :func:`_coop_columns_rule` gives it to more than one expert. The H200 is untimed.
+#: :func:`_coop_columns_rule` gave it to more than one expert. With the counters a line apart (session 44) the cap
+#: paid at one expert too: 0.96x the uncapped time at (1, 8192, 5120), 0.93x and 0.96x at E = 16 and 64, 1.04x at
+#: (128, 5120, 8192) (session 45, one H100, h100-s45-call36-configs_columns.md; 1.03x there in session 44 too), so
+#: the rule now caps it at every E. The H200 is untimed.
 COOP_COLUMNS_CUDA = (
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4, maxnreg=128),
@@ -949,9 +952,14 @@ COOP_COLUMNS = _coop_table(
 #: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-tune-transpose.log,
 #: h100-s37-transpose-tiles-configs.md): in the run that timed both at all four points, 1024 x 8 / 2 warps best at
 #: N = 5120 and 8192 (2048 x 8 / 4 warps 1.00-1.07x there), 2048 x 8 best at N = 1408, one chunk a row (1024 x 8
-#: 1.04x, two chunks); 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x.
-#: :func:`_coop_transpose_rule` takes the first two by N: rows that fit one 2048-long chunk wait for no other
-#: program.
+#: 1.04x, two chunks); 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x. Session
+#: 44 put each ticket and arrival count on a 128-byte line of its own, which made a meeting of more, shorter chunks
+#: cheaper, and session 45 forced six tiles again on one H100 (h100-s45-call36-configs_transpose.md, every row
+#: bitwise), time over the best at (1, 8192, 5120) / (16, 8192, 5120) / (64, 2048, 1408) / (128, 5120, 8192):
+#: 1024 x 16 / 4 warps 1.01 / 1.00 / 1.04 / 1.03, 512 x 16 / 2 warps 1.09 / 1.01 / 1.00 / 1.04, 256 x 32 / 2 warps
+#: 1.05 / 1.02 / 1.01 / 1.00, against the former rule's 1024 x 8 (1.02 / 1.01 / - / 1.12) and 2048 x 8 at N = 1408
+#: (1.05). :func:`_coop_transpose_rule` takes the first two by N: 512-long chunks only for rows of at most 2048 that
+#: they cover with fewer masked lanes (N = 1408); the bench under it is prepared_calls.sh 40.
 COOP_TRANSPOSE_CUDA = (
     triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
     triton.Config({"BLOCK_L": 512, "BLOCK_M": 16}, num_warps=2),
@@ -996,7 +1004,9 @@ GROUP_COOP_CAP: int | None = None
 #: Whether the per-group ops' jagged cooperative launch puts each ticket and arrival count on a 128-byte line of its
 #: own, as colwise 3D's expert launch and the atomic transpose do (fp8moe.kernels._coop_slices._LINE), instead of
 #: packing them. Off: with them spread its long-group points ran 1.03-1.12x slower on an H100 in session 44, on
-#: another machine of the same kind than the packed run. benchmarks/probe_jagged_coop.py --lines times both on one.
+#: another machine of the same kind than the packed run, and 1.03-1.11x slower on one machine in one run in session
+#: 45 (benchmarks/probe_jagged_coop.py --lines, h100-s45-call37-jagged_coop.md: colwise 65536 x 4096 G = 16 324.4 us
+#: packed, 343.8 a line apart; the dual op at 32768 x 8192 x 5120 539.0 against 599.5).
 #: Read at each launch; a launch plan (fp8moe.replay) replays the layout it recorded, so forget plans after a change.
 GROUP_COOP_COUNT_LINES = False
 _GROUP_COOP_CAPPED: dict[int, triton.Config] = {}  # the capped twin of GROUP_COOP's first tile, per cap, made once
@@ -1055,8 +1065,11 @@ GROUP_COOP = KernelConfigs(
 #:   65536 x 4096 at G = 8 and 16 445.7 -> 322.1 and 448.6 -> 320.6 us (59% -> 82-83% of copy bandwidth), the dual
 #:   op at the grouped-GEMM step's 2048-position mean groups 222.0 -> 191.6 (aligned16), 285.6 -> 223.4 (one dominant
 #:   group), 660.2 -> 537.5 us (32768 x 8192 x 5120, random sizes), where "auto" ran the chunked kernel at the
-#:   first three and the span kernel at G = 16; at 130-1040-position groups it stays 2.5-4x slower (its
-#:   intermediate form, h100-s38-coop-jagged-bytestores-colwise.md; the final form is untimed there);
+#:   first three and the span kernel at G = 16; at the 130-1040-position groups of the issue #11 colwise and dual
+#:   points it stays slower under each of six tiles (session 45, one H100, prepared_calls.sh 38,
+#:   h100-s45-call38-coop-short-configs.md against h100-s45-call38-bench.md: its best, 128 x 64 / 2 warps or
+#:   128 x 128 / 4 warps, 1.17-1.45x "auto"'s time at each of the 11 points; random16 and empty_middle cost it 1.03x
+#:   and 1.43x over aligned16 at 16640 x 2048 G = 64, the span kernel 1.13x and 1.34x);
 #: - "auto": "coop" for the transposing views (the colwise ops) whose groups average a length (Ktot / G) of at least
 #:   :data:`COOP_MEAN_GROUP`, "chunks" for those within :data:`CHUNKS_MEAN_GROUP`, else "span"
 #:   (:func:`per_group_kernel`).

@@ -106,8 +106,9 @@ __all__ = [
 #: BLOCK_M) words apart too, ran its long-group points 1.03-1.12x slower so, with the counts in either order
 #: (h100-s44-call28-jagged_coop.md against h100-s44-call35-jagged_coop.md, h100-s44-call36-jagged_coop.md: machines
 #: of one kind but not one machine, where colwise 3D past one expert and the reduction transpose timed within 1%;
-#: the cause is not known), and keeps them packed (:func:`count_words`) until an A/B on one machine says otherwise
-#: (fp8moe.configs.GROUP_COOP_COUNT_LINES, benchmarks/probe_jagged_coop.py --lines).
+#: the cause is not known), and keeps them packed (:func:`count_words`): on one machine in one run (session 45,
+#: benchmarks/probe_jagged_coop.py --lines, h100-s45-call37-jagged_coop.md) a line apart took 1.03-1.11x the packed
+#: time there too (fp8moe.configs.GROUP_COOP_COUNT_LINES).
 _LINE = tl.constexpr(32)
 
 #: Programs of the jagged kernel's long-group pass per program that may wait (``coop_limit``: two per SM on a GPU,
