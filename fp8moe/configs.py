@@ -47,6 +47,7 @@ __all__ = [
     "COOP_COLUMNS",
     "COOP_COLUMNS_MIN_K",
     "COOP_TRANSPOSE",
+    "COOP_TRANSPOSE_SHORT_ROWS",
     "FUSED_ACTIVATIONS",
     "FUSED_ACTIVATIONS_CHOICES",
     "FUSED_ACTIVATIONS_MIN_MEAN_GROUP",
@@ -969,6 +970,8 @@ COOP_TRANSPOSE_CUDA = (
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
 )
 COOP_TRANSPOSE_ROCM = triton.Config({"BLOCK_L": 512, "BLOCK_M": 32}, num_warps=4)
+#: The longest rows (N) :func:`_coop_transpose_rule` may give 512-long chunks.
+COOP_TRANSPOSE_SHORT_ROWS = 2048
 
 
 def _coop_transpose_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
@@ -984,10 +987,6 @@ def _coop_transpose_rule(backend: Backend, args: Mapping[str, object]) -> triton
         return long_chunks
     covered = {c: triton.cdiv(n, c.kwargs["BLOCK_L"]) * c.kwargs["BLOCK_L"] for c in (long_chunks, short_chunks)}
     return short_chunks if covered[short_chunks] < covered[long_chunks] else long_chunks
-
-
-#: The longest rows (N) :func:`_coop_transpose_rule` may give 512-long chunks.
-COOP_TRANSPOSE_SHORT_ROWS = 2048
 
 
 COOP_TRANSPOSE = _coop_table("coop_transpose", COOP_TRANSPOSE_CUDA, COOP_TRANSPOSE_ROCM, _coop_transpose_rule)
