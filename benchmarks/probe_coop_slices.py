@@ -84,11 +84,9 @@ def _coop_kernel(
     CHUNKS: tl.constexpr = SLICE // CHUNK
     items = SLICES * tl.cdiv(N, BLOCK_N)
     t = tl.atomic_add(ws_ptr + (PAD if PHASE == PHASE_CAST else 0), 1) if TICKET else tl.program_id(0)
-    item = t // CHUNKS
-    k0 = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK
-    n0 = (item // SLICES) * BLOCK_N
-    count = ws_ptr + 2 * PAD + item * PAD
-    words = ws_ptr + 2 * PAD + items * PAD + item * BLOCK_N + tl.arange(0, BLOCK_N)
+    item, k0, n0 = _chunk_at(t, SLICES, SLICE, CHUNK, BLOCK_N)
+    count = _count_ptr(ws_ptr, item, PAD)
+    words = _amax_words(ws_ptr, item, items, BLOCK_N, PAD)
     x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
     chunk_amax = tl.max(tl.abs(x.to(tl.float32)), 0)
     if PHASE != PHASE_CAST and MEET != MEET_NONE:
@@ -108,6 +106,27 @@ def _coop_kernel(
             amax = chunk_amax
         scale = _slice_scale(amax[None, :], BLOCK_N)
         _store_scaled(q_ptr, None, x, k0, n0, N, KT, scale, CHUNK, BLOCK_N, 0)
+
+
+@triton.jit
+def _chunk_at(t, SLICES, SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(item, k0, n0) of ticket t: chunk t % CHUNKS of item t // CHUNKS, item i = (slice i % SLICES, column block
+    i // SLICES), its tile x[k0:k0+CHUNK, n0:n0+BLOCK_N]."""
+    CHUNKS: tl.constexpr = SLICE // CHUNK
+    item = t // CHUNKS
+    return item, (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK, (item // SLICES) * BLOCK_N
+
+
+@triton.jit
+def _count_ptr(ws_ptr, item, PAD: tl.constexpr):
+    """Item's arrival count in the workspace (after the two tickets, counters PAD words apart)."""
+    return ws_ptr + 2 * PAD + item * PAD
+
+
+@triton.jit
+def _amax_words(ws_ptr, item, items, BLOCK_N: tl.constexpr, PAD: tl.constexpr):
+    """Item's BLOCK_N amax words in the workspace (after the tickets and the ``items`` counts)."""
+    return ws_ptr + 2 * PAD + items * PAD + item * BLOCK_N + tl.arange(0, BLOCK_N)
 
 
 @triton.jit
@@ -138,21 +157,12 @@ def _deferred_kernel(
     items = SLICES * tl.cdiv(N, BLOCK_N)
     t = tl.atomic_add(ws_ptr, 1)
     if t < TOTAL:
-        item = t // CHUNKS
-        k0 = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK
-        n0 = (item // SLICES) * BLOCK_N
-        x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
-        chunk_amax = tl.max(tl.abs(x.to(tl.float32)), 0)
-        words = ws_ptr + 2 + items + item * BLOCK_N + tl.arange(0, BLOCK_N)
-        tl.atomic_max(words, chunk_amax.to(tl.int32, bitcast=True), sem="relaxed")
-        tl.atomic_add(ws_ptr + 2 + item, 1, sem="release")
+        item, k0, n0 = _chunk_at(t, SLICES, SLICE, CHUNK, BLOCK_N)
+        _fold_and_arrive(_load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False), ws_ptr, item, items, BLOCK_N, 1)
     if t >= DEFER:
-        c = t - DEFER
-        item = c // CHUNKS
-        k0 = (item % SLICES) * SLICE + (c % CHUNKS) * CHUNK
-        n0 = (item // SLICES) * BLOCK_N
-        words = ws_ptr + 2 + items + item * BLOCK_N + tl.arange(0, BLOCK_N)
-        wait_for_slice(ws_ptr + 2 + item, CHUNKS)
+        item, k0, n0 = _chunk_at(t - DEFER, SLICES, SLICE, CHUNK, BLOCK_N)
+        words = _amax_words(ws_ptr, item, items, BLOCK_N, 1)
+        wait_for_slice(_count_ptr(ws_ptr, item, 1), CHUNKS)
         amax = tl.atomic_max(words, tl.zeros((BLOCK_N,), tl.int32), sem="acquire").to(tl.float32, bitcast=True)
         x = _load_tile(x_ptr, None, k0, n0, N, CHUNK, BLOCK_N, False)
         _store_scaled(q_ptr, None, x, k0, n0, N, KT, _slice_scale(amax[None, :], BLOCK_N), CHUNK, BLOCK_N, 0)
@@ -190,18 +200,16 @@ def _pipelined_kernel(
         same_slice = new // CHUNKS == held // CHUNKS
         if (PHASE != PHASE_CAST) & same_slice & (new < TOTAL):
             _fold_and_arrive(x_new, ws_ptr, new // CHUNKS, items, BLOCK_N, PAD)
-        item = held // CHUNKS
+        item, k0, n0 = _chunk_at(held, SLICES, SLICE, CHUNK, BLOCK_N)
         if PHASE == PHASE_FUSED:
-            wait_for_slice(ws_ptr + 2 * PAD + item * PAD, CHUNKS)
+            wait_for_slice(_count_ptr(ws_ptr, item, PAD), CHUNKS)
         if PHASE != PHASE_AMAX:
-            words = ws_ptr + 2 * PAD + items * PAD + item * BLOCK_N + tl.arange(0, BLOCK_N)
+            words = _amax_words(ws_ptr, item, items, BLOCK_N, PAD)
             amax = tl.atomic_max(words, tl.zeros((BLOCK_N,), tl.int32), sem="acquire").to(tl.float32, bitcast=True)
         if (PHASE != PHASE_CAST) & (not same_slice) & (new < TOTAL):
             _fold_and_arrive(x_new, ws_ptr, new // CHUNKS, items, BLOCK_N, PAD)
         if PHASE != PHASE_AMAX:
-            k0 = (item % SLICES) * SLICE + (held % CHUNKS) * CHUNK
-            _store_scaled(q_ptr, None, x_held, k0, (item // SLICES) * BLOCK_N, N, KT,
-                          _slice_scale(amax[None, :], BLOCK_N), CHUNK, BLOCK_N, 0)  # fmt: skip
+            _store_scaled(q_ptr, None, x_held, k0, n0, N, KT, _slice_scale(amax[None, :], BLOCK_N), CHUNK, BLOCK_N, 0)
         held = new
         x_held = x_new
 
@@ -210,19 +218,18 @@ def _pipelined_kernel(
 def _ticket_chunk(x_ptr, t, SLICES, N, SLICE: tl.constexpr, CHUNK: tl.constexpr, BLOCK_N: tl.constexpr):
     """The chunk of ticket t (CHUNK, BLOCK_N), zeros where t is past the TOTAL chunks: its column block then lies
     past N (items run slices fastest), so the columns' mask is the tickets' too."""
-    CHUNKS: tl.constexpr = SLICE // CHUNK
-    item = t // CHUNKS
-    ks = (item % SLICES) * SLICE + (t % CHUNKS) * CHUNK + tl.arange(0, CHUNK)
-    ns = (item // SLICES) * BLOCK_N + tl.arange(0, BLOCK_N)
+    _, k0, n0 = _chunk_at(t, SLICES, SLICE, CHUNK, BLOCK_N)
+    ks = k0 + tl.arange(0, CHUNK)
+    ns = n0 + tl.arange(0, BLOCK_N)
     return tl.load(x_ptr + ks[:, None] * N + ns[None, :], mask=(ns < N)[None, :], other=0.0)
 
 
 @triton.jit
 def _fold_and_arrive(x, ws_ptr, item, items, BLOCK_N: tl.constexpr, PAD: tl.constexpr):
     """Fold chunk x's column amax into item's words and arrive on its count (_coop_kernel's workspace)."""
-    words = ws_ptr + 2 * PAD + items * PAD + item * BLOCK_N + tl.arange(0, BLOCK_N)
+    words = _amax_words(ws_ptr, item, items, BLOCK_N, PAD)
     tl.atomic_max(words, tl.max(tl.abs(x.to(tl.float32)), 0).to(tl.int32, bitcast=True), sem="relaxed")
-    tl.atomic_add(ws_ptr + 2 * PAD + item * PAD, 1, sem="release")
+    tl.atomic_add(_count_ptr(ws_ptr, item, PAD), 1, sem="release")
 
 
 #: How a chunk's programs meet (the kernel's MEET): not at all (each chunk casts with its own amax), by folding and
@@ -313,8 +320,7 @@ def coop_call(variant: str, x: torch.Tensor, slice_len: int):
     backend = backend_for(x.device.type)
     if chunks > coop_limit(backend, x.device) and backend.kind != "interpreter":
         raise ValueError(f"{chunks} chunks per slice: more than the {coop_limit(backend, x.device)} that may wait")
-    q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
-    ws = torch.empty((2 * v.pad + items * v.pad + items * v.block_n,), dtype=torch.int32, device=x.device)
+    q, ws = _buffers(x, items, v.block_n, v.pad)
     phases = [PHASE_AMAX, PHASE_CAST] if backend.kind == "interpreter" else [PHASE_FUSED]
 
     def call():
@@ -326,10 +332,23 @@ def coop_call(variant: str, x: torch.Tensor, slice_len: int):
                 num_warps=v.warps,
             )  # fmt: skip
 
+    return _checked(call, q, x, slice_len if v.meet == MEET_ALL else v.chunk)
+
+
+def _buffers(x: torch.Tensor, items: int, block_n: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """q (N, KT) e4m3fn for x (KT, N), and the kernels' workspace (zeroed by each call): two tickets and a count per
+    item, ``pad`` words apart, then ``block_n`` amax words per item."""
+    kt, n = x.shape
+    q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
+    return q, torch.empty((2 * pad + items * pad + items * block_n,), dtype=torch.int32, device=x.device)
+
+
+def _checked(call, q: torch.Tensor, x: torch.Tensor, slice_len: int):
+    """(call, bitwise): q poisoned, ``call`` run once, then its bytes against transpose_ceiling.expected at
+    ``slice_len``."""
     q.view(torch.uint8).fill_(0xAA)
     call()
-    cast_slice = slice_len if v.meet == MEET_ALL else v.chunk
-    return call, torch.equal(q.view(torch.uint8), expected(x, cast_slice, "ptr").view(torch.uint8))
+    return call, torch.equal(q.view(torch.uint8), expected(x, slice_len, "ptr").view(torch.uint8))
 
 
 def _deferred_call(x: torch.Tensor, slice_len: int, v: Variant):
@@ -341,8 +360,7 @@ def _deferred_call(x: torch.Tensor, slice_len: int, v: Variant):
     if defer < chunks:
         raise ValueError(f"/defer{defer}: less than the {chunks} chunks per slice, a chunk could wait for a later one")
     items = slices * triton.cdiv(n, block_n)
-    q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
-    ws = torch.empty((2 + items + items * block_n,), dtype=torch.int32, device=x.device)
+    q, ws = _buffers(x, items, block_n, 1)
 
     def call():
         ws.zero_()
@@ -351,9 +369,7 @@ def _deferred_call(x: torch.Tensor, slice_len: int, v: Variant):
             num_warps=warps,
         )  # fmt: skip
 
-    q.view(torch.uint8).fill_(0xAA)
-    call()
-    return call, torch.equal(q.view(torch.uint8), expected(x, slice_len, "ptr").view(torch.uint8))
+    return _checked(call, q, x, slice_len)
 
 
 def _pipelined_call(x: torch.Tensor, slice_len: int, v: Variant):
@@ -367,8 +383,7 @@ def _pipelined_call(x: torch.Tensor, slice_len: int, v: Variant):
     programs = min(items * chunks, v.pipe * (1 if interpreted else device_multiprocessors(x.device)))
     if not interpreted and chunks >= 2 * programs:
         raise ValueError(f"{chunks} chunks per slice: not fewer than twice the grid's {programs} programs")
-    q = torch.empty((n, kt), dtype=torch.float8_e4m3fn, device=x.device)
-    ws = torch.empty((2 * v.pad + items * v.pad + items * v.block_n,), dtype=torch.int32, device=x.device)
+    q, ws = _buffers(x, items, v.block_n, v.pad)
     phases = [PHASE_AMAX, PHASE_CAST] if interpreted else [PHASE_FUSED]
 
     def call():
@@ -379,9 +394,7 @@ def _pipelined_call(x: torch.Tensor, slice_len: int, v: Variant):
                 PHASE=phase, PAD=v.pad, num_warps=v.warps,
             )  # fmt: skip
 
-    q.view(torch.uint8).fill_(0xAA)
-    call()
-    return call, torch.equal(q.view(torch.uint8), expected(x, slice_len, "ptr").view(torch.uint8))
+    return _checked(call, q, x, slice_len)
 
 
 def op_call(x: torch.Tensor, slice_len: int):
