@@ -42,10 +42,10 @@
 #   bash benchmarks/prepared_calls.sh 37  # the per-group launch's counters packed against a line apart, one machine
 #   bash benchmarks/prepared_calls.sh 38  # the jagged cooperative kernel's tiles at the short-group colwise points
 #   bash benchmarks/prepared_calls.sh 39  # the chunks' meeting pipelined: load the next chunk, then wait (2 min)
-#   bash benchmarks/prepared_calls.sh 40  # the 3D ops under session 45's tile rules: bench, then their GPU tests
+#   bash benchmarks/prepared_calls.sh 40  # the 3D ops under session 45's tile rules: bench, then their GPU tests (s46)
 #   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 40 in one device call (about 5 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 30 in one device call (about 6 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -125,7 +125,7 @@ fi
 case "${1:-}" in
   h200) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="40" ;;
+  h100) waiting="30" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then

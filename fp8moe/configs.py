@@ -920,7 +920,9 @@ def _coop_table(
 #: :func:`_coop_columns_rule` gave it to more than one expert. With the counters a line apart (session 44) the cap
 #: paid at one expert too: 0.96x the uncapped time at (1, 8192, 5120), 0.93x and 0.96x at E = 16 and 64, 1.04x at
 #: (128, 5120, 8192) (session 45, one H100, h100-s45-call36-configs_columns.md; 1.03x there in session 44 too), so
-#: the rule now caps it at every E. The H200 is untimed.
+#: the rule now caps it at every E: in the bench under it (session 46, one H100, h100-s46-call40-bench.md) 75/84/79/77%
+#: of copy bandwidth at the four points, against 70/85/79/78% in session 44's, and 1.51x torch.compile at
+#: (1, 8192, 5120). The H200 is untimed.
 COOP_COLUMNS_CUDA = (
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4, maxnreg=128),
@@ -960,7 +962,9 @@ COOP_COLUMNS = _coop_table(
 #: 1024 x 16 / 4 warps 1.01 / 1.00 / 1.04 / 1.03, 512 x 16 / 2 warps 1.09 / 1.01 / 1.00 / 1.04, 256 x 32 / 2 warps
 #: 1.05 / 1.02 / 1.01 / 1.00, against the former rule's 1024 x 8 (1.02 / 1.01 / - / 1.12) and 2048 x 8 at N = 1408
 #: (1.05). :func:`_coop_transpose_rule` takes the first two by N: 512-long chunks only for rows of at most 2048 that
-#: they cover with fewer masked lanes (N = 1408); the bench under it is prepared_calls.sh 40.
+#: they cover with fewer masked lanes (N = 1408). The bench under it (session 46, one H100,
+#: h100-s46-call40-bench.md, every row bitwise): 85/95/87/86% of copy bandwidth, against 82/94/86/83% under the
+#: former rule in session 44's (h100-s44-call35-vs-s46-call40.md: 0.97-1.00x its time).
 COOP_TRANSPOSE_CUDA = (
     triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
     triton.Config({"BLOCK_L": 512, "BLOCK_M": 16}, num_warps=2),
@@ -1138,8 +1142,8 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #: tune-table test that read the setting from the environment, was mended). Since session 39 the cooperative kernel
 #: runs as the jagged launch with the experts as uniform groups (fp8moe.kernels._coop_slices.launch_coop_experts):
 #: 0.92-0.99x the dense launch's time at those points on an H100, 64/79/74/78% of copy, bitwise, and the whole GPU
-#: suite passed under it (benchmarks/results/h100-s39-call26-colwise3d-experts.md, h100-s39-call22-suite.log).
-#: CUDA and the interpreter (which
+#: suite passed under it (benchmarks/results/h100-s39-call26-colwise3d-experts.md, h100-s39-call22-suite.log);
+#: again under the capped tile at every E (session 46, h100-s46-call22-suite.log). CUDA and the interpreter (which
 #: runs what the GPUs run, its fold and cast as two launches) take "auto"; ROCm keeps "rows" (no AMD timing, and
 #: the waits' residency unproven there). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it for every backend (read
 #: once, at import).
@@ -1160,7 +1164,9 @@ COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3
 #: COOP_TRANSPOSE's rule since, 77-88% of copy (h100-s37-transpose-default-bench.md, h100-s37-call20-bench.md).
 #: The whole GPU suite ran under it (h100-s37-call14-coop_suite.log, as above). With its tickets and arrival counts
 #: on lines of their own (fp8moe.kernels._coop_slices._LINE, session 44): 82/94/86/83% (h100-s44-call35-bench.md,
-#: against 77/87/83/77% in h100-s44-call29-bench.md). CUDA and the interpreter take
+#: against 77/87/83/77% in h100-s44-call29-bench.md); under COOP_TRANSPOSE's rule of session 45, 85/95/87/86%
+#: (h100-s46-call40-bench.md), and the whole GPU suite passed under it (h100-s46-call22-suite.log: 4313 passed, 0
+#: failed). CUDA and the interpreter take
 #: "coop"; ROCm keeps "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every
 #: backend (read once, at import).
 TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "coop", "rocm": "two_launch", "interpreter": "coop"}

@@ -1284,12 +1284,12 @@ def test_the_h200_pdl_call_runs_the_dependent_launch_calls_in_order_and_keeps_8_
     }  # fmt: skip
 
 
-def test_the_h100_call_benches_the_3d_ops_under_the_rules_then_runs_their_gpu_tests(tmp_path):
-    """prepared_calls.sh h100: call 40, the 3D ops read along N benched with torch.compile at each first point, then
-    the GPU tests of the cooperative kernel, the dense ops' cooperative tests and the rules, in its own folder with
-    only the bench's .md and .json, the test log and env.txt left. Stub gpu_session.sh, as above."""
+def test_call_40_benches_the_3d_ops_under_the_rules_then_runs_their_gpu_tests(tmp_path):
+    """prepared_calls.sh 40 (ran in session 46): the 3D ops read along N benched with torch.compile at each first
+    point, then the GPU tests of the cooperative kernel, the dense ops' cooperative tests and the rules, with only
+    the bench's .md and .json, the test log and env.txt left. Stub gpu_session.sh, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-} ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; '
+        tmp_path, "40", '$STEPS ${BENCH_ARGS:-} ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; '
         "bench) touch bench.md bench.json bench.png bench.log ;; esac",
     )  # fmt: skip
     bench_step, tests_step = (" ".join(step.split()) for step in steps)
@@ -1298,7 +1298,24 @@ def test_the_h100_call_benches_the_3d_ops_under_the_rules_then_runs_their_gpu_te
         "tests tests/test_kernels_coop_slices.py tests/test_kernels_dense.py tests/test_configs.py -k coop"
     )
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {"call40/env.txt", "call40/bench.md", "call40/bench.json", "call40/pytest.log"}
+    assert kept == {"env.txt", "bench.md", "bench.json", "pytest.log"}
+
+
+def test_the_h100_call_profiles_the_3d_ops_under_the_rules_then_colwise_3d_capped_and_uncapped(tmp_path):
+    """prepared_calls.sh h100: call 30, Nsight Compute of the 3D ops read along N under the defaults, then colwise
+    3D with its tile forced capped and uncapped, in its own folder with the second env.txt removed: 7 files. Stub
+    gpu_session.sh, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "h100", '$STEPS ${PROFILE_ARGS:-}\ncase "$STEPS" in profile) touch ncu.csv ncu.md ncu.err ;; esac',
+    )  # fmt: skip
+    first, forced = (" ".join(step.split()) for step in steps)
+    assert first == "profile --only 3d --select row_major"
+    assert forced == "profile --only colwise_3d --select row_major --force coop_columns=256x64/w4/r128,256x64/w4"
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {
+        "call30/env.txt", "call30/ncu.csv", "call30/ncu.md", "call30/ncu.err",
+        "call30/forced/ncu.csv", "call30/forced/ncu.md", "call30/forced/ncu.err",
+    }  # fmt: skip
 
 
 def test_call_36s_tiles_parse_and_keep_128_elements_per_thread_for_the_transpose(tmp_path):
