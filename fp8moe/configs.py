@@ -910,19 +910,15 @@ def _coop_table(
 #: The cooperative slice kernel for colwise_3d_scale_and_cast (fp8moe.kernels._coop_slices.launch_coop_experts:
 #: the jagged kernel with the experts as uniform groups of the stacked K axis), picked from the (E, N, K) view x.mT:
 #: tile (BLOCK_L positions along K, BLOCK_M columns), one program per tile, the chunks of a column block meeting
-#: through workspace atomics. First candidate: the stripped kernel's best on an H100 at K = 2048-8192 (256 x 64,
-#: 4 warps: 72-74% of copy at K = 4096 and 8192, 69% at 2048; 128 x 64 with 2 warps and 512 x 32 with 4 warps next,
-#: benchmarks/results/h100-s35-coop-slices*.md). Second: the same tile capped at 128 registers, 4 programs per SM
-#: instead of 3 (141 registers uncapped, 3 spilled capped, sm_90 under triton 3.6:
-#: benchmarks/results/cpu-sm90-registers-s39.md); forced beside the first on an H100 at the issue #11 3D points
-#: (session 40, benchmarks/results/h100-s40-call25-configs.md), every row bitwise, it took 0.93x the first's time at
-#: (16, 8192, 5120), 0.97x at (64, 2048, 1408), 0.96x at (128, 5120, 8192) and 1.06x at (1, 8192, 5120), so
-#: :func:`_coop_columns_rule` gave it to more than one expert. With the counters a line apart (session 44) the cap
-#: paid at one expert too: 0.96x the uncapped time at (1, 8192, 5120), 0.93x and 0.96x at E = 16 and 64, 1.04x at
-#: (128, 5120, 8192) (session 45, one H100, h100-s45-call36-configs_columns.md; 1.03x there in session 44 too), so
-#: the rule now caps it at every E: in the bench under it (session 46, one H100, h100-s46-call40-bench.md) 75/84/79/77%
-#: of copy bandwidth at the four points, against 70/85/79/78% in session 44's, and 1.51x torch.compile at
-#: (1, 8192, 5120). The H200 is untimed.
+#: through workspace atomics. :func:`_coop_columns_rule` takes the second: 256 x 64 / 4 warps capped at 128
+#: registers, 4 programs per SM instead of 3 (141 registers uncapped, 3 spilled capped, sm_90 under triton 3.6:
+#: benchmarks/results/cpu-sm90-registers-s39.md). The evidence, one H100, every row bitwise: forced one at a time at
+#: the issue #11 3D points on row-major input, (1, 8192, 5120) / (16, 8192, 5120) / (64, 2048, 1408) /
+#: (128, 5120, 8192), the capped tile took 1.00 / 1.00 / 1.00 / 1.04x the best of six, the uncapped one 1.05 / 1.07 /
+#: 1.04 / 1.00x (benchmarks/results/h100-s45-call36-configs_columns.md); under the rule the bench ran at 75 / 84 /
+#: 79 / 77% of copy bandwidth, 1.51x torch.compile at the first point (h100-s46-call40-bench.md). The H200 is
+#: untimed. The earlier choices (the uncapped tile at one expert until session 45) and their runs: docs/SPEC.md
+#: §10.2 and benchmarks/results/per-group-ledger.md.
 COOP_COLUMNS_CUDA = (
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4, maxnreg=128),
@@ -950,21 +946,16 @@ COOP_COLUMNS = _coop_table(
 
 #: The cooperative slice kernel for rowwise_3d_transpose_rhs, method "atomic" (fp8moe.kernels._coop_slices on x
 #: (E, K, N) itself): tile (BLOCK_L positions along N, the axis x is read along, BLOCK_M rows). Every candidate keeps
-#: 128 elements per thread, the first tiles' (benchmarks/sass_counts.py --coop-slices gives the first's registers and
-#: programs per SM on sm_90). Forced one at a time at the issue #11 3D points on an H100 (session 37, every row
-#: bitwise; benchmarks/results/h100-s37-call16-configs.md, h100-s37-call20-tune-transpose.log,
-#: h100-s37-transpose-tiles-configs.md): in the run that timed both at all four points, 1024 x 8 / 2 warps best at
-#: N = 5120 and 8192 (2048 x 8 / 4 warps 1.00-1.07x there), 2048 x 8 best at N = 1408, one chunk a row (1024 x 8
-#: 1.04x, two chunks); 512 x 32, the first until then, 1.00-1.14x; 4096-long tiles and 8 warps 1.05-1.59x. Session
-#: 44 put each ticket and arrival count on a 128-byte line of its own, which made a meeting of more, shorter chunks
-#: cheaper, and session 45 forced six tiles again on one H100 (h100-s45-call36-configs_transpose.md, every row
-#: bitwise), time over the best at (1, 8192, 5120) / (16, 8192, 5120) / (64, 2048, 1408) / (128, 5120, 8192):
-#: 1024 x 16 / 4 warps 1.01 / 1.00 / 1.04 / 1.03, 512 x 16 / 2 warps 1.09 / 1.01 / 1.00 / 1.04, 256 x 32 / 2 warps
-#: 1.05 / 1.02 / 1.01 / 1.00, against the former rule's 1024 x 8 (1.02 / 1.01 / - / 1.12) and 2048 x 8 at N = 1408
-#: (1.05). :func:`_coop_transpose_rule` takes the first two by N: 512-long chunks only for rows of at most 2048 that
-#: they cover with fewer masked lanes (N = 1408). The bench under it (session 46, one H100,
-#: h100-s46-call40-bench.md, every row bitwise): 85/95/87/86% of copy bandwidth, against 82/94/86/83% under the
-#: former rule in session 44's (h100-s44-call35-vs-s46-call40.md: 0.97-1.00x its time).
+#: 128 elements per thread (benchmarks/sass_counts.py --coop-slices gives the first's registers and programs per SM
+#: on sm_90). :func:`_coop_transpose_rule` takes the first two by N. The evidence, one H100, every row bitwise:
+#: forced one at a time at the issue #11 3D points, (1, 8192, 5120) / (16, 8192, 5120) / (64, 2048, 1408) /
+#: (128, 5120, 8192), time over the best of six: 1024 x 16 / 4 warps 1.01 / 1.00 / 1.04 / 1.03, 512 x 16 / 2 warps
+#: 1.09 / 1.01 / 1.00 / 1.04, 256 x 32 / 2 warps 1.05 / 1.02 / 1.01 / 1.00, the former rule's 1024 x 8 / 2 warps
+#: 1.02 / 1.01 / - / 1.12 and 2048 x 8 / 4 warps 1.05 at N = 1408
+#: (benchmarks/results/h100-s45-call36-configs_transpose.md); under the rule the bench ran at 85 / 95 / 87 / 86% of
+#: copy bandwidth (h100-s46-call40-bench.md). The H200 is untimed. The earlier rules (chosen before session 44 put
+#: each counter on a line of its own, which made meetings of more, shorter chunks cheaper) and their runs:
+#: docs/SPEC.md §10.2 and benchmarks/results/per-group-ledger.md.
 COOP_TRANSPOSE_CUDA = (
     triton.Config({"BLOCK_L": 1024, "BLOCK_M": 16}, num_warps=4),
     triton.Config({"BLOCK_L": 512, "BLOCK_M": 16}, num_warps=2),
