@@ -1126,18 +1126,13 @@ def per_group_kernel(backend: Backend, view: torch.Tensor | None = None, groups:
 #: that may wait for each other (fp8moe.kernels._coop.coop_limit), the row kernel elsewhere. "coop" takes the
 #: cooperative kernel wherever it can run.
 #:
-#: On an H100 (one machine each time) the cooperative kernel took 0.81-0.93x the row kernel's time at the issue #11
-#: 3D points on row-major input in session 35 (52-64% -> 56-73% of copy bandwidth) and 0.78-0.92x in session 36
-#: (51-63% -> 65-74%, benchmarks/results/h100-s36-call18-off-vs-on.md), bitwise, and the whole GPU suite ran
-#: under "auto" (session 37, benchmarks/results/h100-s37-call14-coop_suite.log: 4275 passed; the one failure, a
-#: tune-table test that read the setting from the environment, was mended). Since session 39 the cooperative kernel
-#: runs as the jagged launch with the experts as uniform groups (fp8moe.kernels._coop_slices.launch_coop_experts):
-#: 0.92-0.99x the dense launch's time at those points on an H100, 64/79/74/78% of copy, bitwise, and the whole GPU
-#: suite passed under it (benchmarks/results/h100-s39-call26-colwise3d-experts.md, h100-s39-call22-suite.log);
-#: again under the capped tile at every E (session 46, h100-s46-call22-suite.log). CUDA and the interpreter (which
-#: runs what the GPUs run, its fold and cast as two launches) take "auto"; ROCm keeps "rows" (no AMD timing, and
-#: the waits' residency unproven there). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it for every backend (read
-#: once, at import).
+#: The evidence, H100s, every row bitwise: the cooperative kernel ran the issue #11 3D points on row-major input at
+#: 75 / 84 / 79 / 77% of copy bandwidth (benchmarks/results/h100-s46-call40-bench.md) where the row kernel ran at
+#: 51-63% (h100-s36-call18-off-vs-on.md, the two side by side on one machine), and the whole GPU suite passed under
+#: "auto" (h100-s46-call22-suite.log: 4313 passed, 0 failed). Its launches since session 35: docs/SPEC.md §10.2. CUDA
+#: and the interpreter (which runs what the GPUs run, its fold and cast as two launches) take "auto"; ROCm keeps
+#: "rows" (no AMD timing, and the waits' residency unproven there). FP8MOE_COLWISE_3D_KERNEL=rows|auto|coop sets it
+#: for every backend (read once, at import).
 COLWISE_3D_KERNEL: dict[str, str] = {"cuda": "auto", "rocm": "rows", "interpreter": "auto"}
 COLWISE_3D_KERNELS = ("rows", "auto", "coop")
 COOP_COLUMNS_MIN_K = 1024
@@ -1149,17 +1144,12 @@ COLWISE_3D_KERNEL = _forced_by_environment("FP8MOE_COLWISE_3D_KERNEL", COLWISE_3
 #: "coop", the cooperative slice kernel (fp8moe.kernels._coop_slices under COOP_TRANSPOSE: each row's chunks fold
 #: their amax by atomic max, wait for each other and cast the tile they hold, x read once) wherever a row's chunks
 #: may wait for each other (fp8moe.kernels._coop.coop_limit), "two_launch" elsewhere. Both fold by atomics, and the
-#: bytes are the same. The two-launch form ran at 56-63% of copy bandwidth on the H200 (issue #11). On an H100
-#: "coop" took 0.73-0.87x its time in session 36 (58-60% -> 67-82%, benchmarks/results/h100-s36-call18-off-vs-on.md)
-#: and 0.74-0.86x in session 37 under its first tile then (h100-s37-call16-two-launch-vs-coop.md), bitwise; under
-#: COOP_TRANSPOSE's rule since, 77-88% of copy (h100-s37-transpose-default-bench.md, h100-s37-call20-bench.md).
-#: The whole GPU suite ran under it (h100-s37-call14-coop_suite.log, as above). With its tickets and arrival counts
-#: on lines of their own (fp8moe.kernels._coop_slices._LINE, session 44): 82/94/86/83% (h100-s44-call35-bench.md,
-#: against 77/87/83/77% in h100-s44-call29-bench.md); under COOP_TRANSPOSE's rule of session 45, 85/95/87/86%
-#: (h100-s46-call40-bench.md), and the whole GPU suite passed under it (h100-s46-call22-suite.log: 4313 passed, 0
-#: failed). CUDA and the interpreter take
-#: "coop"; ROCm keeps "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every
-#: backend (read once, at import).
+#: bytes are the same. The evidence, H100s, every row bitwise: the two launches ran at 58-60% of copy bandwidth
+#: beside "coop" on one machine (benchmarks/results/h100-s36-call18-off-vs-on.md; 56-63% on the H200, issue #11);
+#: "coop" runs the issue #11 3D points at 85 / 95 / 87 / 86% (h100-s46-call40-bench.md), and the whole GPU suite
+#: passed under it (h100-s46-call22-suite.log: 4313 passed, 0 failed). CUDA and the interpreter take "coop"; ROCm
+#: keeps "two_launch" (no AMD timing). FP8MOE_TRANSPOSE_ATOMIC_KERNEL=two_launch|coop sets it for every backend
+#: (read once, at import).
 TRANSPOSE_ATOMIC_KERNEL: dict[str, str] = {"cuda": "coop", "rocm": "two_launch", "interpreter": "coop"}
 TRANSPOSE_ATOMIC_KERNELS = ("two_launch", "coop")
 TRANSPOSE_ATOMIC_KERNEL = _forced_by_environment(
