@@ -33,7 +33,8 @@ the fp8ref reference, and the ``--kernel`` callable resolved the way ``fp8ref.co
   jagged point that call autotunes afresh, on the point's own group layout (the autotune key cannot see the layout,
   SPEC §10.3): each row is what a process whose calls all have that layout gets.
 
-Writes ``<out>.json`` (rows), ``<out>.md`` (a table) and ``<out>.png`` (% of copy bandwidth per op and shape; skipped
+Writes ``<out>.json`` (rows), ``<out>.md`` (a table, then the rows against a copy of their bytes and against issue
+#11's targets, :mod:`fp8moe.bench_targets`) and ``<out>.png`` (% of copy bandwidth per op and shape; skipped
 with a message when matplotlib is missing). The pure parts (points, bytes, rows, table, arguments) run on the CPU.
 ``python -m fp8moe.bench_diff OLD.json NEW.json`` sets two runs' rows side by side (:mod:`fp8moe.bench_diff`).
 """
@@ -773,11 +774,21 @@ def every_implementation_bitwise(rows: Sequence[dict]) -> bool:
     return all(r["bitwise_ok"] is not False for r in rows)
 
 
+def markdown_document(env: str, rows: Sequence[dict]) -> str:
+    """``<out>.md``: the env line, the table, the rows against a copy of their bytes and against issue #11's
+    targets (:mod:`fp8moe.bench_targets`)."""
+    from fp8moe.bench_targets import target_lines  # it imports this module's cells
+
+    return "\n".join(
+        [f"# fp8moe bench: {env}", "", *markdown_table(rows), *same_bytes_lines(rows), *target_lines(rows)]
+    )
+
+
 def _write(out: str, env: str, copy_gbps: float, rows: list[dict]) -> None:
     with open(f"{out}.json", "w") as f:
         json.dump({"env": env, "copy_gbps": copy_gbps, "rows": rows}, f, indent=1)
     with open(f"{out}.md", "w") as f:
-        f.write("\n".join([f"# fp8moe bench: {env}", "", *markdown_table(rows), *same_bytes_lines(rows)]) + "\n")
+        f.write(markdown_document(env, rows) + "\n")
 
 
 if __name__ == "__main__":
