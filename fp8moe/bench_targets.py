@@ -35,6 +35,7 @@ __all__ = [
     "judge",
     "main",
     "target_lines",
+    "verdict",
 ]
 
 #: % of copy bandwidth every op and method must reach (issue #11, docs/SPEC.md §7.6).
@@ -92,7 +93,8 @@ def judge(row: dict) -> Standing:
     )
 
 
-def _verdict(s: Standing) -> str:
+def verdict(s: Standing) -> str:
+    """The verdict on ``s``: met, NOT BITWISE, or missed and the checks missed (bandwidth, compile, eager)."""
     if not s.bitwise:
         return "NOT BITWISE"
     missed = [
@@ -128,7 +130,7 @@ def target_lines(rows: Sequence[dict]) -> list[str]:
             f"| {r['op']} | {'x'.join(map(str, r['shape']))} | {r['groups']} | {r['variant']} | {r['layout']} | "
             f"{cell(r.get('pct_of_copy_bw'), '.1f', '%')} | {bandwidth_target(r):.0f}% | "
             f"{cell(s.bandwidth_gap, '+.1f')} | {cell(r.get('speedup_vs_compile'), '.2f', 'x')} | "
-            f"{cell(eager_over, '+.1f')} | {_verdict(s)} |"
+            f"{cell(eager_over, '+.1f')} | {verdict(s)} |"
         )
     met = sum(s.met for s in standings)
     bandwidth_met = sum(s.bitwise and s.bandwidth_gap is not None and s.bandwidth_gap >= 0 for s in standings)
