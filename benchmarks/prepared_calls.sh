@@ -43,7 +43,9 @@
 #   bash benchmarks/prepared_calls.sh 38  # the jagged cooperative kernel's tiles at the short-group colwise points
 #   bash benchmarks/prepared_calls.sh 39  # the chunks' meeting pipelined: load the next chunk, then wait (2 min)
 #   bash benchmarks/prepared_calls.sh 40  # the 3D ops under session 45's tile rules: bench, then their GPU tests (s46)
-#   bash benchmarks/prepared_calls.sh h200      # 18 then 19 in one device call (about 8 minutes; waits for an H200)
+#   bash benchmarks/prepared_calls.sh 41  # every issue #11 point under the defaults, torch.compile at each op's first
+#   bash benchmarks/prepared_calls.sh h200      # 41 in one device call (6-8 minutes; the H200's standing on issue #11)
+#   bash benchmarks/prepared_calls.sh h200-3d   # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h100      # 30 in one device call (about 6 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
@@ -117,13 +119,15 @@ if [ -n "${PREPARED_PRINT:-}" ]; then
 fi
 
 # One device call for what waits for an H200 (per-group-ledger.md, "Prepared and not yet measured"), most important
-# first: "h200" runs 18 (the cooperative 3D uses, the CUDA defaults since session 37 on H100 evidence, against the
-# kernels they replaced) then 19 (the jagged form at
-# G = 16, about a minute); "h200-pdl" runs 12 then 11 (dependent launches and the host split; calls 5, 10, 7 and 6,
+# first: "h200" runs 41 (every issue #11 point under today's defaults: the H200 last benched the per-group ops in
+# session 33 and the 3D ops in session 24, before the kernels that now run there); "h200-3d" runs 18 (the cooperative
+# 3D uses, the CUDA defaults since session 37 on H100 evidence, against the kernels they replaced) then 19 (the jagged
+# form at G = 16, about a minute); "h200-pdl" runs 12 then 11 (dependent launches and the host split; calls 5, 10, 7 and 6,
 # which an earlier form of this ran in session 33, have their own numbers). Each call's files go under
 # $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt after the first are deleted.
 case "${1:-}" in
-  h200) waiting="18 19" ;;
+  h200) waiting="41" ;;
+  h200-3d) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
   h100) waiting="30" ;;
   *) waiting="" ;;
@@ -141,7 +145,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 40, h200, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 41, h200, h200-3d, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -529,6 +533,13 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
     STEPS="tests" TEST_TIMEOUT=150 \
       TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py tests/test_configs.py -k coop" \
       bash "$here/gpu_session.sh" ;;
+  41) # every issue #11 point under the defaults, with torch.compile at each op's first point and the copy rows: the
+      # standing of the issue on the GPU it runs on, read against the targets at the end of bench.md
+      # (fp8moe.bench_targets). On an H100 the per-group points took 172 s and the 3D ones 132 s in session 46
+      # (h100-s46-call23-bench.md, h100-s46-call40-bench.md); the bench writes after every point, so a time limit
+      # keeps what ran (colwise 3D on column-major input and the reduction transpose, already at 94-103%, come last). Files: env.txt, bench.{md,json,png}.
+    STEPS="bench" BENCH_TIMEOUT=540 BENCH_ARGS="--compile first" bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.log" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -541,5 +552,5 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 40, h200, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 41, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -1204,9 +1204,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "41"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "42"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 41: 1 to 40, h200, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 42: 1 to 41, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1252,14 +1252,27 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> t
     return out, (tmp_path / "steps").read_text().splitlines()
 
 
-def test_the_h200_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
-    """prepared_calls.sh h200: calls 18 and 19 in that order (the cooperative 3D uses first: a time limit cuts the
-    last), each with $OUT its own folder, then only 8 files left (the device brings back no more): call 18's env.txt,
-    test log and two benches' .md and .json, call 19's table and error log. Run here with a stub gpu_session.sh that
-    records what each call asked for and writes every file any step would."""
+def test_the_h200_call_benches_every_issue_11_point_under_the_defaults(tmp_path):
+    """prepared_calls.sh h200: call 41, the bench of every issue #11 point with torch.compile at each op's first
+    point, in its own folder with the bench's .md, .json and .png and env.txt left. Run here with a stub
+    gpu_session.sh that records what each call asked for and writes every file any step would."""
     out, steps = _run_prepared_call(
-        tmp_path, "h200", '$STEPS $FP8MOE_COLWISE_3D_KERNEL $JAGGED_ARGS\ncase "$STEPS" in tests) touch pytest.log ;; '
-        "bench) touch bench.md bench.json bench.png bench.log ;; jagged) touch jagged_coop.md jagged_coop.err ;; esac",
+        tmp_path, "h200", '$STEPS ${BENCH_ARGS:-} ${BENCH_TIMEOUT:-}\ncase "$STEPS" in bench) touch bench.md '
+        "bench.json bench.png bench.log ;; esac",
+    )  # fmt: skip
+    assert [" ".join(step.split()) for step in steps] == ["bench --compile first 540"]
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call41/env.txt", "call41/bench.md", "call41/bench.json", "call41/bench.png"}
+
+
+def test_the_h200_3d_call_runs_the_waiting_calls_in_order_each_in_its_own_folder_and_keeps_8_files(tmp_path):
+    """prepared_calls.sh h200-3d: calls 18 and 19 in that order (the cooperative 3D uses first: a time limit cuts the
+    last), each with $OUT its own folder, then only 8 files left (the device brings back no more): call 18's env.txt,
+    test log and two benches' .md and .json, call 19's table and error log. Stub gpu_session.sh, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "h200-3d", '$STEPS $FP8MOE_COLWISE_3D_KERNEL $JAGGED_ARGS\ncase "$STEPS" in tests) touch '
+        "pytest.log ;; bench) touch bench.md bench.json bench.png bench.log ;; jagged) touch jagged_coop.md "
+        "jagged_coop.err ;; esac",
     )  # fmt: skip
     assert steps == ["tests auto ", "bench rows ", "bench auto ", "jagged  --points G16"]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
