@@ -44,10 +44,11 @@
 #   bash benchmarks/prepared_calls.sh 39  # the chunks' meeting pipelined: load the next chunk, then wait (2 min)
 #   bash benchmarks/prepared_calls.sh 40  # the 3D ops under session 45's tile rules: bench, then their GPU tests (s46)
 #   bash benchmarks/prepared_calls.sh 41  # every issue #11 point under the defaults, torch.compile at each op's first
+#   bash benchmarks/prepared_calls.sh 42  # colwise 3D capped against uncapped at 7 shapes between two 3D points (4 min)
 #   bash benchmarks/prepared_calls.sh h200      # 41 in one device call (6-8 minutes; the H200's standing on issue #11)
 #   bash benchmarks/prepared_calls.sh h200-3d   # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 30 in one device call (about 6 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 42 in one device call (about 4 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -129,7 +130,7 @@ case "${1:-}" in
   h200) waiting="41" ;;
   h200-3d) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="30" ;;
+  h100) waiting="42" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -145,7 +146,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 41, h200, h200-3d, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 42, h200, h200-3d, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -540,6 +541,14 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
       # keeps what ran (colwise 3D on column-major input and the reduction transpose, already at 94-103%, come last). Files: env.txt, bench.{md,json,png}.
     STEPS="bench" BENCH_TIMEOUT=540 BENCH_ARGS="--compile first" bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.log" ;;
+  42) # colwise 3D on row-major input, its cooperative tile capped at 128 registers (the rule at every E) and
+      # uncapped, forced one at a time at the seven corners of benchmarks/tune_configs.py --points cap, each row
+      # checked bitwise: at (16, 8192, 5120) the cap is faster, at (128, 5120, 8192) the uncapped tile was, 1.03-1.04x
+      # in two runs (h100-s44-call28-configs.md, h100-s45-call36-configs_columns.md); which factor flips it says
+      # whether a rule can take the uncapped tile there (77% of copy under the cap in session 46, 80% its target).
+      # Files: env.txt, configs.md, tune.log.
+    STEPS="tune" TUNE_TIMEOUT=330 TUNE_ARGS="--points cap --only colwise_3d --replace \
+      --candidates coop_columns=256x64/w4/r128,256x64/w4" bash "$here/gpu_session.sh" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -552,5 +561,5 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 41, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 42, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@
     python benchmarks/tune_configs.py --points uniform --out ...   # aligned per-group points beside uniform twins
     python benchmarks/tune_configs.py --points sizes --out ...     # random16 points beside aligned16, spread, sorted
     python benchmarks/tune_configs.py --points waves --out ...     # colwise G64 at column counts that fill waves
+    python benchmarks/tune_configs.py --points cap --only colwise_3d --out ...   # colwise 3D between two 3D points
     python benchmarks/tune_configs.py --standing TABLE    # no GPU: best listed tile against best timed, per point
     python benchmarks/tune_configs.py --layout-ratios TABLE...   # no GPU: each layout's time over aligned16's
     python benchmarks/tune_configs.py --tile-percentages TABLE   # no GPU: each tile's % of copy at every point
@@ -118,6 +119,27 @@ WAVE_COLUMNS: tuple[int, ...] = (1792, 2048, 2304, 2368, 2560)
 WAVE_POINTS: tuple[Point, ...] = tuple(
     Point("per_group_colwise_scales", (16640, n), 64, "aligned16") for n in WAVE_COLUMNS
 )
+#: The shapes of ``--points cap``: colwise_3d_scale_and_cast on row-major (E, K, N) input at the corners of the box
+#: between issue #11's (16, 8192, 5120) and (128, 5120, 8192), one factor at a time. With the counters a line apart
+#: the 256 x 64 cooperative tile capped at 128 registers (4 programs per SM, the rule at every E since session 45)
+#: took 1.00x the best of six forced tiles at (16, 8192, 5120) and the uncapped tile 1.07x there, but at
+#: (128, 5120, 8192) the uncapped one was faster, 1.03x in session 44 and 1.04x in session 45, two H100s
+#: (h100-s44-call28-configs.md, h100-s45-call36-configs_columns.md): which of E, K (the chunks per column slice) and
+#: N flips it, or the size alone, decides whether a rule can take the uncapped tile there on evidence rather than
+#: one point. (128, 8192, 8192) is left out: 8.6e9 elements, more than the largest point whose full-size reference
+#: the forced runs have checked on an 80 GB H100.
+CAP_SHAPES: tuple[tuple[int, int, int], ...] = (
+    (16, 8192, 5120),
+    (16, 8192, 8192),
+    (16, 5120, 5120),
+    (16, 5120, 8192),
+    (128, 8192, 5120),
+    (128, 5120, 5120),
+    (128, 5120, 8192),
+)
+CAP_POINTS: tuple[Point, ...] = tuple(
+    Point("colwise_3d_scale_and_cast", shape, layout="row_major") for shape in CAP_SHAPES
+)
 POINT_SETS = {
     "issue11": lambda: ISSUE11_POINTS,
     "moe": moe_points,
@@ -125,6 +147,7 @@ POINT_SETS = {
     "order": lambda: ORDER_POINTS,
     "sizes": lambda: SIZE_POINTS,
     "waves": lambda: WAVE_POINTS,
+    "cap": lambda: CAP_POINTS,
 }
 
 
@@ -548,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         help="issue #11 shapes, SPEC §7's, issue #11's aligned per-group points beside twins of uniform groups, or its "
         "random16 points beside their aligned16 twins and their sizes sorted both ways (order), and those with "
         "aligned16's sizes spread (sizes), or the colwise G = 64 point at column counts that fill waves differently "
-        "(waves)",
+        "(waves), or colwise 3D on row-major input at the corners between two of its issue #11 shapes (cap)",
     )
     parser.add_argument(
         "--byte-stores", action="store_true", help="also time every candidate with byte stores forced (PACK_K = 1)"

@@ -6,6 +6,7 @@ benchmarks/ is not a package; the scripts are imported from their directory. Imp
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections import Counter
@@ -1204,9 +1205,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "42"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "43"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 42: 1 to 41, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 43: 1 to 42, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1314,20 +1315,34 @@ def test_call_40_benches_the_3d_ops_under_the_rules_then_runs_their_gpu_tests(tm
     assert kept == {"env.txt", "bench.md", "bench.json", "pytest.log"}
 
 
-def test_the_h100_call_profiles_the_3d_ops_under_the_rules_then_colwise_3d_capped_and_uncapped(tmp_path):
-    """prepared_calls.sh h100: call 30, Nsight Compute of the 3D ops read along N under the defaults, then colwise
-    3D with its tile forced capped and uncapped, in its own folder with the second env.txt removed: 7 files. Stub
-    gpu_session.sh, as above."""
+def test_the_h100_call_forces_colwise_3ds_tile_capped_and_uncapped_between_two_3d_points(tmp_path):
+    """prepared_calls.sh h100: call 42, colwise 3D's cooperative tile capped (the rule's) and uncapped forced at the
+    seven --points cap shapes, in its own folder with env.txt, the table and the log. Stub gpu_session.sh, as above."""
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${PROFILE_ARGS:-}\ncase "$STEPS" in profile) touch ncu.csv ncu.md ncu.err ;; esac',
+        tmp_path, "h100", '$STEPS ${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; esac'
+    )
+    [tune] = (" ".join(step.split()) for step in steps)
+    assert tune == ("tune --points cap --only colwise_3d --replace --candidates coop_columns=256x64/w4/r128,256x64/w4")
+    [tiles] = tune_configs.parse_candidates([tune.split("--candidates ")[1]]).values()
+    assert [fp8moe.configs.describe(t) for t in tiles] == [
+        fp8moe.configs.describe(t) for t in fp8moe.configs.COOP_COLUMNS_CUDA[1::-1]
+    ]  # the rule's capped tile first, then the uncapped one
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call42/env.txt", "call42/configs.md", "call42/tune.log"}
+
+
+def test_call_30_profiles_the_3d_ops_under_the_rules_then_colwise_3d_capped_and_uncapped(tmp_path):
+    """prepared_calls.sh 30: Nsight Compute of the 3D ops read along N under the defaults, then colwise 3D with its
+    tile forced capped and uncapped, the second env.txt removed: 7 files. Stub gpu_session.sh, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "30", '$STEPS ${PROFILE_ARGS:-}\ncase "$STEPS" in profile) touch ncu.csv ncu.md ncu.err ;; esac',
     )  # fmt: skip
     first, forced = (" ".join(step.split()) for step in steps)
     assert first == "profile --only 3d --select row_major"
     assert forced == "profile --only colwise_3d --select row_major --force coop_columns=256x64/w4/r128,256x64/w4"
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
     assert kept == {
-        "call30/env.txt", "call30/ncu.csv", "call30/ncu.md", "call30/ncu.err",
-        "call30/forced/ncu.csv", "call30/forced/ncu.md", "call30/forced/ncu.err",
+        "env.txt", "ncu.csv", "ncu.md", "ncu.err", "forced/ncu.csv", "forced/ncu.md", "forced/ncu.err",
     }  # fmt: skip
 
 
@@ -1644,6 +1659,20 @@ def test_size_points_hold_each_random16_point_beside_aligned16_its_spreads_and_i
     assert spread["aligned16"] < spread["aligned16_spread64"] < spread["aligned16_spread128"]
     assert spread["aligned16_spread240"] == pytest.approx(spread["random16"], rel=0.02)
     assert max(sizes["aligned16_spread240"]) <= 512 < max(sizes["random16"])
+
+
+def test_cap_points_are_the_corners_between_two_colwise_3d_points_read_along_n():
+    """tune_configs --points cap: colwise 3D on row-major input at the corners of the box between issue #11's
+    (16, 8192, 5120) and (128, 5120, 8192), both included, every other corner one or two factors from them, none
+    larger than the larger of the two (the full-size reference must fit the GPU)."""
+    points = tune_configs.CAP_POINTS
+    assert {(p.op, p.layout, p.groups) for p in points} == {("colwise_3d_scale_and_cast", "row_major", 1)}
+    shapes = [p.shape for p in points]
+    assert len(set(shapes)) == len(shapes) == 7
+    assert {(16, 8192, 5120), (128, 5120, 8192)} <= set(shapes)
+    assert all(e in (16, 128) and k in (5120, 8192) and n in (5120, 8192) for e, k, n in shapes)
+    assert max(math.prod(s) for s in shapes) == 128 * 5120 * 8192
+    assert tune_configs.POINT_SETS["cap"]() == points
 
 
 def test_wave_points_hold_the_colwise_g64_point_at_column_counts_in_whole_row_blocks():
