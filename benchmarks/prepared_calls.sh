@@ -123,8 +123,8 @@ fi
 # first: "h200" runs 41 (every issue #11 point under today's defaults: the H200 last benched the per-group ops in
 # session 33 and the 3D ops in session 24, before the kernels that now run there); "h200-3d" runs 18 (the cooperative
 # 3D uses, the CUDA defaults since session 37 on H100 evidence, against the kernels they replaced) then 19 (the jagged
-# form at G = 16, about a minute); "h200-pdl" runs 12 then 11 (dependent launches and the host split; calls 5, 10, 7 and 6,
-# which an earlier form of this ran in session 33, have their own numbers). Each call's files go under
+# form at G = 16, about a minute); "h200-pdl" runs 12 then 11 (dependent launches and the host split; calls 5, 10,
+# 7 and 6, which an earlier form of this ran in session 33, have their own numbers). Each call's files go under
 # $OUT/call<N>, 8 files in all (the device brings back no more): the copies of env.txt after the first are deleted.
 case "${1:-}" in
   h200) waiting="41" ;;
@@ -538,7 +538,8 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
       # standing of the issue on the GPU it runs on, read against the targets at the end of bench.md
       # (fp8moe.bench_targets). On an H100 the per-group points took 172 s and the 3D ones 132 s in session 46
       # (h100-s46-call23-bench.md, h100-s46-call40-bench.md); the bench writes after every point, so a time limit
-      # keeps what ran (colwise 3D on column-major input and the reduction transpose, already at 94-103%, come last). Files: env.txt, bench.{md,json,png}.
+      # keeps what ran (colwise 3D on column-major input and the reduction transpose, already at 94-103%, come
+      # last). Files: env.txt, bench.{md,json,png}.
     STEPS="bench" BENCH_TIMEOUT=540 BENCH_ARGS="--compile first" bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.log" ;;
   42) # colwise 3D on row-major input, its cooperative tile capped at 128 registers (the rule at every E) and

@@ -122,12 +122,13 @@ WAVE_POINTS: tuple[Point, ...] = tuple(
 #: The shapes of ``--points cap``: colwise_3d_scale_and_cast on row-major (E, K, N) input at the corners of the box
 #: between issue #11's (16, 8192, 5120) and (128, 5120, 8192), one factor at a time. With the counters a line apart
 #: the 256 x 64 cooperative tile capped at 128 registers (4 programs per SM, the rule at every E since session 45)
-#: took 1.00x the best of six forced tiles at (16, 8192, 5120) and the uncapped tile 1.07x there, but at
-#: (128, 5120, 8192) the uncapped one was faster, 1.03x in session 44 and 1.04x in session 45, two H100s
-#: (h100-s44-call28-configs.md, h100-s45-call36-configs_columns.md): which of E, K (the chunks per column slice) and
-#: N flips it, or the size alone, decides whether a rule can take the uncapped tile there on evidence rather than
-#: one point. (128, 8192, 8192) is left out: 8.6e9 elements, more than the largest point whose full-size reference
-#: the forced runs have checked on an 80 GB H100.
+#: took 1.00x the best of six forced tiles at (16, 8192, 5120) and the uncapped tile 1.07x there. At
+#: (128, 5120, 8192) the cap took 0.96x the uncapped time in session 40, then 1.03x in session 44 (counters still
+#: packed) and 1.04x in session 45, three H100s (h100-s40-call25-configs.md, h100-s44-call28-configs.md,
+#: h100-s45-call36-configs_columns.md). Which of E, K (the chunks per column slice) and N flips it, or the size
+#: alone, decides whether a rule can take the uncapped tile there on evidence rather than one point.
+#: (128, 8192, 8192) is left out: 8.6e9 elements, more than the largest point whose full-size reference the forced
+#: runs have checked on an 80 GB H100.
 CAP_SHAPES: tuple[tuple[int, int, int], ...] = (
     (16, 8192, 5120),
     (16, 8192, 8192),
