@@ -33,6 +33,7 @@ __all__ = [
     "Standing",
     "bandwidth_target",
     "judge",
+    "judged",
     "main",
     "target_lines",
     "verdict",
@@ -93,6 +94,11 @@ def judge(row: dict) -> Standing:
     )
 
 
+def judged(rows: Sequence[dict]) -> list[Standing]:
+    """Each fp8moe row of ``rows`` against the targets, in order (the other implementations' rows are not judged)."""
+    return [judge(r) for r in rows if r["impl"] == JUDGED_IMPL]
+
+
 def verdict(s: Standing) -> str:
     """The verdict on ``s``: met, NOT BITWISE, or missed and the checks missed (bandwidth, compile, eager)."""
     if not s.bitwise:
@@ -108,7 +114,10 @@ def verdict(s: Standing) -> str:
 def target_lines(rows: Sequence[dict]) -> list[str]:
     """A Markdown section: each fp8moe row of ``rows`` against the targets, then how many meet them. Empty where
     ``rows`` has no fp8moe row."""
-    standings = [judge(r) for r in rows if r["impl"] == JUDGED_IMPL]
+    return _section(judged(rows))
+
+
+def _section(standings: Sequence[Standing]) -> list[str]:
     if not standings:
         return []
     lines = [
@@ -157,13 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.runs:
         with open(path) as f:
             run = json.load(f)
-        run["rows"] = [r for r in run["rows"] if ops is None or any(o in r["op"] for o in ops)]
-        section = target_lines(run["rows"])
+        standings = judged([r for r in run["rows"] if ops is None or any(o in r["op"] for o in ops)])
+        section = _section(standings)
         if not section:
             print(f"bench_targets: {path} has no {JUDGED_IMPL} row of the ops asked for", file=sys.stderr)
             return 2
         lines += [f"# {path}: {run['env']}", *section, ""]
-        if not all(judge(r).met for r in run["rows"] if r["impl"] == JUDGED_IMPL):
+        if not all(s.met for s in standings):
             status = 1
     text = "\n".join(lines)
     print(text, end="")
