@@ -30,7 +30,7 @@
 # Knobs: STEPS (default "bringup tests"; any of bringup tests bench grouped profile tune host pair layouts unaligned
 # gap long scale jagged experts), DEVICES=all on a multi-GPU machine (bring-up shards one process per GPU), BRINGUP_TIMEOUT,
 # TEST_TIMEOUT, BENCH_TIMEOUT, GROUPED_TIMEOUT, PROFILE_TIMEOUT, TUNE_TIMEOUT, GAP_TIMEOUT, LONG_TIMEOUT,
-# SCALE_TIMEOUT (seconds), BENCH_ARGS
+# SCALE_TIMEOUT (seconds), BENCH_ARGS, UNALIGNED_ARGS (e.g. "--variants main,deferred_edges")
 # (e.g. "--compile first"), TEST_PATHS (default: the whole suite), GAP_GROUPS (the gap ladders' group sizes, default
 # 128).
 # Logs land in $OUT (the device tool brings back at most 8 files); commit them under benchmarks/results/.
@@ -110,7 +110,7 @@ if [[ $steps == *" layouts "* ]]; then
 fi
 if [[ $steps == *" unaligned "* ]]; then
   timeout "${UNALIGNED_TIMEOUT:-200}" python3 benchmarks/probe_unaligned.py --out "$OUT/unaligned.md" \
-    >"$OUT/unaligned.log" 2>&1
+    ${UNALIGNED_ARGS:-} >"$OUT/unaligned.log" 2>&1
   echo "unaligned exit $? after ${SECONDS}s" >>"$OUT/env.txt"
 fi
 if [[ $steps == *" gap "* ]]; then

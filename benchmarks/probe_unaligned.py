@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import subprocess
@@ -78,19 +79,25 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_group_kernels, tune_configs)
     sys.path.insert(0, _HERE)
 
-VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_beside_first_tile")
+VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_beside_first_tile", "deferred_edges", "edge_chunks_alone")
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
-EXACT_VARIANTS = ("main", "edges_beside_first_tile")
+EXACT_VARIANTS = ("main", "edges_beside_first_tile", "deferred_edges", "edge_chunks_alone")
 LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random", "random16")
 #: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
 POINTS = (
     ("per_group_colwise_scales", (16640, 2048), 64),
     ("per_group_rowwise_scales", (5120, 16640), 64),
 )
-#: On CUDA every variant runs the tile the autotuner chose at these points on main (h200-s17-call1-bench-main.md),
-#: forced: the same tile in every variant, and one compile per view instead of one per candidate. The rowwise one
-#: runs groups fastest since the candidate list does (h200-s21-call1-ab-main.md); session 18's runs had it plain.
-CUDA_TILES = {"per_group_colwise_scales": "64x128/w4", "per_group_rowwise_scales": "32x128/w8/g"}
+#: On CUDA every variant runs each of these tiles, forced: the same tiles in every variant, and one compile per
+#: view and tile instead of one per candidate. Session 18 ran the tiles the autotuner chose on main then
+#: (h200-s17-call1-bench-main.md: colwise 64x128/w4, rowwise 32x128/w8 plain); since session 47 they are the tiles
+#: the autotuner chose on an H100 in session 46 (h100-s46-call23-bench.json): colwise 64x128/w4/g/ev1 at aligned
+#: groups (what the deferred edges leave the op) and 32x128/w8/g/t/ev1 at random ones; rowwise 32x128/w8/g/t/ev1
+#: at both.
+CUDA_TILES = {
+    "per_group_colwise_scales": ("64x128/w4/g/ev1", "32x128/w8/g/t/ev1"),
+    "per_group_rowwise_scales": ("32x128/w8/g/t/ev1",),
+}
 #: ``--small``: shapes the interpreter runs in seconds (a smoke run of the script on the CPU).
 SMALL_POINTS = (("per_group_colwise_scales", (64, 32), 4), ("per_group_rowwise_scales", (8, 64), 4))
 E4 = torch.float8_e4m3fn
@@ -181,11 +188,80 @@ def _cast_span_edges_beside_first_tile(
         )  # fmt: skip
 
 
+@triton.jit
+def _edge_chunks_kernel(
+    x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr,
+    BLOCK_R: tl.constexpr, SEARCH_STEPS: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """Candidate, exact for valid offs: every 16-column chunk that holds an unaligned group boundary, cast after the
+    op has written its scales, as whole 16-byte rows of q.
+
+    Program (b, r): group boundary offs[b] and rows [r * BLOCK_R, +BLOCK_R) of the (R, K) view. It owns the chunk
+    floor16(offs[b]) when offs[b] is unaligned and no earlier boundary lies strictly inside that chunk (so one
+    program writes each chunk). Each column t of the chunk takes the group searchsorted(offs, t, right) finds
+    (SEARCH_STEPS halvings of [0, G]), and that group's scale for each row; columns at or past offs[-1] (and K)
+    belong to no group and stay unwritten. Where the chunk lies wholly before offs[-1] the store's mask is constant
+    along the chunk, so its 16 codes per row go out as one vector.
+    """
+    b = tl.program_id(0)
+    pid_r = tl.program_id(1)
+    boundary = tl.load(offs_ptr + b)
+    chunk = boundary // 16 * 16
+    prev = tl.load(offs_ptr + b - 1, mask=b > 0, other=0)
+    if (boundary % 16 != 0) & (prev <= chunk):
+        last = tl.load(offs_ptr + G - 1)
+        cols = chunk + tl.arange(0, 16)
+        lo = tl.zeros((16,), dtype=tl.int32)
+        hi = tl.zeros((16,), dtype=tl.int32) + G
+        for _ in tl.static_range(SEARCH_STEPS):  # group(t) = #{j : offs[j] <= t}
+            mid = (lo + hi) // 2
+            at_mid = tl.load(offs_ptr + mid, mask=mid < G, other=0)
+            right = (at_mid <= cols) & (mid < hi)
+            lo = tl.where(right, mid + 1, lo)
+            hi = tl.where(right, hi, mid)
+        group = tl.minimum(lo, G - 1)
+        rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
+        row_mask = rows < R
+        in_group = (cols < last) & (cols < K)
+        x = tl.load(
+            x_ptr + rows[:, None] * stride_xr + cols[None, :] * stride_xk,
+            mask=row_mask[:, None] & in_group[None, :], other=0.0,
+        )  # fmt: skip
+        scale = tl.load(
+            scales_ptr + group[None, :] * R + rows[:, None], mask=row_mask[:, None] & in_group[None, :], other=1.0
+        )
+        q = quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+        q_ptrs = q_ptr + rows[:, None] * stride_qr + cols[None, :]
+        if chunk + 16 <= tl.minimum(last, K):
+            tl.store(q_ptrs, q, mask=row_mask[:, None])
+        else:
+            tl.store(q_ptrs, q, mask=row_mask[:, None] & in_group[None, :])
+
+
+def launch_edge_chunks(
+    x: torch.Tensor, offs: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, block_r: int = 128
+) -> None:
+    """Cast the unaligned edge chunks of an (R, K) view jagged along K into its row-major q, with the scales
+    (G * R,) the op wrote (:func:`_edge_chunks_kernel`); no host sync."""
+    from fp8moe.backend import backend_for
+    from fp8moe.kernels._common import fp8_constexprs
+
+    rows, cols = x.shape
+    groups = offs.numel()
+    backend = backend_for(x.device)
+    _edge_chunks_kernel[(groups, triton.cdiv(rows, block_r))](
+        x, q, scales, offs, rows, cols, groups, x.stride(0), x.stride(1), q.stride(0),
+        BLOCK_R=block_r, SEARCH_STEPS=max(1, groups.bit_length()),
+        **{k: v for k, v in fp8_constexprs(q.dtype, False, backend.cast_mode).items() if k != "ROUND_POW2"},
+    )  # fmt: skip
+
+
 def apply_variant(variant: str) -> None:
     """Replace the span loop's edge functions for ``variant`` (one of VARIANTS); before any kernel compiles."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
-    if variant in ("no_edge_stores", "no_edges"):
+    if variant in ("no_edge_stores", "no_edges", "deferred_edges"):
         _span._edges_cast = _no_edges_reload_cast
     if variant == "no_edges":
         _span._edges_amax = _no_edges_amax
@@ -222,35 +298,50 @@ def run_variant(variant: str, device: str, points=POINTS, layouts=LAYOUTS, rep: 
         c = contract(op)
         gen = torch.Generator(device=device).manual_seed(0)
         xs = tuple(torch.randn(s, generator=gen, device=device, dtype=torch.bfloat16) for s in c.input_shapes(shape))
-        for layout in layouts:
+        for layout, tile in itertools.product(layouts, CUDA_TILES[op] if device == "cuda" else ("default",)):
             ends = layout_offs(layout, c.jagged_length(shape), groups)
             offs = torch.tensor(ends, dtype=torch.int32, device=device)
-            tile = contextlib.nullcontext()
+            forcing = contextlib.nullcontext()
             if device == "cuda":
-                [index] = [i for i, cfg in enumerate(configs.PER_GROUP.cuda) if configs.describe(cfg) == CUDA_TILES[op]]
-                tile = forced({configs.PER_GROUP.name}, index)
-            with tile:
-                bitwise, us = _check_and_time(c, op, xs, offs, ends[-1], device, rep)
+                [index] = [i for i, cfg in enumerate(configs.PER_GROUP.cuda) if configs.describe(cfg) == tile]
+                forcing = forced({configs.PER_GROUP.name}, index)
+            with forcing:
+                bitwise, us = _check_and_time(c, op, xs, offs, ends[-1], device, rep, variant)
             rows.append(
                 {"variant": variant, "op": op, "shape": list(shape), "groups": groups, "layout": layout,
-                 "unaligned_edges": any(end % 16 for end in ends), "us": us, "bitwise": bitwise}
+                 "tile": tile, "unaligned_edges": any(end % 16 for end in ends), "us": us, "bitwise": bitwise}
             )  # fmt: skip
     return rows
 
 
-def _check_and_time(c, op: str, xs, offs, covered: int, device: str, rep: int) -> tuple[bool, float | None]:
+def _check_and_time(
+    c, op: str, xs, offs, covered: int, device: str, rep: int, variant: str = "main"
+) -> tuple[bool, float | None]:
     """Whether ``op``'s outputs equal fp8ref's on the same device (codes past offs[-1], ``covered``, belong to no
-    group: fp8ref writes 0 there, the kernel nothing), and its CUDA-graph time in us (None off CUDA)."""
+    group: fp8ref writes 0 there, the kernel nothing), and its CUDA-graph time in us (None off CUDA).
+    ``deferred_edges`` launches the edge-chunk kernel after the op (:func:`launch_edge_chunks`);
+    ``edge_chunks_alone`` times that launch alone, on outputs the op (unchanged) wrote before."""
     from fp8moe.bench import same_outputs
     from fp8ref import ops as ref_ops
 
     kw = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
+    jagged_dim = 0 if op == "per_group_colwise_scales" else 1
+
+    def edge_chunks(out):
+        q, scales = out
+        if jagged_dim == 0:  # the colwise op: the kernels' (N, Ktot) view and its row-major q
+            launch_edge_chunks(xs[0].t(), offs, q.t(), scales)
+        else:
+            launch_edge_chunks(xs[0], offs, q, scales)
+        return out
 
     def call():
-        return c.call(getattr(fp8moe, op), xs, offs, **kw)
+        out = c.call(getattr(fp8moe, op), xs, offs, **kw)
+        return edge_chunks(out) if variant == "deferred_edges" else out
 
-    jagged_dim = 0 if op == "per_group_colwise_scales" else 1
-    out, expected = call(), c.call(getattr(ref_ops, op), xs, offs, **kw)
+    first = call()
+    timed = (lambda: edge_chunks(first)) if variant == "edge_chunks_alone" else call
+    out, expected = timed(), c.call(getattr(ref_ops, op), xs, offs, **kw)
     out = (out[0].narrow(jagged_dim, 0, covered), *out[1:])
     expected = (expected[0].narrow(jagged_dim, 0, covered), *expected[1:])
     bitwise = same_outputs(out, expected)
@@ -258,7 +349,7 @@ def _check_and_time(c, op: str, xs, offs, covered: int, device: str, rep: int) -
         return bitwise, None
     from triton.testing import do_bench_cudagraph
 
-    return bitwise, do_bench_cudagraph(call, rep=rep) * 1e3
+    return bitwise, do_bench_cudagraph(timed, rep=rep) * 1e3
 
 
 def check_rows(rows: list[dict]) -> list[str]:
@@ -274,25 +365,31 @@ def check_rows(rows: list[dict]) -> list[str]:
     return problems
 
 
-def table(rows: list[dict]) -> list[str]:
-    """Markdown: one line per (op, layout), one column per variant (us)."""
+def table(rows: list[dict], variants: tuple[str, ...] = VARIANTS) -> list[str]:
+    """Markdown: one line per (op, tile, layout), one column per variant (us)."""
     lines = [
-        "| op | shape | G | layout | " + " | ".join(VARIANTS) + " |",
-        "|---|---|---:|---|" + "---:|" * len(VARIANTS),
+        "| op | shape | G | tile | layout | " + " | ".join(variants) + " |",
+        "|---|---|---:|---|---|" + "---:|" * len(variants),
     ]
-    keys = dict.fromkeys((r["op"], tuple(r["shape"]), r["groups"], r["layout"]) for r in rows)
-    for op, shape, groups, layout in keys:
+    keys = dict.fromkeys((r["op"], tuple(r["shape"]), r["groups"], r["tile"], r["layout"]) for r in rows)
+    for op, shape, groups, tile, layout in keys:
         cells = []
-        for v in VARIANTS:
-            [r] = [r for r in rows if (r["variant"], r["op"], r["layout"]) == (v, op, layout)] or [None]
+        for v in variants:
+            [r] = [r for r in rows if (r["variant"], r["op"], r["tile"], r["layout"]) == (v, op, tile, layout)] or [
+                None
+            ]
             cells.append("-" if r is None or r["us"] is None else f"{r['us']:.1f}")
-        lines.append(f"| {op} | {'x'.join(map(str, shape))} | {groups} | {layout} | " + " | ".join(cells) + " |")
+        where = f"| {op} | {'x'.join(map(str, shape))} | {groups} | {tile} | {layout} | "
+        lines.append(where + " | ".join(cells) + " |")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=VARIANTS, default=None, help="run one variant here (JSON lines)")
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="the variants to run, comma-separated (default: all)"
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--small", action="store_true", help="SMALL_POINTS instead of POINTS")
     parser.add_argument("--out", default=None, help="also write the Markdown table here")
@@ -301,8 +398,12 @@ def main(argv: list[str] | None = None) -> int:
         for row in run_variant(args.variant, args.device, SMALL_POINTS if args.small else POINTS):
             print(json.dumps(row), flush=True)
         return 0
+    variants = tuple(args.variants.split(","))
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {VARIANTS}")
     rows = []
-    for variant in VARIANTS:
+    for variant in variants:
         run = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--variant", variant, "--device", args.device]
             + (["--small"] if args.small else []),
@@ -312,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{variant}: exit {run.returncode}\n{run.stderr[-2000:]}", flush=True)
             continue
         rows += [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    lines = table(rows) + [""] + [f"- {p}" for p in check_rows(rows)]
+    lines = table(rows, variants) + [""] + [f"- {p}" for p in check_rows(rows)]
     print("\n".join(lines))
     if args.out:
         with open(args.out, "w") as f:
