@@ -875,7 +875,8 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
         assert not by["no_edges", op, "shifted8"]
         assert not by["no_edge_stores", op, "shifted8"]
         assert by["edges_beside_first_tile", op, "dominant"]  # the candidate is exact (check_rows: every layout)
-        assert by["deferred_edges", op, "shifted8"] and by["deferred_edges", op, "dominant"]
+        assert by["deferred_edges", op, "shifted8"]
+        assert by["deferred_edges", op, "dominant"]
         assert not by["no_edges", op, "dominant"]
         assert by["main", op, "random16"]
         assert by["no_edges", op, "random16"]  # aligned: no edge code runs
