@@ -46,10 +46,11 @@
 #   bash benchmarks/prepared_calls.sh 41  # every issue #11 point under the defaults, torch.compile at each op's first
 #   bash benchmarks/prepared_calls.sh 42  # colwise 3D capped against uncapped at 7 shapes between two 3D points (4 min)
 #   bash benchmarks/prepared_calls.sh 43  # unaligned group edges cast after the op by a kernel of their own (3 min)
+#   bash benchmarks/prepared_calls.sh 44  # the edge kernel writing whole sectors and lines; colwise 3D's new cap rule
 #   bash benchmarks/prepared_calls.sh h200      # 41 in one device call (6-8 minutes; the H200's standing on issue #11)
 #   bash benchmarks/prepared_calls.sh h200-3d   # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 43 then 42 in one device call (about 7 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 44 in one device call (about 4 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -131,7 +132,7 @@ case "${1:-}" in
   h200) waiting="41" ;;
   h200-3d) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="43 42" ;;
+  h100) waiting="44" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -147,7 +148,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 43, h200, h200-3d, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 44, h200, h200-3d, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -559,6 +560,19 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
       # every exact variant checked bitwise. Files: env.txt, unaligned.{md,log}.
     STEPS="unaligned" UNALIGNED_TIMEOUT=280 \
       UNALIGNED_ARGS="--variants main,no_edge_stores,deferred_edges,edge_chunks_alone" bash "$here/gpu_session.sh" ;;
+  44) # call 43's edge kernel (16-column windows) took 36-37 us alone at the colwise op's unaligned layouts, where
+      # the op's own edge stores cost 3-8 us (h100-s47-call43-unaligned.md): its 16-byte rows fill half a 32-byte
+      # sector of q, which lies in DRAM by then. The same kernel writing whole sectors (32 columns) and whole
+      # 128-byte lines (128), the op's interior codes around each edge rewritten with the same bytes, on the tile
+      # the op takes at aligned groups, every variant checked bitwise. Then colwise 3D on row-major input under the
+      # rule that drops the register cap from 128 experts (h100-s47-call42-configs.md: uncapped 0.96-0.98x there),
+      # bench rows against the copy, no torch.compile. Files: env.txt, unaligned.{md,log}, bench.{md,json}.
+    STEPS="unaligned" UNALIGNED_TIMEOUT=240 UNALIGNED_ARGS="--variants main,no_edge_stores,deferred_edges,\
+deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,edge_chunks_w128_alone" \
+      bash "$here/gpu_session.sh"
+    STEPS="bench" BENCH_TIMEOUT=150 BENCH_ARGS="--only colwise_3d --select row_major --compile none" \
+      bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" "$OUT/bench.log" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -571,5 +585,5 @@ coop64x128/w4/pad/pipe3,coop128x32/w2/pad/pipe6,coop128x64/w4/pad/pipe2,coop256x
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 43, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 44, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -79,9 +79,17 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:  # the sibling scripts run_variant imports (probe_per_group_kernels, tune_configs)
     sys.path.insert(0, _HERE)
 
-VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_beside_first_tile", "deferred_edges", "edge_chunks_alone")
+#: The edge-chunk variants (:func:`launch_edge_chunks`) and the window each writes around an unaligned group end:
+#: ``deferred_edges*`` run the op without its edge stores, then the edge-chunk kernel; ``edge_chunks*_alone`` time
+#: that kernel by itself, on what the unchanged op wrote. 16 columns: only the edge chunk, half a 32-byte sector of
+#: q (fp8); 32: the whole sector; 128: the whole 128-byte L2 line (the op's codes rewritten, the same bytes).
+EDGE_CHUNK_WIDTHS = {
+    "deferred_edges": 16, "deferred_edges_w32": 32, "deferred_edges_w128": 128,
+    "edge_chunks_alone": 16, "edge_chunks_w32_alone": 32, "edge_chunks_w128_alone": 128,
+}  # fmt: skip
+VARIANTS = ("main", "no_edge_stores", "no_edges", "edges_beside_first_tile", *EDGE_CHUNK_WIDTHS)
 #: The variants whose outputs must stay bitwise (candidate fixes); the others are timing only.
-EXACT_VARIANTS = ("main", "edges_beside_first_tile", "deferred_edges", "edge_chunks_alone")
+EXACT_VARIANTS = ("main", "edges_beside_first_tile", *EDGE_CHUNK_WIDTHS)
 LAYOUTS = ("aligned16", "shifted8", "empty_middle", "random", "random16")
 #: (op, shape, groups): the colwise op of the bench's unaligned points and the rowwise op of its random point.
 POINTS = (
@@ -92,10 +100,10 @@ POINTS = (
 #: view and tile instead of one per candidate. Session 18 ran the tiles the autotuner chose on main then
 #: (h200-s17-call1-bench-main.md: colwise 64x128/w4, rowwise 32x128/w8 plain); since session 47 they are the tiles
 #: the autotuner chose on an H100 in session 46 (h100-s46-call23-bench.json): colwise 64x128/w4/g/ev1 at aligned
-#: groups (what the deferred edges leave the op) and 32x128/w8/g/t/ev1 at random ones; rowwise 32x128/w8/g/t/ev1
-#: at both.
+#: groups (what the deferred edges leave the op; session 47's call 43 also ran 32x128/w8/g/t/ev1, the choice at
+#: random ones, slower without its edge stores at every unaligned layout), rowwise 32x128/w8/g/t/ev1.
 CUDA_TILES = {
-    "per_group_colwise_scales": ("64x128/w4/g/ev1", "32x128/w8/g/t/ev1"),
+    "per_group_colwise_scales": ("64x128/w4/g/ev1",),
     "per_group_rowwise_scales": ("32x128/w8/g/t/ev1",),
 }
 #: ``--small``: shapes the interpreter runs in seconds (a smoke run of the script on the CPU).
@@ -191,29 +199,32 @@ def _cast_span_edges_beside_first_tile(
 @triton.jit
 def _edge_chunks_kernel(
     x_ptr, q_ptr, scales_ptr, offs_ptr, R, K, G, stride_xr, stride_xk, stride_qr,
-    BLOCK_R: tl.constexpr, SEARCH_STEPS: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr,
+    BLOCK_R: tl.constexpr, WIDTH: tl.constexpr, SEARCH_STEPS: tl.constexpr, FP8_DTYPE: tl.constexpr,
+    FP8_MAX: tl.constexpr,
     MAN_BITS: tl.constexpr, EMIN: tl.constexpr, FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
 ):  # fmt: skip
-    """Candidate, exact for valid offs: every 16-column chunk that holds an unaligned group boundary, cast after the
-    op has written its scales, as whole 16-byte rows of q.
+    """Candidate, exact for valid offs: around every group boundary that is not a multiple of 16, the WIDTH-column
+    window that holds it (a multiple of 16 columns from a multiple of WIDTH), cast after the op has written its
+    scales, as whole rows of WIDTH codes.
 
-    Program (b, r): group boundary offs[b] and rows [r * BLOCK_R, +BLOCK_R) of the (R, K) view. It owns the chunk
-    floor16(offs[b]) when offs[b] is unaligned and no earlier boundary lies strictly inside that chunk (so one
-    program writes each chunk). Each column t of the chunk takes the group searchsorted(offs, t, right) finds
-    (SEARCH_STEPS halvings of [0, G]), and that group's scale for each row; columns at or past offs[-1] (and K)
-    belong to no group and stay unwritten. Where the chunk lies wholly before offs[-1] the store's mask is constant
-    along the chunk, so its 16 codes per row go out as one vector.
+    Program (b, r): group boundary offs[b] and rows [r * BLOCK_R, +BLOCK_R) of the (R, K) view. It writes the window
+    floorWIDTH(offs[b]) when offs[b] is unaligned and the boundary before it is not also unaligned inside that window
+    (so the window's first unaligned boundary writes it; a window in which an aligned boundary separates two
+    unaligned ones is written twice, the same bytes). Each column t takes the group searchsorted(offs, t, right)
+    finds (SEARCH_STEPS halvings of [0, G]), and that group's scale for each row; columns at or past offs[-1] (and
+    K) belong to no group and stay unwritten. Where the window lies wholly before offs[-1] the store's mask is
+    constant along it, so each row's codes go out as vectors.
     """
     b = tl.program_id(0)
     pid_r = tl.program_id(1)
     boundary = tl.load(offs_ptr + b)
-    chunk = boundary // 16 * 16
+    chunk = boundary // WIDTH * WIDTH
     prev = tl.load(offs_ptr + b - 1, mask=b > 0, other=0)
-    if (boundary % 16 != 0) & (prev <= chunk):
+    if (boundary % 16 != 0) & ((prev % 16 == 0) | (prev < chunk)):
         last = tl.load(offs_ptr + G - 1)
-        cols = chunk + tl.arange(0, 16)
-        lo = tl.zeros((16,), dtype=tl.int32)
-        hi = tl.zeros((16,), dtype=tl.int32) + G
+        cols = chunk + tl.arange(0, WIDTH)
+        lo = tl.zeros((WIDTH,), dtype=tl.int32)
+        hi = tl.zeros((WIDTH,), dtype=tl.int32) + G
         for _ in tl.static_range(SEARCH_STEPS):  # group(t) = #{j : offs[j] <= t}
             mid = (lo + hi) // 2
             at_mid = tl.load(offs_ptr + mid, mask=mid < G, other=0)
@@ -223,36 +234,52 @@ def _edge_chunks_kernel(
         group = tl.minimum(lo, G - 1)
         rows = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
         row_mask = rows < R
-        in_group = (cols < last) & (cols < K)
-        x = tl.load(
-            x_ptr + rows[:, None] * stride_xr + cols[None, :] * stride_xk,
-            mask=row_mask[:, None] & in_group[None, :], other=0.0,
-        )  # fmt: skip
-        scale = tl.load(
-            scales_ptr + group[None, :] * R + rows[:, None], mask=row_mask[:, None] & in_group[None, :], other=1.0
-        )
-        q = quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
-        q_ptrs = q_ptr + rows[:, None] * stride_qr + cols[None, :]
-        if chunk + 16 <= tl.minimum(last, K):
-            tl.store(q_ptrs, q, mask=row_mask[:, None])
-        else:
-            tl.store(q_ptrs, q, mask=row_mask[:, None] & in_group[None, :])
+        if chunk + WIDTH <= tl.minimum(last, K):
+            _cast_edge_chunk(
+                x_ptr, q_ptr, scales_ptr, rows, row_mask, cols, group, R, K, last, stride_xr, stride_xk, stride_qr,
+                False, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+        if chunk + WIDTH > tl.minimum(last, K):
+            _cast_edge_chunk(
+                x_ptr, q_ptr, scales_ptr, rows, row_mask, cols, group, R, K, last, stride_xr, stride_xk, stride_qr,
+                True, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE,
+            )  # fmt: skip
+
+
+@triton.jit
+def _cast_edge_chunk(
+    x_ptr, q_ptr, scales_ptr, rows, row_mask, cols, group, R, K, last, stride_xr, stride_xk, stride_qr,
+    CUT: tl.constexpr, FP8_DTYPE: tl.constexpr, FP8_MAX: tl.constexpr, MAN_BITS: tl.constexpr, EMIN: tl.constexpr,
+    FNUZ: tl.constexpr, CAST_MODE: tl.constexpr,
+):  # fmt: skip
+    """One chunk's rows cast with their columns' group scales. CUT: the chunk reaches offs[-1] or K, so the columns
+    at or past it are masked (per-column masks: scalar accesses); else every mask is constant along the chunk, and
+    its loads and stores stay 16-byte vectors."""
+    mask = row_mask[:, None]
+    if CUT:
+        mask = mask & ((cols < last) & (cols < K))[None, :]
+    x = tl.load(x_ptr + rows[:, None] * stride_xr + cols[None, :] * stride_xk, mask=mask, other=0.0)
+    scale = tl.load(scales_ptr + group[None, :] * R + rows[:, None], mask=mask, other=1.0)
+    q = quantize(x, scale, FP8_DTYPE, FP8_MAX, MAN_BITS, EMIN, FNUZ, CAST_MODE)
+    tl.store(q_ptr + rows[:, None] * stride_qr + cols[None, :], q, mask=mask)
 
 
 def launch_edge_chunks(
-    x: torch.Tensor, offs: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, block_r: int = 128
+    x: torch.Tensor, offs: torch.Tensor, q: torch.Tensor, scales: torch.Tensor, width: int = 16, elements: int = 2048
 ) -> None:
-    """Cast the unaligned edge chunks of an (R, K) view jagged along K into its row-major q, with the scales
-    (G * R,) the op wrote (:func:`_edge_chunks_kernel`); no host sync."""
+    """Cast the windows of ``width`` columns around the unaligned group ends of an (R, K) view jagged along K into
+    its row-major q, with the scales (G * R,) the op wrote (:func:`_edge_chunks_kernel`; ``elements`` per program);
+    no host sync."""
     from fp8moe.backend import backend_for
     from fp8moe.kernels._common import fp8_constexprs
 
     rows, cols = x.shape
     groups = offs.numel()
     backend = backend_for(x.device)
+    block_r = max(1, elements // width)
     _edge_chunks_kernel[(groups, triton.cdiv(rows, block_r))](
         x, q, scales, offs, rows, cols, groups, x.stride(0), x.stride(1), q.stride(0),
-        BLOCK_R=block_r, SEARCH_STEPS=max(1, groups.bit_length()),
+        BLOCK_R=block_r, WIDTH=width, SEARCH_STEPS=max(1, groups.bit_length()),
         **{k: v for k, v in fp8_constexprs(q.dtype, False, backend.cast_mode).items() if k != "ROUND_POW2"},
     )  # fmt: skip
 
@@ -261,7 +288,7 @@ def apply_variant(variant: str) -> None:
     """Replace the span loop's edge functions for ``variant`` (one of VARIANTS); before any kernel compiles."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; known: {VARIANTS}")
-    if variant in ("no_edge_stores", "no_edges", "deferred_edges"):
+    if variant in ("no_edge_stores", "no_edges") or variant.startswith("deferred_edges"):
         _span._edges_cast = _no_edges_reload_cast
     if variant == "no_edges":
         _span._edges_amax = _no_edges_amax
@@ -319,28 +346,29 @@ def _check_and_time(
 ) -> tuple[bool, float | None]:
     """Whether ``op``'s outputs equal fp8ref's on the same device (codes past offs[-1], ``covered``, belong to no
     group: fp8ref writes 0 there, the kernel nothing), and its CUDA-graph time in us (None off CUDA).
-    ``deferred_edges`` launches the edge-chunk kernel after the op (:func:`launch_edge_chunks`);
-    ``edge_chunks_alone`` times that launch alone, on outputs the op (unchanged) wrote before."""
+    ``deferred_edges*`` launch the edge-chunk kernel after the op (:func:`launch_edge_chunks`, EDGE_CHUNK_WIDTHS);
+    ``edge_chunks*_alone`` time that launch alone, on outputs the op (unchanged) wrote before."""
     from fp8moe.bench import same_outputs
     from fp8ref import ops as ref_ops
 
     kw = {"fp8_dtype": E4, "round_scales_to_power_of_2": False}
     jagged_dim = 0 if op == "per_group_colwise_scales" else 1
+    width = EDGE_CHUNK_WIDTHS.get(variant, 16)
 
     def edge_chunks(out):
         q, scales = out
         if jagged_dim == 0:  # the colwise op: the kernels' (N, Ktot) view and its row-major q
-            launch_edge_chunks(xs[0].t(), offs, q.t(), scales)
+            launch_edge_chunks(xs[0].t(), offs, q.t(), scales, width)
         else:
-            launch_edge_chunks(xs[0], offs, q, scales)
+            launch_edge_chunks(xs[0], offs, q, scales, width)
         return out
 
     def call():
         out = c.call(getattr(fp8moe, op), xs, offs, **kw)
-        return edge_chunks(out) if variant == "deferred_edges" else out
+        return edge_chunks(out) if variant.startswith("deferred_edges") else out
 
     first = call()
-    timed = (lambda: edge_chunks(first)) if variant == "edge_chunks_alone" else call
+    timed = (lambda: edge_chunks(first)) if variant.endswith("_alone") else call
     out, expected = timed(), c.call(getattr(ref_ops, op), xs, offs, **kw)
     out = (out[0].narrow(jagged_dim, 0, covered), *out[1:])
     expected = (expected[0].narrow(jagged_dim, 0, covered), *expected[1:])

@@ -884,19 +884,21 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
     assert probe_unaligned.check_rows([{**rows[-1], "variant": "no_edges", "unaligned_edges": True, "bitwise": True}])
 
 
-def _edge_chunk_columns(ends: tuple[int, ...], length: int) -> set[int]:
-    """The columns of every 16-column chunk that holds an unaligned group end, cut at offs[-1] (and ``length``)."""
-    chunks = {end // 16 * 16 for end in ends if end % 16}
-    return {c for chunk in chunks for c in range(chunk, chunk + 16) if c < min(ends[-1], length)}
+def _edge_chunk_columns(ends: tuple[int, ...], length: int, width: int) -> set[int]:
+    """The columns of every ``width``-column window that holds an unaligned group end, cut at offs[-1] (and
+    ``length``)."""
+    chunks = {end // width * width for end in ends if end % 16}
+    return {c for chunk in chunks for c in range(chunk, chunk + width) if c < min(ends[-1], length)}
 
 
 @needs_interpreter  # the GPU runs the probe itself; here the edge-chunk kernel's bytes on every named layout
+@pytest.mark.parametrize("width", [16, 32, 128])
 @pytest.mark.parametrize("jagged", ["rows", "cols"])
-def test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks(jagged):
-    """Outputs poisoned (0x7F in every code, NaN in every scale but the reference's), the kernel given fp8ref's
-    scales: the codes of every chunk that holds an unaligned group end equal fp8ref's, and every other code, the
-    interiors and the columns past offs[-1] included, is still poison. Layouts with empty groups, size-1 groups
-    (many ends in one chunk) and a tail past the end are among them."""
+def test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks(jagged, width):
+    """Codes poisoned (0x7F), the kernel given fp8ref's scales: the codes of every ``width``-column window that holds
+    an unaligned group end equal fp8ref's, and every other code, the interiors and the columns past offs[-1]
+    included, is still poison. Layouts with empty groups, size-1 groups (many ends in one window) and a tail past
+    the end are among them."""
     import torch
 
     probe_unaligned = pytest.importorskip("probe_unaligned")
@@ -904,7 +906,7 @@ def test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks(jagged):
     from fp8ref.layouts import OFFS_LAYOUTS, make_offs
 
     length, other, poison = 200, 24, 0x7F
-    checked_chunks = 0
+    checked_columns = 0
     for layout in OFFS_LAYOUTS:
         for groups in (1, 5, 19):
             ends = make_offs(layout, length, groups, torch.Generator().manual_seed(groups))
@@ -919,14 +921,14 @@ def test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks(jagged):
                 q_ref, scales = ref_ops.per_group_rowwise_scales(x, offs)
                 view, ref_view = x, q_ref
             q = torch.full(view.shape, poison, dtype=torch.uint8).view(torch.float8_e4m3fn)
-            probe_unaligned.launch_edge_chunks(view, offs, q, scales.clone(), block_r=16)
-            written = sorted(_edge_chunk_columns(ends, length))
+            probe_unaligned.launch_edge_chunks(view, offs, q, scales.clone(), width, elements=256)
+            written = sorted(_edge_chunk_columns(ends, length, width))
             untouched = [c for c in range(length) if c not in set(written)]
             where = f"{layout} G={groups} ends={ends}"
             assert torch.equal(q[:, written].view(torch.uint8), ref_view[:, written].view(torch.uint8)), where
             assert bool((q[:, untouched].view(torch.uint8) == poison).all()), where
-            checked_chunks += len(written) // 16
-    assert checked_chunks > 50  # the layouts do have unaligned ends
+            checked_columns += len(written)
+    assert checked_columns > 300  # the layouts do have unaligned ends
 
 
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
@@ -1252,9 +1254,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "44"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "45"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 44: 1 to 43, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 45: 1 to 44, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1362,28 +1364,41 @@ def test_call_40_benches_the_3d_ops_under_the_rules_then_runs_their_gpu_tests(tm
     assert kept == {"env.txt", "bench.md", "bench.json", "pytest.log"}
 
 
-def test_the_h100_call_probes_deferred_edges_then_forces_colwise_3ds_tile_capped_and_uncapped(tmp_path):
-    """prepared_calls.sh h100: call 43, the unaligned-edge probe's main, no-edge-store and deferred-edge variants and
-    the edge-chunk kernel alone (every name one the probe knows), then call 42, colwise 3D's cooperative tile capped
-    (the rule's) and uncapped forced at the seven --points cap shapes, each in its own folder: call 43's env.txt and
-    probe table and log, call 42's table and log. Stub gpu_session.sh, as above."""
+def test_the_h100_call_probes_the_edge_kernels_windows_then_benches_colwise_3d(tmp_path):
+    """prepared_calls.sh h100: call 44, the unaligned-edge probe's main and no-edge-store variants beside the
+    edge-chunk kernel at its three windows, deferred and alone (every name one the probe knows), then colwise 3D's
+    bench on row-major input without torch.compile, in its own folder: env.txt, the probe's table and log, the
+    bench's .md and .json. Stub gpu_session.sh, as above."""
     probe_unaligned = pytest.importorskip("probe_unaligned")
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${UNALIGNED_ARGS:-}${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log '
-        ";; unaligned) touch unaligned.md unaligned.log ;; esac",
+        tmp_path, "h100", '$STEPS ${UNALIGNED_ARGS:-}${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md '
+        "bench.json bench.png bench.log ;; unaligned) touch unaligned.md unaligned.log ;; esac",
     )  # fmt: skip
-    unaligned, tune = (" ".join(step.split()) for step in steps)
-    assert unaligned == "unaligned --variants main,no_edge_stores,deferred_edges,edge_chunks_alone"
-    assert set(unaligned.split()[-1].split(",")) <= set(probe_unaligned.VARIANTS)
+    unaligned, bench_step = (" ".join(step.split()) for step in steps)
+    variants = unaligned.split()[-1].split(",")
+    assert unaligned.split()[:2] == ["unaligned", "--variants"]
+    assert set(variants) <= set(probe_unaligned.VARIANTS)
+    assert {"main", "no_edge_stores"} | set(probe_unaligned.EDGE_CHUNK_WIDTHS) == set(variants)
+    assert bench_step == "bench --only colwise_3d --select row_major --compile none"
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call44/env.txt", "call44/unaligned.md", "call44/unaligned.log", "call44/bench.md",
+                    "call44/bench.json"}  # fmt: skip
+
+
+def test_call_42_forces_colwise_3ds_tile_capped_and_uncapped_between_two_3d_points(tmp_path):
+    """prepared_calls.sh 42 (ran in session 47): colwise 3D's cooperative tile capped and uncapped forced at the
+    seven --points cap shapes, with env.txt, the table and the log. Stub gpu_session.sh, as above."""
+    out, steps = _run_prepared_call(
+        tmp_path, "42", '$STEPS ${TUNE_ARGS:-}\ncase "$STEPS" in tune) touch configs.md tune.log ;; esac'
+    )
+    [tune] = (" ".join(step.split()) for step in steps)
     assert tune == ("tune --points cap --only colwise_3d --replace --candidates coop_columns=256x64/w4/r128,256x64/w4")
     [tiles] = tune_configs.parse_candidates([tune.split("--candidates ")[1]]).values()
     assert [fp8moe.configs.describe(t) for t in tiles] == [
         fp8moe.configs.describe(t) for t in fp8moe.configs.COOP_COLUMNS_CUDA[1::-1]
-    ]  # the rule's capped tile first, then the uncapped one
+    ]  # the capped tile first, then the uncapped one
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {
-        "call43/env.txt", "call43/unaligned.md", "call43/unaligned.log", "call42/configs.md", "call42/tune.log"
-    }  # fmt: skip
+    assert kept == {"env.txt", "configs.md", "tune.log"}
 
 
 def test_call_30_profiles_the_3d_ops_under_the_rules_then_colwise_3d_capped_and_uncapped(tmp_path):
@@ -1446,8 +1461,8 @@ def test_call_38_benches_the_colwise_ops_then_forces_the_jagged_cooperative_tile
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
     """The tiles prepared call 28 forces on colwise 3D are tiles of its candidate list's form (tune_configs parses
-    each), the first the tile the rule gives more than one expert (every E since session 45), so the table's first row
-    is the default."""
+    each), the first the tile the rule gives below 128 experts (every E from session 45 to 46), so the table's first
+    row is the default there."""
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
