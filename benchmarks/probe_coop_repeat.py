@@ -1,0 +1,90 @@
+"""Colwise 3D on row-major input, its cooperative tile forced capped and uncapped, run again and again on the bench's
+inputs at one point, every output compared with fp8ref's byte for byte: whether a tile's bytes are wrong, every time
+or some times, and where.
+
+    python benchmarks/probe_coop_repeat.py                        # (128, 5120, 8192), 4 runs per tile
+    python benchmarks/probe_coop_repeat.py --shape 1,64,2048 --runs 2 --device cpu   # a smoke run (interpreter)
+
+Why: session 47's bench (benchmarks/results/h100-s47-call44-bench.md) marked colwise 3D at (128, 5120, 8192) not
+bitwise under the uncapped 256 x 64 tile, which forced runs of sessions 44, 45 and 47 had found bitwise there (the
+tile differs from the capped one in its register cap alone, so its bytes can differ only through timing: the order
+in which chunks fold, arrive and wait). Each line: the tile, the run, the codes and scales that differ and, where
+any do, the first differing (expert, k, n) and how many experts and columns hold one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+import fp8moe  # before triton: without a GPU it turns the interpreter on first
+
+# isort: split
+from fp8moe import bench, configs, replay
+from fp8ref.contracts import contract
+
+TILES = ("256x64/w4/r128", "256x64/w4")
+
+
+def compare_outputs(out, expected) -> dict:
+    """Codes and scales that differ (NaN as a class), and where the first differing code lies."""
+    from fp8ref.testing import same_bits
+
+    (q, scales), (q_ref, scales_ref) = out, expected
+    code_bad = ~same_bits(q, q_ref)
+    scale_bad = ~same_bits(scales, scales_ref)
+    row = {
+        "strides_match": q.stride() == q_ref.stride() and scales.stride() == scales_ref.stride(),
+        "codes_wrong": int(code_bad.sum()),
+        "scales_wrong": int(scale_bad.sum()),
+    }
+    if row["codes_wrong"]:
+        where = code_bad.nonzero()
+        row["first_code"] = where[0].tolist()
+        row["experts"] = int(where[:, 0].unique().numel())
+        row["columns"] = int((where[:, 0] * q.shape[2] + where[:, 2]).unique().numel())
+    return row
+
+
+def run(shape: tuple[int, int, int], runs: int, device: str) -> list[dict]:
+    """Each tile of TILES forced in turn (tune_configs.forced), ``runs`` calls each on the bench's inputs."""
+    from tune_configs import forced
+
+    c = contract("colwise_3d_scale_and_cast")
+    point = bench.Point("colwise_3d_scale_and_cast", shape, layout="row_major")
+    xs, offs = bench.make_inputs(c, point, device)
+    args = {"fp8_dtype": torch.float8_e4m3fn, "round_scales_to_power_of_2": False}
+    expected = c.call(c.reference, xs, offs, **args)
+    rows = []
+    for tile in TILES:
+        [index] = [i for i, cfg in enumerate(configs.COOP_COLUMNS.cuda) if configs.describe(cfg) == tile]
+        with forced({configs.COOP_COLUMNS.name}, index):
+            for attempt in range(runs):
+                out = c.call(fp8moe.colwise_3d_scale_and_cast, xs, offs, **args)
+                row = {"tile": tile, "run": attempt, **compare_outputs(out, expected)}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+                del out
+        replay.forget()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", default="128,5120,8192", help="E,K,N")
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args(argv)
+    shape = tuple(int(d) for d in args.shape.split(","))
+    rows = run(shape, args.runs, args.device)
+    bad = [r for r in rows if r["codes_wrong"] or r["scales_wrong"] or not r["strides_match"]]
+    print(f"{len(bad)} of {len(rows)} runs differ from fp8ref", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+    sys.exit(main())
