@@ -46,7 +46,6 @@ __all__ = [
     "COOPERATIVE_LISTS",
     "COOP_COLUMNS",
     "COOP_COLUMNS_MIN_K",
-    "COOP_COLUMNS_UNCAPPED_EXPERTS",
     "COOP_TRANSPOSE",
     "COOP_TRANSPOSE_SHORT_ROWS",
     "FUSED_ACTIVATIONS",
@@ -911,20 +910,20 @@ def _coop_table(
 #: The cooperative slice kernel for colwise_3d_scale_and_cast (fp8moe.kernels._coop_slices.launch_coop_experts:
 #: the jagged kernel with the experts as uniform groups of the stacked K axis), picked from the (E, N, K) view x.mT:
 #: tile (BLOCK_L positions along K, BLOCK_M columns), one program per tile, the chunks of a column block meeting
-#: through workspace atomics. :func:`_coop_columns_rule` takes 256 x 64 / 4 warps, capped at 128 registers below
-#: COOP_COLUMNS_UNCAPPED_EXPERTS experts (4 programs per SM instead of 3; 141 registers uncapped, 3 spilled capped,
-#: sm_90 under triton 3.6: benchmarks/results/cpu-sm90-registers-s39.md) and uncapped from there. The evidence, one
-#: H100 a session, every row bitwise: forced one at a time at the issue #11 3D points on row-major input,
-#: (1, 8192, 5120) / (16, 8192, 5120) / (64, 2048, 1408) / (128, 5120, 8192), the capped tile took 1.00 / 1.00 /
-#: 1.00 / 1.04x the best of six, the uncapped one 1.05 / 1.07 / 1.04 / 1.00x
-#: (benchmarks/results/h100-s45-call36-configs_columns.md); at seven corners between (16, 5120, 5120) and
-#: (128, 8192, 8192) the capped tile took 0.93-0.95x the uncapped time at all four with 16 experts and 1.02-1.04x at
-#: all three with 128 (h100-s47-call42-configs.md), so the number of experts, not K or N, flips it. Under the
-#: capped rule the bench ran at 75 / 84 / 79 / 77% of copy bandwidth, 1.51x torch.compile at the first point
-#: (h100-s46-call40-bench.md). The H200 is untimed. The earlier choices (the uncapped tile at one expert until
-#: session 45, the capped one at 128 experts in sessions 40-46: session 40's run, before session 44 put each counter
-#: on a line of its own, had the cap 0.96x there) and their runs: docs/SPEC.md §10.2 and
-#: benchmarks/results/per-group-ledger.md.
+#: through workspace atomics. :func:`_coop_columns_rule` takes the second: 256 x 64 / 4 warps capped at 128
+#: registers, 4 programs per SM instead of 3 (141 registers uncapped, 3 spilled capped, sm_90 under triton 3.6:
+#: benchmarks/results/cpu-sm90-registers-s39.md). The evidence, one H100 a session, every forced row bitwise: at the
+#: issue #11 3D points on row-major input, (1, 8192, 5120) / (16, 8192, 5120) / (64, 2048, 1408) /
+#: (128, 5120, 8192), the capped tile took 1.00 / 1.00 / 1.00 / 1.04x the best of six, the uncapped one 1.05 / 1.07 /
+#: 1.04 / 1.00x (benchmarks/results/h100-s45-call36-configs_columns.md); under the rule the bench ran at 75 / 84 /
+#: 79 / 77% of copy bandwidth, 1.51x torch.compile at the first point (h100-s46-call40-bench.md). At seven corners
+#: between (16, 5120, 5120) and (128, 8192, 8192) the cap took 0.93-0.95x the uncapped time at all four with 16
+#: experts and 1.02-1.04x at all three with 128 (h100-s47-call42-configs.md); a rule that dropped the cap from 128
+#: experts ran the bench's (128, 5120, 8192) at 78% of copy and its output was marked not bitwise
+#: (h100-s47-call44-bench.md), which three runs of that tile on the same inputs on another H100 did not repeat
+#: (h100-s47-call45-repeat.log, outputs not poisoned): unexplained, so the cap stays at every E
+#: (benchmarks/results/s47-summary.md). The H200 is untimed. The earlier choices (the uncapped tile at one expert
+#: until session 45) and their runs: docs/SPEC.md §10.2 and benchmarks/results/per-group-ledger.md.
 COOP_COLUMNS_CUDA = (
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4, maxnreg=128),
@@ -934,17 +933,12 @@ COOP_COLUMNS_CUDA = (
 COOP_COLUMNS_ROCM = triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4)
 
 
-#: From this many experts COOP_COLUMNS' CUDA tile runs uncapped: 128 experts took the uncapped tile 0.96-0.98x the
-#: capped one's time at three shapes, 64 experts 1.04x at (64, 2048, 1408) (the evidence above COOP_COLUMNS_CUDA).
-COOP_COLUMNS_UNCAPPED_EXPERTS = 128
-
-
 def _coop_columns_rule(backend: Backend, args: Mapping[str, object]) -> triton.Config:
-    """COOP_COLUMNS' tile: on CUDA the 256 x 64 tile, capped at 128 registers below COOP_COLUMNS_UNCAPPED_EXPERTS
-    experts (E) and uncapped from there; ROCm's one fixed config (no AMD timing; maxnreg is an NVIDIA option)."""
+    """COOP_COLUMNS' tile: on CUDA the 256 x 64 tile capped at 128 registers, for any number of experts; ROCm's one
+    fixed config (no AMD timing; maxnreg is an NVIDIA option)."""
     if backend.kind == "rocm":
         return COOP_COLUMNS_ROCM
-    return COOP_COLUMNS_CUDA[0] if args["E"] >= COOP_COLUMNS_UNCAPPED_EXPERTS else COOP_COLUMNS_CUDA[1]
+    return COOP_COLUMNS_CUDA[1]
 
 
 COOP_COLUMNS = _coop_table(

@@ -931,6 +931,37 @@ def test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks(jagged, width):
     assert checked_columns > 300  # the layouts do have unaligned ends
 
 
+@needs_interpreter  # the GPU runs the probe itself; here whether it sees bytes an op never writes
+def test_the_repeat_probe_poisons_the_outputs_so_a_code_never_written_differs(monkeypatch):
+    """probe_coop_repeat runs the op with every torch.empty/empty_strided result filled with 0x5A bytes: the real op
+    matches fp8ref on every run, poisoned; an op that leaves its last expert's codes unwritten differs there (all but
+    the codes that happen to be 0x5A), and the line says where."""
+    import torch
+
+    probe = pytest.importorskip("probe_coop_repeat")
+    shape = (2, 32, 64)
+    rows = probe.run(shape, 1, "cpu")
+    assert [r["tile"] for r in rows] == list(probe.TILES)
+    assert all(r["poisoned"] and r["strides_match"] for r in rows)
+    assert all(r["codes_wrong"] == r["scales_wrong"] == 0 for r in rows)
+
+    real = fp8moe.colwise_3d_scale_and_cast
+
+    def leaves_the_last_expert_unwritten(x, **kwargs):
+        q, scales = real(x, **kwargs)
+        out = torch.empty_strided(q.shape, q.stride(), dtype=q.dtype, device=q.device)
+        out[:-1] = q[:-1]
+        return out, scales
+
+    monkeypatch.setattr(fp8moe, "colwise_3d_scale_and_cast", leaves_the_last_expert_unwritten)
+    for row in probe.run(shape, 1, "cpu"):
+        assert row["poisoned"]
+        assert 0.9 * 32 * 64 < row["codes_wrong"] <= 32 * 64
+        assert row["first_code"][0] == 1
+        assert row["experts"] == 1
+        assert row["scales_wrong"] == 0
+
+
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail():
     """Integers in [-6, 6] with a 7 in every (group, column): the ceiling's scale 448 / 7 = 64 makes every scaled
@@ -1254,9 +1285,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "45"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "46"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 45: 1 to 44, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 46: 1 to 45, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1364,14 +1395,14 @@ def test_call_40_benches_the_3d_ops_under_the_rules_then_runs_their_gpu_tests(tm
     assert kept == {"env.txt", "bench.md", "bench.json", "pytest.log"}
 
 
-def test_the_h100_call_probes_the_edge_kernels_windows_then_benches_colwise_3d(tmp_path):
-    """prepared_calls.sh h100: call 44, the unaligned-edge probe's main and no-edge-store variants beside the
+def test_call_44_probes_the_edge_kernels_windows_then_benches_colwise_3d(tmp_path):
+    """prepared_calls.sh 44 (ran in session 47): the unaligned-edge probe's main and no-edge-store variants beside the
     edge-chunk kernel at its three windows, deferred and alone (every name one the probe knows), then colwise 3D's
-    bench on row-major input without torch.compile, in its own folder: env.txt, the probe's table and log, the
-    bench's .md and .json. Stub gpu_session.sh, as above."""
+    bench on row-major input without torch.compile: env.txt, the probe's table and log, the bench's .md and .json.
+    Stub gpu_session.sh, as above."""
     probe_unaligned = pytest.importorskip("probe_unaligned")
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${UNALIGNED_ARGS:-}${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md '
+        tmp_path, "44", '$STEPS ${UNALIGNED_ARGS:-}${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md '
         "bench.json bench.png bench.log ;; unaligned) touch unaligned.md unaligned.log ;; esac",
     )  # fmt: skip
     unaligned, bench_step = (" ".join(step.split()) for step in steps)
@@ -1381,8 +1412,26 @@ def test_the_h100_call_probes_the_edge_kernels_windows_then_benches_colwise_3d(t
     assert {"main", "no_edge_stores"} | set(probe_unaligned.EDGE_CHUNK_WIDTHS) == set(variants)
     assert bench_step == "bench --only colwise_3d --select row_major --compile none"
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {"call44/env.txt", "call44/unaligned.md", "call44/unaligned.log", "call44/bench.md",
-                    "call44/bench.json"}  # fmt: skip
+    assert kept == {"env.txt", "unaligned.md", "unaligned.log", "bench.md", "bench.json"}
+
+
+def test_the_h100_call_repeats_colwise_3d_poisoned_then_benches_it_keeping_the_log(tmp_path):
+    """prepared_calls.sh h100: call 45, probe_coop_repeat with three runs of each tile (stubbed here beside a stub
+    device_setup.sh), then colwise 3D's bench on row-major input, in its own folder: env.txt, the probe's log and the
+    bench's .md, .json and log (the log says which check failed where a row is not bitwise)."""
+    (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
+    (tmp_path / "probe_coop_repeat.py").write_text(f"import sys; open({str(tmp_path / 'probe_args')!r}, 'w').write("
+                                                   "' '.join(sys.argv[1:]))\n")  # fmt: skip
+    out, steps = _run_prepared_call(
+        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md bench.json bench.png '
+        "bench.log ;; esac",
+    )  # fmt: skip
+    assert (tmp_path / "probe_args").read_text() == "--runs 3"
+    [bench_step] = (" ".join(step.split()) for step in steps)
+    assert bench_step == "bench --only colwise_3d --select row_major --compile none"
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call45/env.txt", "call45/repeat.log", "call45/bench.md", "call45/bench.json",
+                    "call45/bench.log"}  # fmt: skip
 
 
 def test_call_42_forces_colwise_3ds_tile_capped_and_uncapped_between_two_3d_points(tmp_path):
@@ -1461,8 +1510,8 @@ def test_call_38_benches_the_colwise_ops_then_forces_the_jagged_cooperative_tile
 
 def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert():
     """The tiles prepared call 28 forces on colwise 3D are tiles of its candidate list's form (tune_configs parses
-    each), the first the tile the rule gives below 128 experts (every E from session 45 to 46), so the table's first
-    row is the default there."""
+    each), the first the tile the rule gives more than one expert (every E since session 45), so the table's first row
+    is the default."""
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"

@@ -681,21 +681,19 @@ def test_the_coop_transpose_tile_takes_shorter_chunks_where_they_mask_fewer_lane
         assert configs.coop_config(configs.COOP_TRANSPOSE, ROCM, (4, 16, n)) is configs.COOP_TRANSPOSE_ROCM
 
 
-def test_the_coop_columns_tile_is_capped_at_128_registers_below_128_experts_on_cuda_only():
-    """COOP_COLUMNS' rule: on CUDA 256 x 64 / 4 warps, with maxnreg 128 below 128 experts (H100: 0.93-0.97x the
+def test_the_coop_columns_tile_is_capped_at_128_registers_on_cuda_only():
+    """COOP_COLUMNS' rule: on CUDA 256 x 64 / 4 warps with maxnreg 128 at any number of experts (H100: 0.93-0.97x the
     uncapped time at E = 16 and 64 in session 40, 0.96x at E = 1 in session 45, 0.93-0.95x at four E = 16 shapes in
-    session 47) and without it from 128 (0.96-0.98x the capped time at three E = 128 shapes in session 47); ROCm its
-    one config, never capped; the interpreter its own tiles. The cap changes no chunking: coop_chunks is the same
-    either way."""
+    session 47; at E = 128 the uncapped tile ran 0.96-0.98x the capped time in session 47, but the bench under it
+    marked (128, 5120, 8192) not bitwise, unexplained, so the cap stays); ROCm its one config, never capped; the
+    interpreter its own tiles. The cap changes no chunking: coop_chunks is the same either way."""
     uncapped, capped = configs.COOP_COLUMNS_CUDA[:2]
     assert uncapped.kwargs == capped.kwargs == {"BLOCK_L": 256, "BLOCK_M": 64}
     assert (uncapped.num_warps, capped.num_warps) == (4, 4)
     assert (getattr(uncapped, "maxnreg", None), capped.maxnreg) == (None, 128)
     assert configs.describe(capped) == "256x64/w4/r128"
-    assert configs.COOP_COLUMNS_UNCAPPED_EXPERTS == 128
-    for e in (1, 2, 16, 64, 127, 128, 256):
-        expected = capped if e < 128 else uncapped
-        assert configs.coop_config(configs.COOP_COLUMNS, CUDA, (e, 5120, 8192)) is expected, e
+    for e in (1, 2, 16, 64, 128, 256):
+        assert configs.coop_config(configs.COOP_COLUMNS, CUDA, (e, 5120, 8192)) is capped, e
         assert configs.coop_chunks(configs.COOP_COLUMNS, CUDA, (e, 5120, 8192)) == 32, e
         rocm = configs.coop_config(configs.COOP_COLUMNS, ROCM, (e, 5120, 8192))
         assert rocm is configs.COOP_COLUMNS_ROCM

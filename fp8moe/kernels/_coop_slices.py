@@ -17,7 +17,7 @@ Three uses, each with its own config table (the tile follows the axis x is read 
   (benchmarks/results/h100-s35-colwise3d-rows-vs-coop.md); fp8moe.configs.COLWISE_3D_KERNEL picks it. Since
   session 39 it runs as the jagged form below with the experts as uniform groups (:func:`launch_coop_experts`),
   whose code took 141 registers where the dense launch (:func:`launch_coop_slices` on the view ``x.mT``) took 151
-  (sm_90, triton 3.6); below 128 experts the tile is capped at 128 registers (fp8moe.configs.COOP_COLUMNS).
+  (sm_90, triton 3.6); on CUDA the tile is capped at 128 registers (fp8moe.configs.COOP_COLUMNS).
 - rowwise_3d_transpose_rhs, method "atomic" (fp8moe.configs.COOP_TRANSPOSE): x (E, K, N) itself, each slice a row,
   the tile read along it; fp8moe.configs.TRANSPOSE_ATOMIC_KERNEL picks it over the method's two-launch form, which
   reads x twice (56-63% of copy bandwidth on the H200, benchmarks/results/issue11-misses.md). On an H100 (session
