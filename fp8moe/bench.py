@@ -412,6 +412,23 @@ def same_outputs(out, expected) -> bool:
     )
 
 
+def mismatch(out, expected) -> str:
+    """Why ``out`` is not ``expected`` (fp8ref.testing.assert_same_bits' message for the first output that differs:
+    dtype, shape, strides, or how many elements differ and the first few); "" when every output matches."""
+    from fp8ref.testing import assert_same_bits
+
+    if len(out) != len(expected):
+        return f"{len(out)} outputs, expected {len(expected)}"
+    for i, (a, b) in enumerate(zip(out, expected)):
+        if a.stride() != b.stride():  # assert_same_bits skips the strides of empty tensors; same_outputs does not
+            return f"output {i}: strides {a.stride()}, expected {b.stride()}"
+        try:
+            assert_same_bits(a, b, what=f"output {i}")
+        except AssertionError as e:
+            return str(e)
+    return ""
+
+
 def copy_bandwidth_gbps() -> float:
     """Device-to-device copy of a 2 GiB buffer, read + write bytes: the roofline every point is measured against.
 
@@ -600,6 +617,9 @@ def bench_point(
         _sync(device)
         first_ms = (time.perf_counter() - start) * 1e3
         ok = same_outputs(out, expected)
+        if not ok:  # the bench's log says why (the compare check below prints its own report)
+            where = f"{point.op} {'x'.join(map(str, point.shape))} G{point.groups} {point.variant} {point.layout}"
+            print(f"  {where} {name}: the full-shape output differs: {mismatch(out, expected)}", file=sys.stderr)
         if name != "torch.compile":  # compiled reference: a reduced shape would cost a recompile (dynamic=False)
             ok = ok and _checked(fn, c, point, kwargs, check_elements, device)
         del out

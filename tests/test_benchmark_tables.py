@@ -193,8 +193,23 @@ def test_bench_bitwise_check_needs_same_count_strides_and_bits():
     assert not bench.same_outputs((q + 1,), (q,))
 
 
-def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
-    """On the CPU, without fp8moe's kernels: the reference passes, a kernel with doubled scales is marked False."""
+def test_bench_mismatch_says_which_output_differs_and_how():
+    import torch
+
+    q = torch.zeros(2, 3, dtype=torch.float32)
+    assert bench.mismatch((q, q), (q.clone(), q.clone())) == ""
+    assert bench.mismatch((q,), (q, q)) == "1 outputs, expected 2"
+    assert bench.mismatch((q, q.t().contiguous().t()), (q, q)) == "output 1: strides (1, 2), expected (3, 1)"
+    wrong = q.clone()
+    wrong[1, 2] = 7.0
+    message = bench.mismatch((q, wrong), (q, q))
+    assert message.startswith("output 1: 1 of 6 differ; first at [[1, 2]]")
+    assert "[7.0] vs expected [0.0]" in message
+
+
+def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch, capsys):
+    """On the CPU, without fp8moe's kernels: the reference passes, a kernel with doubled scales is marked False, and
+    the log says which output differs at the full shape and where."""
     monkeypatch.setattr(bench, "_time", lambda fn: (fn(), (5.0, (6.0, 9.0)))[1])
     reference = contract("rowwise_2d_scale_and_cast").reference
 
@@ -210,6 +225,10 @@ def test_bench_point_times_a_wrong_implementation_and_marks_it(monkeypatch):
     ]
     assert all(r["loop_us"] > 0 for r in rows)  # the back-to-back loop ran the call itself (CPU: its wall time)
     assert all(r["host_us"] > 0 for r in rows)
+    logged = capsys.readouterr().err
+    expected = "rowwise_2d_scale_and_cast 8x40 G1 - row_major mine: the full-shape output differs: output 1: 8 of 8"
+    assert expected in logged
+    assert "reference: the full-shape output differs" not in logged
 
 
 def test_copy_row_times_a_copy_of_the_points_ideal_bytes_and_is_no_implementation(monkeypatch):
