@@ -42,13 +42,14 @@ def compare_outputs(out, expected) -> dict:
     from fp8ref.testing import same_bits
 
     (q, scales), (q_ref, scales_ref) = out, expected
+    row = {"strides_match": q.stride() == q_ref.stride() and scales.stride() == scales_ref.stride()}
+    if torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(
+        scales.view(torch.int32), scales_ref.view(torch.int32)
+    ):  # the same bytes, compared where they lie (same_bits copies 5 GB to the host)
+        return {**row, "codes_wrong": 0, "scales_wrong": 0}
     code_bad = ~same_bits(q, q_ref)
     scale_bad = ~same_bits(scales, scales_ref)
-    row = {
-        "strides_match": q.stride() == q_ref.stride() and scales.stride() == scales_ref.stride(),
-        "codes_wrong": int(code_bad.sum()),
-        "scales_wrong": int(scale_bad.sum()),
-    }
+    row.update(codes_wrong=int(code_bad.sum()), scales_wrong=int(scale_bad.sum()))
     if row["codes_wrong"]:
         where = code_bad.nonzero()
         row["first_code"] = where[0].tolist()
