@@ -28,6 +28,11 @@ from the module's globals when it first compiles it, so each variant runs in a f
   loads and its interior's first tile load together, casts and stores the edges while that tile is in flight, then
   runs the interior loop: the edges' round trip overlaps the interior's first one and no edge register lives
   across the loop. Other views and one-read spans are unchanged.
+- ``deferred_edges``, ``deferred_edges_w32``, ``deferred_edges_w128`` (session 47): candidate fixes, exact. The op
+  without its edge stores, then a kernel of its own (:func:`launch_edge_chunks`) casting the 16-, 32- or 128-column
+  window around each unaligned group end as whole vector rows; ``edge_chunks*_alone`` time that kernel by itself.
+  On an H100 the 32-column windows took 0.91-0.98x main's time at the colwise op's unaligned layouts, 1.7-2.1 us
+  more at aligned ones, and 1.2-1.5x on the rowwise op (benchmarks/results/h100-s47-call44-unaligned.md).
 
 Session 18's first run (benchmarks/results/h200-s18-call2-unaligned.md) had a fourth variant, pass 1 folding the
 edges into its elementwise loop on the transposing view: exact and 8-9% faster at the unaligned colwise points, it
