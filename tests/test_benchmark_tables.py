@@ -872,7 +872,9 @@ def test_unaligned_probe_variants_take_effect_and_the_main_variant_is_bitwise(mo
     assert any(end % 16 for end in random)
     assert all(end % 16 == 0 for end in random16)
     rows = []
-    for variant in probe_unaligned.VARIANTS:
+    # the "_alone" variants run the deferred variants' edge kernel on main's outputs, and the 128-column windows are
+    # the 32-column ones wider (test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks checks every width)
+    for variant in [v for v in probe_unaligned.VARIANTS if not v.endswith(("_alone", "_w128"))]:
         # what a variant run changes, restored after it: the span loop's functions (the interpreter reads them per
         # call) and the forced jagged kernel (probe_per_group_kernels.use_jagged_kernel)
         for name in ("_edges_cast", "_edges_amax", "span_amax", "cast_span"):
@@ -927,7 +929,7 @@ def test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks(jagged, width):
     length, other, poison = 200, 24, 0x7F
     checked_columns = 0
     for layout in OFFS_LAYOUTS:
-        for groups in (1, 5, 19):
+        for groups in (1, 5, 19) if width == 16 else (19,):  # the wider windows: the many-group layouts alone
             ends = make_offs(layout, length, groups, torch.Generator().manual_seed(groups))
             offs = torch.tensor(ends, dtype=torch.int32)
             gen = torch.Generator().manual_seed(len(layout) + groups)
@@ -947,7 +949,7 @@ def test_edge_chunk_kernel_writes_exactly_the_unaligned_chunks(jagged, width):
             assert torch.equal(q[:, written].view(torch.uint8), ref_view[:, written].view(torch.uint8)), where
             assert bool((q[:, untouched].view(torch.uint8) == poison).all()), where
             checked_columns += len(written)
-    assert checked_columns > 300  # the layouts do have unaligned ends
+    assert checked_columns > 200  # the layouts do have unaligned ends
 
 
 @needs_interpreter  # the GPU runs the probe itself; here whether it sees bytes an op never writes
