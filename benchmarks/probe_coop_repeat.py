@@ -119,6 +119,5 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bad else 0
 
 
-if __name__ == "__main__":
-    sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+if __name__ == "__main__":  # run as a script, its folder (tune_configs' too) is first on sys.path
     sys.exit(main())
