@@ -404,12 +404,9 @@ def make_inputs(contract, point: Point, device: str = "cuda"):
 
 
 def same_outputs(out, expected) -> bool:
-    """Same number of outputs, each with the same shape, strides and bits (NaN as a class)."""
-    from fp8ref.testing import same_bits
-
-    return len(out) == len(expected) and all(
-        a.shape == b.shape and a.stride() == b.stride() and bool(same_bits(a, b).all()) for a, b in zip(out, expected)
-    )
+    """Same number of outputs, each with the same dtype, shape, strides and bits (NaN as a class): :func:`mismatch`
+    finds nothing."""
+    return not mismatch(out, expected)
 
 
 def mismatch(out, expected) -> str:
@@ -420,7 +417,7 @@ def mismatch(out, expected) -> str:
     if len(out) != len(expected):
         return f"{len(out)} outputs, expected {len(expected)}"
     for i, (a, b) in enumerate(zip(out, expected)):
-        if a.stride() != b.stride():  # assert_same_bits skips the strides of empty tensors; same_outputs does not
+        if a.stride() != b.stride():  # assert_same_bits skips the strides of empty tensors; the bench checks them
             return f"output {i}: strides {a.stride()}, expected {b.stride()}"
         try:
             assert_same_bits(a, b, what=f"output {i}")
@@ -616,10 +613,11 @@ def bench_point(
         out = call()
         _sync(device)
         first_ms = (time.perf_counter() - start) * 1e3
-        ok = same_outputs(out, expected)
-        if not ok:  # the bench's log says why (the compare check below prints its own report)
+        why = mismatch(out, expected)
+        ok = not why
+        if why:  # the bench's log says why (the compare check below prints its own report)
             where = f"{point.op} {'x'.join(map(str, point.shape))} G{point.groups} {point.variant} {point.layout}"
-            print(f"  {where} {name}: the full-shape output differs: {mismatch(out, expected)}", file=sys.stderr)
+            print(f"  {where} {name}: the full-shape output differs: {why}", file=sys.stderr)
         if name != "torch.compile":  # compiled reference: a reduced shape would cost a recompile (dynamic=False)
             ok = ok and _checked(fn, c, point, kwargs, check_elements, device)
         del out
