@@ -48,10 +48,11 @@
 #   bash benchmarks/prepared_calls.sh 43  # unaligned group edges cast after the op by a kernel of their own (3 min)
 #   bash benchmarks/prepared_calls.sh 44  # the edge kernel writing whole sectors and lines; colwise 3D's new cap rule
 #   bash benchmarks/prepared_calls.sh 45  # colwise 3D uncapped at (128, 5120, 8192), outputs poisoned: bitwise? (5 min)
+#   bash benchmarks/prepared_calls.sh 46  # the slice kernel's arrival without and with its barrier: races? (5 min)
 #   bash benchmarks/prepared_calls.sh h200      # 41 in one device call (6-8 minutes; the H200's standing on issue #11)
 #   bash benchmarks/prepared_calls.sh h200-3d   # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 45 in one device call (about 5 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 46 in one device call (about 5 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -133,7 +134,7 @@ case "${1:-}" in
   h200) waiting="41" ;;
   h200-3d) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="45" ;;
+  h100) waiting="46" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -149,7 +150,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 45, h200, h200-3d, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 46, h200, h200-3d, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -590,6 +591,19 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
     STEPS="bench" BENCH_TIMEOUT=150 BENCH_ARGS="--only colwise_3d --select row_major --compile none" \
       bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.png" ;;
+  46) # the race session 48 found in the cooperative slice kernel as Triton 3.6 compiles it: no barrier between the
+      # folds of warps 0 and 1 and warp 0's arrival (benchmarks/sass_counts.py --meetings). Both forms ("no-barrier",
+      # the code before session 48; "barrier", fp8moe.kernels._coop.arrive), 10000 runs each of colwise 3D on
+      # row-major input and of the atomic transpose on inputs where a missed fold changes most codes, each run
+      # against fp8ref byte for byte, then each form timed over 200 calls (benchmarks/probe_coop_race.py); then
+      # the GPU tests of the cooperative kernels. Files: env.txt, race.log, pytest.log.
+    (
+      source "$here/device_setup.sh"
+      timeout 300 python3 "$here/probe_coop_race.py" --runs 10000 >"$OUT/race.log" 2>&1
+      echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    )
+    STEPS="tests" TEST_TIMEOUT=150 TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop" \
+      bash "$here/gpu_session.sh" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -602,5 +616,5 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
     else
       STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
     fi ;;
-  *) echo "no prepared call $1: 1 to 45, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 46, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

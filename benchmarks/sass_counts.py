@@ -9,6 +9,7 @@
     python benchmarks/sass_counts.py --candidates per_group_scales=64x128/w4/g/o256  # registers of any candidate
     python benchmarks/sass_counts.py --long-slices          # probe_long_slices.py's kernels: cp.async, shared memory
     python benchmarks/sass_counts.py --coop-slices          # the cooperative slice kernel: registers, barriers
+    python benchmarks/sass_counts.py --meetings             # every cooperative kernel's arrivals and waits
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -42,6 +43,7 @@ sys.modules.setdefault("fp8moe", _package)
 
 import torch  # noqa: E402
 import triton  # noqa: E402
+from meeting_order import meeting_order  # noqa: E402  (benchmarks/ too)
 from residency import SM_REGISTERS, SM_THREADS, blocks_per_sm  # noqa: E402  (benchmarks/, this script's folder)
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
@@ -197,13 +199,31 @@ def coop_slices() -> dict:
     expert since session 40: 4 programs per SM at 4 warps), so is the jagged kernel's on the colwise ops ("groups
     fused r128", fp8moe.configs.GROUP_COOP_CAP), and the atomic transpose's first tile on the jagged kernel's
     uniform form ("transpose-uniform fused")."""
-    from fp8moe import configs
     from fp8moe.kernels import _coop, _coop_slices
+
+    result = {}
+    for op, kernel, config, unit, other, divisible, extra in _coop_uses():
+        phases = [("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)]
+        if kernel is _coop_slices._coop_groups_kernel:  # the launch that casts groups too long to wait for
+            phases.append(("long", _coop.PHASE_LONG))
+        for phase_name, phase in phases:
+            if op == "transpose-uniform" and phase_name != "fused":
+                continue
+            for cap in (None, 128) if op in ("columns", "groups") and phase_name == "fused" else (None,):
+                counts = _coop_counts(kernel, config, phase, (unit, other, divisible, extra), cap)
+                result[f"{op} {phase_name}" + (f" r{cap}" if cap else "")] = counts
+    return result
+
+
+def _coop_uses() -> tuple:
+    """The cooperative slice kernel's uses (:func:`coop_slices`): per use its name, the kernel, its first CUDA
+    config, the unit stride, the other stride, the 16-divisible arguments and the use's extra constexprs."""
+    from fp8moe import configs
+    from fp8moe.kernels import _coop_slices
 
     dense = ["x_ptr", "q_ptr", "scales_ptr", "ws_ptr", "M", "L", "stride_xe", "stride_qe", "stride_qm"]
     jagged = _COOP_JAGGED_DIVISIBLE
-    result = {}
-    for op, kernel, config, unit, other, divisible, extra in (
+    return (
         ("columns", _coop_slices._coop_groups_kernel, configs.COOP_COLUMNS.cuda[0], *_COOP_COLUMNS_LAYOUT),
         ("columns-dense", _coop_slices._coop_slices_kernel, configs.COOP_COLUMNS.cuda[0], "stride_xm", "stride_xl",
          dense, {}),
@@ -216,17 +236,7 @@ def coop_slices() -> dict:
         ("transpose-uniform", _coop_slices._coop_groups_kernel, configs.COOP_TRANSPOSE.cuda[0], "stride_xk",
          "stride_xr", [k for k in jagged if k != "offs_ptr"],
          {"BLOCK_G": 16, "UNIFORM": True, "COUNT_WORDS": _coop_slices.count_words(True)}),
-    ):  # fmt: skip
-        phases = [("fused", _coop.PHASE_FUSED), ("fold", _coop.PHASE_AMAX), ("cast", _coop.PHASE_CAST)]
-        if kernel is _coop_slices._coop_groups_kernel:  # the launch that casts groups too long to wait for
-            phases.append(("long", _coop.PHASE_LONG))
-        for phase_name, phase in phases:
-            if op == "transpose-uniform" and phase_name != "fused":
-                continue
-            for cap in (None, 128) if op in ("columns", "groups") and phase_name == "fused" else (None,):
-                counts = _coop_counts(kernel, config, phase, (unit, other, divisible, extra), cap)
-                result[f"{op} {phase_name}" + (f" r{cap}" if cap else "")] = counts
-    return result
+    )  # fmt: skip
 
 
 # The jagged kernel's arguments compiled 16-divisible. L and K 16-divisible too: Triton specializes them so at every
@@ -244,10 +254,9 @@ _COOP_COLUMNS_LAYOUT = (
 )  # fmt: skip
 
 
-def _coop_counts(kernel, config, phase: int, layout: tuple, cap: int | None) -> dict:
+def _compile_coop(kernel, config, phase: int, layout: tuple, cap: int | None):
     """One phase of the cooperative slice kernel under ``config``, capped at ``cap`` registers, compiled for sm_90
-    with ``layout`` (unit stride, the other stride, the 16-divisible arguments, extra constexprs): registers,
-    shared bytes, programs per SM, and its barriers, atomics and spills."""
+    with ``layout`` (unit stride, the other stride, the 16-divisible arguments, extra constexprs)."""
     unit, other, divisible, extra = layout
     pointers = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "ws_ptr": "*i32", "offs_ptr": "*i32"}
     constants = {
@@ -255,7 +264,13 @@ def _coop_counts(kernel, config, phase: int, layout: tuple, cap: int | None) -> 
         **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
     }  # fmt: skip
     pointer_args = {k: v for k, v in pointers.items() if k != "offs_ptr" or "offs_ptr" in divisible}
-    compiled = compile_sm90(kernel, constants, pointer_args, [*divisible, other], config.num_warps, cap)
+    return compile_sm90(kernel, constants, pointer_args, [*divisible, other], config.num_warps, cap)
+
+
+def _coop_counts(kernel, config, phase: int, layout: tuple, cap: int | None) -> dict:
+    """:func:`_compile_coop`'s kernel: registers, shared bytes, programs per SM, and its barriers, atomics and
+    spills."""
+    compiled = _compile_coop(kernel, config, phase, layout, cap)
     registers = loops(compiled)["registers"]
     shared = compiled.metadata.shared
     return {
@@ -263,6 +278,49 @@ def _coop_counts(kernel, config, phase: int, layout: tuple, cap: int | None) -> 
         "shared_bytes": shared,
         "programs_per_sm": blocks_per_sm(registers, config.num_warps, shared),
         **_barrier_counts(compiled, ("MEMBAR", "RED", "ATOM", "STL", "LDL")),
+    }
+
+
+def meetings() -> dict:
+    """:func:`meeting_order` of every cooperative kernel's fused launch compiled for sm_90, under "<kernel> ttgir"
+    and "<kernel> ptx": the slice kernel's uses (:func:`_coop_uses`), the tile kernel (fp8moe.kernels._group_tiles,
+    64x128/w4) and the chunked kernel (fp8moe.kernels._group_chunks, 64x64/w4)."""
+    from fp8moe.kernels import _coop
+    from fp8moe.kernels._group_chunks import _group_chunks_kernel
+    from fp8moe.kernels._group_tiles import _group_tiles_kernel
+
+    fp8 = fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE)
+    compiled = {
+        op: _compile_coop(kernel, config, _coop.PHASE_FUSED, (unit, other, divisible, extra), None)
+        for op, kernel, config, unit, other, divisible, extra in _coop_uses()
+    }
+    tiles_pointers = {
+        "x_ptr": "*bf16",
+        "q_ptr": "*fp8e4nv",
+        "scales_ptr": "*fp32",
+        "offs_ptr": "*i32",
+        "ws_ptr": "*i32",
+    }
+    compiled["tiles"] = compile_sm90(
+        _group_tiles_kernel,
+        {"LONG_COUNT": 0, "LONG_LIST": 1, "PHASE": int(_coop.PHASE_FUSED), "BLOCK_R": 64, "BLOCK_K": 128, "BLOCK_G": 64,
+         "INT64_INDEX": False, "stride_xk": 1, **fp8},
+        tiles_pointers, list(tiles_pointers), 4,
+    )  # fmt: skip
+    chunks_pointers = {
+        **dict.fromkeys(("x1_ptr", "x2_ptr"), "*bf16"), **dict.fromkeys(("q1_ptr", "q2_ptr"), "*fp8e4nv"),
+        **dict.fromkeys(("scales1_ptr", "scales2_ptr"), "*fp32"), "offs_ptr": "*i32", "ws_ptr": "*i32",
+    }  # fmt: skip
+    compiled["chunks"] = compile_sm90(
+        _group_chunks_kernel,
+        {"PHASE": int(_coop.PHASE_FUSED), "BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4,
+         "BLOCK_G": 16, "PACK_K": 4, "L2_HINTS": False, "INT64_INDEX": False, **fp8},
+        chunks_pointers, list(chunks_pointers), 4,
+    )  # fmt: skip
+    return {
+        f"{op} {name}": meeting_order(kernel.asm[name], level)
+        for op, kernel in compiled.items()
+        for level, name in enumerate(("ttgir", "ptx"))
     }
 
 
@@ -620,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
         "--coop-slices", action="store_true", help="the cooperative slice kernel's registers and barriers (JSON)"
     )
     parser.add_argument(
+        "--meetings", action="store_true", help="how each cooperative kernel's programs meet: barriers (JSON)"
+    )
+    parser.add_argument(
         "--gap-group", type=int, default=128, help="with --gap: tokens per group, the one-read tile's token extent"
     )
     args = parser.parse_args(argv)
@@ -634,7 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for wanted, report in ((args.caps, register_caps), (args.folds, fold_barriers),
                            (args.l2_hints, l2_hints), (args.dependent_launch, dependent_launch),
-                           (args.coop_slices, coop_slices)):  # fmt: skip
+                           (args.coop_slices, coop_slices), (args.meetings, meetings)):  # fmt: skip
         if wanted:
             print(json.dumps(report()))
             return 0

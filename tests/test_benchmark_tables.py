@@ -988,6 +988,31 @@ def test_the_repeat_probe_poisons_the_outputs_so_a_code_never_written_differs(mo
         assert row["scales_wrong"] == 0
 
 
+@needs_interpreter  # the GPU runs the probe's two forms; here its inputs, its "barrier" form and its comparison
+def test_the_race_probe_spikes_each_slice_once_and_counts_the_bytes_a_missed_fold_changes():
+    """probe_coop_race's input holds exactly one spike per slice along the op's reduced axis (K for colwise 3D, N
+    for the transpose); the kernel as it ships ("barrier") matches fp8ref on the interpreter; and the comparison
+    counts the codes and scales of an output cast as if the spikes' folds were missed (most codes and every scale
+    differ), so a racy run cannot pass for a clean one."""
+    import torch
+
+    probe = pytest.importorskip("probe_coop_race")
+    for reduced, shape in ((1, (2, 64, 8)), (2, (2, 8, 64))):
+        spikes = (probe.spiked_input(shape, reduced, "cpu") == probe.SPIKE).sum(dim=reduced)
+        assert spikes.shape == (2, 8)
+        assert bool((spikes == 1).all()), spikes
+    summary = probe.run_form("barrier", "transpose_atomic", (2, 16, 512), 1, "cpu")
+    assert summary["differing_runs"] == 0
+    assert summary["runs"] == 1
+    x = probe.spiked_input((1, 1024, 8), 1, "cpu")
+    expected = contract("colwise_3d_scale_and_cast").reference(x)
+    assert probe.differing(fp8moe.colwise_3d_scale_and_cast(x), expected) == (0, 0)
+    missed = torch.where(x == probe.SPIKE, torch.full_like(x, 4.0), x)
+    codes, scales = probe.differing(fp8moe.colwise_3d_scale_and_cast(missed), expected)
+    assert codes > 0.5 * x.numel(), codes
+    assert scales == 8, scales
+
+
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail():
     """Integers in [-6, 6] with a 7 in every (group, column): the ceiling's scale 448 / 7 = 64 makes every scaled
@@ -1311,9 +1336,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "46"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "47"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 46: 1 to 45, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 47: 1 to 46, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1441,23 +1466,39 @@ def test_call_44_probes_the_edge_kernels_windows_then_benches_colwise_3d(tmp_pat
     assert kept == {"env.txt", "unaligned.md", "unaligned.log", "bench.md", "bench.json"}
 
 
-def test_the_h100_call_repeats_colwise_3d_poisoned_then_benches_it_keeping_the_log(tmp_path):
-    """prepared_calls.sh h100: call 45, probe_coop_repeat with three runs of each tile (stubbed here beside a stub
-    device_setup.sh), then colwise 3D's bench on row-major input, in its own folder: env.txt, the probe's log and the
-    bench's .md, .json and log (the log says which check failed where a row is not bitwise)."""
+def test_call_45_repeats_colwise_3d_poisoned_then_benches_it_keeping_the_log(tmp_path):
+    """prepared_calls.sh 45: probe_coop_repeat with three runs of each tile (stubbed here beside a stub
+    device_setup.sh), then colwise 3D's bench on row-major input: env.txt, the probe's log and the bench's .md, .json
+    and log (the log says which check failed where a row is not bitwise)."""
     (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
     (tmp_path / "probe_coop_repeat.py").write_text(f"import sys; open({str(tmp_path / 'probe_args')!r}, 'w').write("
                                                    "' '.join(sys.argv[1:]))\n")  # fmt: skip
     out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md bench.json bench.png '
+        tmp_path, "45", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md bench.json bench.png '
         "bench.log ;; esac",
     )  # fmt: skip
     assert (tmp_path / "probe_args").read_text() == "--runs 3"
     [bench_step] = (" ".join(step.split()) for step in steps)
     assert bench_step == "bench --only colwise_3d --select row_major --compile none"
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {"call45/env.txt", "call45/repeat.log", "call45/bench.md", "call45/bench.json",
-                    "call45/bench.log"}  # fmt: skip
+    assert kept == {"env.txt", "repeat.log", "bench.md", "bench.json", "bench.log"}
+
+
+def test_the_h100_call_runs_both_arrival_forms_then_the_cooperative_kernels_gpu_tests(tmp_path):
+    """prepared_calls.sh h100: call 46, probe_coop_race with 10000 runs of each form (stubbed here beside a stub
+    device_setup.sh), then the GPU tests of the cooperative kernels, in its own folder: env.txt, the probe's log and
+    pytest's."""
+    (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
+    (tmp_path / "probe_coop_race.py").write_text(f"import sys; open({str(tmp_path / 'probe_args')!r}, 'w').write("
+                                                 "' '.join(sys.argv[1:]))\n")  # fmt: skip
+    out, steps = _run_prepared_call(
+        tmp_path, "h100", '$STEPS ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; esac'
+    )
+    assert (tmp_path / "probe_args").read_text() == "--runs 10000"
+    [test_step] = (" ".join(step.split()) for step in steps)
+    assert test_step == "tests tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop"
+    kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert kept == {"call46/env.txt", "call46/race.log", "call46/pytest.log"}
 
 
 def test_call_42_forces_colwise_3ds_tile_capped_and_uncapped_between_two_3d_points(tmp_path):

@@ -26,7 +26,9 @@ which the interpreter this process runs has replaced):
 - DEPENDENT_LAUNCH (fp8moe.backend.Backend.dependent_launch) waits for the kernel before it ahead of any global load or
   store, lets the next one start, and costs no register; without it the span kernels have no grid dependency control;
 - the cooperative slice kernel compiles in every phase for each of its uses, folds relaxed and keeps two programs
-  per SM or more.
+  per SM or more;
+- every cooperative kernel puts a barrier between its warps' folds and its one thread's arrival, and between the
+  wait and the read of the folded amax (benchmarks/meeting_order.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import pytest
 from fp8moe.backend import CAST_CLAMPED_NATIVE, CAST_SATURATING_NATIVE
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # meeting_order, read in this process
 NVIDIA_BIN = None
 try:
     import triton
@@ -351,3 +354,65 @@ def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_each_use_and_f
         assert phases[f"{use} fused"]["MEMBAR"] == 2, use
         assert phases[f"{use} cast"]["RED"] == 0, use  # the cast folds nothing
         assert phases[f"{use} fused"]["programs_per_sm"] >= 2, phases[f"{use} fused"]
+
+
+#: The cooperative kernels :func:`test_every_cooperative_kernel_arrives_after_a_barrier_and_reads_after_one` reads:
+#: the slice kernel's uses (benchmarks/sass_counts.py, _coop_uses), the tile kernel and the chunked kernel.
+COOPERATIVE_KERNELS = ("columns", "columns-dense", "transpose", "groups", "transpose-uniform", "tiles", "chunks")
+
+
+def test_every_cooperative_kernel_arrives_after_a_barrier_and_reads_after_one():
+    """Every cooperative kernel's fused launch, compiled for sm_90: a barrier of the program's threads lies between
+    the last fold of its partial amax and each arrival, in the TTGIR (a barrier the kernel asks for, so that it does
+    not rest on what a Triton version adds: 3.9 adds one there, 3.6, the GPU's, does not) and in the PTX; and a
+    barrier between the last poll of the count and each read of the folded amax. One thread arrives for the program,
+    and its release covers only what it and the threads it has synchronized with did: without the barrier another
+    warp's fold may land after the arrival, and a program of the slice cast with too small an amax (the slice
+    kernel of colwise 3D, the atomic transpose and the jagged per-group launch, until session 48;
+    fp8moe.kernels._coop.arrive)."""
+    meetings = _sass_counts("--meetings")
+    assert set(meetings) == {f"{kernel} {level}" for kernel in COOPERATIVE_KERNELS for level in ("ttgir", "ptx")}
+    for name, counts in meetings.items():
+        assert counts["arrivals"] >= 1, (name, counts)
+        assert counts["arrivals_after_barrier"] == counts["arrivals"], (name, counts)
+        assert counts["reads_after_poll"] >= 1, (name, counts)
+        assert counts["reads_after_poll_barrier"] == counts["reads_after_poll"], (name, counts)
+
+
+def test_the_meeting_reader_finds_an_arrival_or_a_read_without_its_barrier():
+    """benchmarks/meeting_order.py on text of its own: the slice kernel's fold and arrival as Triton 3.6 compiled them
+    before session 48 (no barrier between) count as an arrival without one, a barrier between makes it count, and a
+    read of the folded amax straight after the poll counts as a read without one; in TTGIR and PTX alike."""
+    from meeting_order import meeting_order
+
+    ptx_fold = "@%p257 atom.global.gpu.relaxed.max.s32 %r334, [ %rd48 + 0 ], %r335;"
+    ptx_arrive = "@%p22 atom.global.gpu.release.add.u32 %r507, [ %rd47 + 0 ], %r508;"
+    ptx_poll = "ld.volatile.global.b32 { %r509 }, [ %rd47 + 0 ];"
+    ptx_read = "@%p257 atom.global.gpu.acquire.max.s32 %r511, [ %rd48 + 0 ], %r512;"
+    tt_fold = "%27 = tt.atomic_rmw max, relaxed, gpu, %words, %bits, %20 : (tensor<64x!tt.ptr<i32>>)"
+    tt_arrive = "%28 = tt.atomic_rmw add, release, gpu, %count, %c1_i32, %true : (!tt.ptr<i32>, i32, i1) -> i32"
+    tt_poll = "%seen = tt.load %count {isVolatile = true} : !tt.ptr<i32>"
+    tt_read = "%folded = tt.atomic_rmw max, acquire, gpu, %words, %cst, %20 : (tensor<64x!tt.ptr<i32>>)"
+    for level, (fold, arrive, poll, read, barrier) in enumerate(
+        (
+            (tt_fold, tt_arrive, tt_poll, tt_read, "ttg.barrier all"),
+            (ptx_fold, ptx_arrive, ptx_poll, ptx_read, "bar.sync 0;"),
+        )
+    ):
+        racy = meeting_order("\n".join((fold, arrive, poll, poll, read)), level)
+        assert racy == {
+            "arrivals": 1,
+            "arrivals_after_barrier": 0,
+            "reads_after_poll": 1,
+            "reads_after_poll_barrier": 0,
+        }
+        ordered = meeting_order("\n".join((fold, barrier, arrive, poll, poll, barrier, read)), level)
+        assert ordered == {
+            "arrivals": 1,
+            "arrivals_after_barrier": 1,
+            "reads_after_poll": 1,
+            "reads_after_poll_barrier": 1,
+        }
+        # a barrier before the fold orders nothing after it
+        late = meeting_order("\n".join((barrier, fold, arrive)), level)
+        assert late["arrivals_after_barrier"] == 0, late

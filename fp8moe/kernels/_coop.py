@@ -25,6 +25,7 @@ __all__ = [
     "PHASE_CAST",
     "PHASE_FUSED",
     "PHASE_LONG",
+    "arrive",
     "clamped_ends",
     "coop_limit",
     "device_multiprocessors",
@@ -96,9 +97,24 @@ def max_combine(a, b):
 
 
 @triton.jit
+def arrive(count_ptr):
+    """Count this program in at its slice block's arrival count (release) once every warp of it has folded: a
+    barrier, then the arrival. One thread makes a scalar atomic, and its release orders only what that thread, and
+    threads it has synchronized with, did before it; the folds are made by the threads that hold the reduced amax,
+    in other warps too. Without the barrier a program of the slice may see the count complete and read the amax
+    before another warp's fold lands, and cast with too small an amax. Triton 3.9 happens to put a barrier there
+    (its lowering of the atomic guards shared memory), Triton 3.6, the GPU's, does not: the cooperative slice kernel
+    had that race until session 48 (benchmarks/sass_counts.py --meetings; tests/test_kernel_instructions.py)."""
+    tl.debug_barrier()
+    tl.atomic_add(count_ptr, 1, sem="release")
+
+
+@triton.jit
 def wait_for_slice(count_ptr, chunks):
     """Wait until all ``chunks`` programs of a slice have arrived. It spins on volatile loads, not atomics:
-    read-modify-writes of the count would queue behind each other and the arrivals in the L2's atomic unit."""
+    read-modify-writes of the count would queue behind each other and the arrivals in the L2's atomic unit. Every
+    thread spins; callers put a barrier after it, so that no thread reads the folded amax before all have seen the
+    count complete."""
     seen = tl.load(count_ptr, volatile=True)
     while seen < chunks:
         seen = tl.load(count_ptr, volatile=True)

@@ -75,6 +75,7 @@ from fp8moe.kernels._coop import (
     PHASE_CAST,
     PHASE_FUSED,
     PHASE_LONG,
+    arrive,
     coop_limit,
     group_bounds,
     group_item,
@@ -144,10 +145,11 @@ def _quantize_chunk(
     if PHASE != PHASE_CAST:
         fold_amax(words, amax_of_magnitude_bits(magnitude_bits(x), x.dtype, 0), m_mask)
     if PHASE == PHASE_ARRIVE:
-        tl.atomic_add(count_ptr, 1, sem="release")
+        arrive(count_ptr)
     if PHASE == PHASE_FUSED and waits:
-        tl.atomic_add(count_ptr, 1, sem="release")
+        arrive(count_ptr)
         wait_for_slice(count_ptr, chunks)
+        tl.debug_barrier()  # the amax reads after every thread's wait
     if (PHASE == PHASE_FUSED and waits) or PHASE == PHASE_CAST:
         scale = _cast_tile(x, q_ptr, scales_ptr, words, first, ms, m_mask, ls, l_mask, stride_qm, FP8_DTYPE,
                            FP8_MAX, MAN_BITS, EMIN, FNUZ, ROUND_POW2, CAST_MODE)  # fmt: skip

@@ -60,6 +60,7 @@ from fp8moe.kernels._coop import (
     PHASE_ARRIVE,
     PHASE_CAST,
     PHASE_FUSED,
+    arrive,
     coop_limit,
     device_multiprocessors,
     group_bounds,
@@ -158,8 +159,7 @@ def _quantize_item(
             tl.atomic_max(amax_slots, amax.to(tl.int32, bitcast=True), mask=row_mask, sem="release")
         if PHASE == PHASE_FUSED or PHASE == PHASE_ARRIVE:  # noqa: SIM109  (constexprs: `in` is no Triton construct)
             count_ptr = counts_ptr + g * tl.cdiv(R, BLOCK_R) + rb
-            tl.debug_barrier()  # every thread's folds before the arrival (release)
-            tl.atomic_add(count_ptr, 1, sem="release")
+            arrive(count_ptr)
             if PHASE == PHASE_FUSED:
                 wait_for_slice(count_ptr, n)
                 tl.debug_barrier()  # the amax reads after the wait

@@ -277,7 +277,7 @@ def quantize_group_tile(
         shared_z = (touched > 1) & (chunks_z > 1)
         count_a = counts_ptr + g_a * tl.cdiv(R, BLOCK_R) + rb
         count_z = counts_ptr + g_z * tl.cdiv(R, BLOCK_R) + rb
-        tl.debug_barrier()  # every thread's folds before the arrivals (release)
+        tl.debug_barrier()  # every warp's folds before the arrivals (release; fp8moe.kernels._coop.arrive)
         if shared_a:
             tl.atomic_add(count_a, 1, sem="release")
         if shared_z:

@@ -1,0 +1,179 @@
+"""The cooperative slice kernel with and without the barrier before its arrival, run many times on inputs where a
+missed fold changes bytes: does the race session 48 found in Triton 3.6's code show on the GPU, and is it gone with
+the barrier.
+
+    python benchmarks/probe_coop_race.py                      # both forms, both ops, 3000 runs each (GPU)
+    python benchmarks/probe_coop_race.py --runs 2 --device cpu --colwise-shape 2,64,32 --transpose-shape 2,32,64
+
+Why: in the fused launch of fp8moe.kernels._coop_slices (colwise 3D on row-major input; the atomic transpose; the
+per-group ops' jagged "coop" launch) the threads that hold the reduced amax fold it into the workspace, in warps 0 and
+1 of a 4-warp program, and one thread of warp 0 then counts the program in with a release atomic. A release orders
+only what its own thread, and threads it has synchronized with, did before it; compiled by Triton 3.6 (the GPU's)
+the kernel had no barrier between the folds and the arrival (benchmarks/sass_counts.py --meetings, run under 3.6), so
+a program of the slice could see the count complete, read the amax without warp 1's fold and cast its chunk with too
+small an amax. Session 47's bench once marked colwise 3D at (128, 5120, 8192) not bitwise, which seven later runs
+did not repeat (benchmarks/results/s47-summary.md, section 2). Session 48 put the barrier in
+(fp8moe.kernels._coop.arrive).
+
+Forms: "barrier" is the kernel as it is; "no-barrier" replaces fp8moe.kernels._coop_slices.arrive with the release
+atomic alone, the code before session 48. Each (form, op) runs in a process of its own: Triton keys a kernel's
+compiled code on the helpers it calls, so the form is set before anything compiles, and the other form's code is
+never reused.
+
+Inputs: x ~ N(0, 1) in bf16 (E, K, N), row-major, and in every slice one spike of 1000 at a position drawn at random
+along the slice's reduced axis (K for colwise 3D, whose slices are the columns (e, n); N for the transpose, whose
+slices are (e, k)), so that each slice's amax sits in one chunk, a different one from slice to slice: a chunk that
+reads the amax without that fold scales its codes by about 1000 / 4 too much, and most of them change. Each run's
+codes and scales are compared with fp8ref's, byte for byte, where they lie; a line per differing run (the codes and
+scales that differ) and one summary line per (form, op), with the microseconds per call of 200 calls made back to
+back after the runs (``us_per_call``: what the barrier costs, the forms timed one after the other on one GPU) and
+the meetings of the kernels the process compiled (benchmarks/meeting_order.py on their PTX: that the form ran as
+named). The exit status is 1 where the "barrier" form, the
+kernel as it ships, differs in any run (or a process fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import torch
+
+import fp8moe  # before triton: without a GPU it turns the interpreter on first
+
+# isort: split
+import triton
+import triton.language as tl
+
+from fp8ref import ops as ref_ops
+
+FORMS = ("no-barrier", "barrier")
+#: op name -> (the fp8moe call, the fp8ref call, the reduced axis of x's (E, K, N))
+OPS = {
+    "colwise_3d": (
+        lambda x: fp8moe.colwise_3d_scale_and_cast(x),
+        lambda x: ref_ops.colwise_3d_scale_and_cast(x),
+        1,
+    ),
+    "transpose_atomic": (
+        lambda x: fp8moe.rowwise_3d_transpose_rhs(x, method="atomic"),
+        lambda x: ref_ops.rowwise_3d_transpose_rhs(x),
+        2,
+    ),
+}
+SPIKE = 1000.0
+
+
+@triton.jit
+def _arrival_alone(count_ptr):
+    """fp8moe.kernels._coop.arrive without its barrier: the slice kernel's arrival before session 48."""
+    tl.atomic_add(count_ptr, 1, sem="release")
+
+
+def spiked_input(shape: tuple[int, int, int], reduced: int, device: str, seed: int = 0) -> torch.Tensor:
+    """x (E, K, N) bf16, row-major: N(0, 1) with one SPIKE per slice along axis ``reduced`` at a random position."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(shape, generator=generator).to(torch.bfloat16)
+    e, k, n = shape
+    if reduced == 1:  # slices (e, n) along K
+        at = torch.randint(0, k, (e, n), generator=generator)
+        x[torch.arange(e)[:, None], at, torch.arange(n)[None, :]] = SPIKE
+    else:  # slices (e, k) along N
+        at = torch.randint(0, n, (e, k), generator=generator)
+        x[torch.arange(e)[:, None], torch.arange(k)[None, :], at] = SPIKE
+    return x.to(device)
+
+
+def differing(out, expected) -> tuple[int, int]:
+    """(codes, scales) of ``out`` whose bytes differ from ``expected``'s (0, 0 without a copy where all match)."""
+    (q, scales), (q_ref, scales_ref) = out, expected
+    if q.shape != q_ref.shape or q.stride() != q_ref.stride() or scales.shape != scales_ref.shape:
+        raise AssertionError(f"layout differs: {q.shape} {q.stride()} against {q_ref.shape} {q_ref.stride()}")
+    codes, want_codes = q.view(torch.uint8), q_ref.view(torch.uint8)
+    words, want_words = scales.view(torch.int32), scales_ref.view(torch.int32)
+    if torch.equal(codes, want_codes) and torch.equal(words, want_words):
+        return 0, 0
+    return int((codes != want_codes).sum()), int((words != want_words).sum())
+
+
+def compiled_meetings() -> list[dict]:
+    """benchmarks/meeting_order.py on the PTX of every slice-kernel variant this process compiled (what shows that a
+    form ran as named: "no-barrier" arrives with no barrier after the folds); empty in the interpreter."""
+    from meeting_order import meeting_order
+
+    from fp8moe.kernels import _coop_slices
+
+    found = []
+    for kernel in (_coop_slices._coop_groups_kernel, _coop_slices._coop_slices_kernel):
+        for caches in getattr(kernel, "device_caches", {}).values():
+            for compiled in caches[0].values():
+                ptx = getattr(compiled, "asm", {}).get("ptx")
+                if ptx:
+                    found.append({"kernel": kernel.__name__, **meeting_order(ptx, 1)})
+    return found
+
+
+def time_calls(call, calls: int) -> float:
+    """Microseconds per call of ``calls`` calls made back to back between two CUDA events, after one untimed call
+    (the queue stays full: each call's kernel takes longer than the host takes to launch the next)."""
+    call()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        call()
+    end.record()
+    end.synchronize()
+    return round(start.elapsed_time(end) * 1000 / calls, 1)
+
+
+def run_form(form: str, op: str, shape: tuple[int, int, int], runs: int, device: str, timed: int = 200) -> dict:
+    """``runs`` calls of ``op`` in ``form`` (this process: nothing of the slice kernel may have compiled yet), then
+    ``timed`` calls timed back to back on a GPU: each form's cost beside the other's, one machine."""
+    from fp8moe.kernels import _coop_slices
+
+    if form == "no-barrier":
+        _coop_slices.arrive = _arrival_alone
+    call, reference, reduced = OPS[op]
+    x = spiked_input(shape, reduced, device)
+    expected = reference(x)
+    bad = 0
+    for attempt in range(runs):
+        codes, scales = differing(call(x), expected)
+        if codes or scales:
+            bad += 1
+            print(json.dumps({"form": form, "op": op, "run": attempt, "codes": codes, "scales": scales}), flush=True)
+    summary = {"form": form, "op": op, "shape": list(shape), "runs": runs, "differing_runs": bad,
+               "us_per_call": time_calls(lambda: call(x), timed) if device != "cpu" else None,
+               "meeting": compiled_meetings()}  # fmt: skip
+    print(json.dumps(summary), flush=True)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3000)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--colwise-shape", default="16,8192,5120", help="E,K,N of colwise 3D (32 chunks of 256)")
+    parser.add_argument("--transpose-shape", default="16,5120,8192", help="E,K,N of the atomic transpose")
+    parser.add_argument("--form", choices=FORMS, help="run this form of one op here (the parent runs each so)")
+    parser.add_argument("--op", choices=tuple(OPS))
+    args = parser.parse_args(argv)
+    shapes = {"colwise_3d": args.colwise_shape, "transpose_atomic": args.transpose_shape}
+    if args.form:
+        shape = tuple(int(d) for d in shapes[args.op].split(","))
+        summary = run_form(args.form, args.op, shape, args.runs, args.device)
+        return 1 if args.form == "barrier" and summary["differing_runs"] else 0  # the kernel as it ships
+    failed = 0
+    for op in OPS:
+        for form in FORMS:
+            command = [sys.executable, __file__, "--form", form, "--op", op, "--runs", str(args.runs),
+                       "--device", args.device, "--colwise-shape", args.colwise_shape,
+                       "--transpose-shape", args.transpose_shape]  # fmt: skip
+            failed += subprocess.run(command).returncode != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
