@@ -6,8 +6,9 @@ twice, amax then cast, once it outgrows what the program holds, and the second r
 the slice into tiles and folds their amaxes in one launch must read it again to cast in a second. Any design that
 reads x twice stays under 60% of copy bandwidth. Here a slice block's L elements are cut into chunks of BLOCK_L, one
 program each. Every program loads its (BLOCK_L, BLOCK_M) tile once, folds the tile's amax into a workspace word per
-slice (fp8moe.kernels._common.fold_amax), arrives, waits for the slice block's other chunks
-(fp8moe.kernels._coop.wait_for_slice), reads the complete amax back and casts the tile it still holds.
+slice (fp8moe.kernels._common.fold_amax), arrives once all its warps have folded (fp8moe.kernels._coop.arrive: a
+barrier first), waits for the slice block's other chunks (fp8moe.kernels._coop.wait_for_slice), reads the complete
+amax back and casts the tile it still holds.
 
 Three uses, each with its own config table (the tile follows the axis x is read along):
 
