@@ -21,9 +21,10 @@ compiled code on the helpers it calls, so the form is set before anything compil
 never reused.
 
 Inputs: x ~ N(0, 1) in bf16 (E, K, N), row-major, and in every slice one spike of 1000 at a position drawn at random
-along the slice's reduced axis (K for colwise 3D, whose slices are the columns (e, n); N for the transpose, whose
-slices are (e, k)), so that each slice's amax sits in one chunk, a different one from slice to slice: a chunk that
-reads the amax without that fold scales its codes by about 1000 / 4 too much, and most of them change. Each run's
+among the last 128 of the slice's reduced axis (K for colwise 3D, whose slices are the columns (e, n); N for the
+transpose, whose slices are (e, k)), so that each slice's amax sits in its last chunk, the one most often the last
+to arrive: a chunk that reads the amax without that fold scales its codes by about 1000 / 4 too much, and most of
+them change. Each run's
 codes and scales are compared with fp8ref's, byte for byte, where they lie; a line per differing run (the codes and
 scales that differ) and one summary line per (form, op), with the microseconds per call of 200 calls made back to
 back after the runs (``us_per_call``: what the barrier costs, the forms timed one after the other on one GPU) and
@@ -64,6 +65,10 @@ OPS = {
     ),
 }
 SPIKE = 1000.0
+#: The spikes lie in each slice's last SPIKE_SPAN positions: inside its last chunk (every tile of either use is at
+#: least 128 long), whose program takes the last ticket of the slice block and so most often arrives last, while the
+#: block's other programs poll. Its late fold is the one they would miss.
+SPIKE_SPAN = 128
 
 
 @triton.jit
@@ -73,15 +78,16 @@ def _arrival_alone(count_ptr):
 
 
 def spiked_input(shape: tuple[int, int, int], reduced: int, device: str, seed: int = 0) -> torch.Tensor:
-    """x (E, K, N) bf16, row-major: N(0, 1) with one SPIKE per slice along axis ``reduced`` at a random position."""
+    """x (E, K, N) bf16, row-major: N(0, 1) with one SPIKE per slice along axis ``reduced``, at a random one of its
+    last SPIKE_SPAN positions (all of them where the axis is shorter)."""
     generator = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(shape, generator=generator).to(torch.bfloat16)
     e, k, n = shape
+    length = shape[reduced]
+    at = length - 1 - torch.randint(0, min(SPIKE_SPAN, length), (e, n if reduced == 1 else k), generator=generator)
     if reduced == 1:  # slices (e, n) along K
-        at = torch.randint(0, k, (e, n), generator=generator)
         x[torch.arange(e)[:, None], at, torch.arange(n)[None, :]] = SPIKE
     else:  # slices (e, k) along N
-        at = torch.randint(0, n, (e, k), generator=generator)
         x[torch.arange(e)[:, None], torch.arange(k)[None, :], at] = SPIKE
     return x.to(device)
 
