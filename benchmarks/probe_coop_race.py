@@ -2,8 +2,9 @@
 missed fold changes bytes: does the race session 48 found in Triton 3.6's code show on the GPU, and is it gone with
 the barrier.
 
-    python benchmarks/probe_coop_race.py                      # both forms, both ops, 3000 runs each (GPU)
-    python benchmarks/probe_coop_race.py --runs 2 --device cpu --colwise-shape 2,64,32 --transpose-shape 2,32,64
+    python benchmarks/probe_coop_race.py                      # both forms, three ops, 3000 runs each (GPU)
+    python benchmarks/probe_coop_race.py --runs 2 --device cpu --colwise-shape 1,1024,32 \
+        --transpose-shape 2,16,512 --per-group-shape 4096,16,2             # a smoke run (interpreter)
 
 Why: in the fused launch of fp8moe.kernels._coop_slices (colwise 3D on row-major input; the atomic transpose; the
 per-group ops' jagged "coop" launch) the threads that hold the reduced amax fold it into the workspace, in warps 0 and
@@ -22,15 +23,15 @@ never reused.
 
 Inputs: x ~ N(0, 1) in bf16 (E, K, N), row-major, and in every slice one spike of 1000 at a position drawn at random
 among the last 128 of the slice's reduced axis (K for colwise 3D, whose slices are the columns (e, n); N for the
-transpose, whose slices are (e, k)), so that each slice's amax sits in its last chunk, the one most often the last
-to arrive: a chunk that reads the amax without that fold scales its codes by about 1000 / 4 too much, and most of
-them change. Each run's
-codes and scales are compared with fp8ref's, byte for byte, where they lie; a line per differing run (the codes and
-scales that differ) and one summary line per (form, op), with the microseconds per call of 200 calls made back to
-back after the runs (``us_per_call``: what the barrier costs, the forms timed one after the other on one GPU) and
-the meetings of the kernels the process compiled (benchmarks/meeting_order.py on their PTX: that the form ran as
-named). The exit status is 1 where the "barrier" form, the
-kernel as it ships, differs in any run (or a process fails).
+transpose, whose slices are (e, k); a group's tokens for per_group_colwise_scales at G = 16 long groups, where
+"auto" takes the jagged cooperative launch, whose slices are (g, n)), so that each slice's amax sits in its last
+chunk, the one most often the last to arrive: a chunk that reads the amax without that fold scales its codes by
+about 1000 / 4 too much, and most of them change. Each run's codes and scales are compared with fp8ref's, byte for
+byte, where they lie; a line per differing run (the codes and scales that differ) and one summary line per (form,
+op), with the microseconds per call of 200 calls made back to back after the runs (``us_per_call``: what the barrier
+costs, the forms timed one after the other on one GPU) and the meetings of the kernels the process compiled
+(benchmarks/meeting_order.py on their PTX: that the form ran as named). The exit status is 1 where the "barrier"
+form, the kernel as it ships, differs in any run (or a process fails).
 """
 
 from __future__ import annotations
@@ -51,16 +52,14 @@ import triton.language as tl
 from fp8ref import ops as ref_ops
 
 FORMS = ("no-barrier", "barrier")
-#: op name -> (the fp8moe call, the fp8ref call, the reduced axis of x's (E, K, N))
-OPS = {
-    "colwise_3d": (
-        lambda x: fp8moe.colwise_3d_scale_and_cast(x),
-        lambda x: ref_ops.colwise_3d_scale_and_cast(x),
-        1,
-    ),
+#: op name -> (the fp8moe call, the fp8ref call, the reduced axis of x's (E, K, N); None: jagged, x (Ktot, N) with G
+#: uniform groups along Ktot)
+OPS = {  # in the order the parent runs them, the one most measured first
+    "colwise_3d": (fp8moe.colwise_3d_scale_and_cast, ref_ops.colwise_3d_scale_and_cast, 1),
+    "per_group_colwise": (fp8moe.per_group_colwise_scales, ref_ops.per_group_colwise_scales, None),
     "transpose_atomic": (
         lambda x: fp8moe.rowwise_3d_transpose_rhs(x, method="atomic"),
-        lambda x: ref_ops.rowwise_3d_transpose_rhs(x),
+        ref_ops.rowwise_3d_transpose_rhs,
         2,
     ),
 }
@@ -90,6 +89,20 @@ def spiked_input(shape: tuple[int, int, int], reduced: int, device: str, seed: i
     else:  # slices (e, k) along N
         x[torch.arange(e)[:, None], torch.arange(k)[None, :], at] = SPIKE
     return x.to(device)
+
+
+def op_inputs(op: str, shape: tuple[int, ...], device: str) -> tuple:
+    """The arguments of ``op`` at ``shape``: (x,) for the 3D ops (:func:`spiked_input`); (x, offs) for the jagged op,
+    shape (Ktot, N, G): x (Ktot, N) with a spike in each column of each of G equal groups, among the group's last
+    SPIKE_SPAN tokens (the slices of its transposing view are (g, n), along the tokens)."""
+    reduced = OPS[op][2]
+    if reduced is not None:
+        return (spiked_input(shape, reduced, device),)
+    ktot, n, groups = shape
+    # G experts of Ktot / G tokens each: as (G, Ktot / G, N) the slices run along axis 1
+    x = spiked_input((groups, ktot // groups, n), 1, "cpu").reshape(ktot, n)
+    offs = torch.arange(1, groups + 1, dtype=torch.int32) * (ktot // groups)
+    return x.to(device), offs.to(device)
 
 
 def differing(out, expected) -> tuple[int, int]:
@@ -141,17 +154,17 @@ def run_form(form: str, op: str, shape: tuple[int, int, int], runs: int, device:
 
     if form == "no-barrier":
         _coop_slices.arrive = _arrival_alone
-    call, reference, reduced = OPS[op]
-    x = spiked_input(shape, reduced, device)
-    expected = reference(x)
+    call, reference, _ = OPS[op]
+    args = op_inputs(op, shape, device)
+    expected = reference(*args)
     bad = 0
     for attempt in range(runs):
-        codes, scales = differing(call(x), expected)
+        codes, scales = differing(call(*args), expected)
         if codes or scales:
             bad += 1
             print(json.dumps({"form": form, "op": op, "run": attempt, "codes": codes, "scales": scales}), flush=True)
     summary = {"form": form, "op": op, "shape": list(shape), "runs": runs, "differing_runs": bad,
-               "us_per_call": time_calls(lambda: call(x), timed) if device != "cpu" else None,
+               "us_per_call": time_calls(lambda: call(*args), timed) if device != "cpu" else None,
                "meeting": compiled_meetings()}  # fmt: skip
     print(json.dumps(summary), flush=True)
     return summary
@@ -163,10 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--colwise-shape", default="16,8192,5120", help="E,K,N of colwise 3D (32 chunks of 256)")
     parser.add_argument("--transpose-shape", default="16,5120,8192", help="E,K,N of the atomic transpose")
+    parser.add_argument(
+        "--per-group-shape", default="65536,2048,16", help="Ktot,N,G of per_group_colwise_scales (the jagged coop)"
+    )
     parser.add_argument("--form", choices=FORMS, help="run this form of one op here (the parent runs each so)")
     parser.add_argument("--op", choices=tuple(OPS))
     args = parser.parse_args(argv)
-    shapes = {"colwise_3d": args.colwise_shape, "transpose_atomic": args.transpose_shape}
+    shapes = {
+        "colwise_3d": args.colwise_shape,
+        "transpose_atomic": args.transpose_shape,
+        "per_group_colwise": args.per_group_shape,
+    }
     if args.form:
         shape = tuple(int(d) for d in shapes[args.op].split(","))
         summary = run_form(args.form, args.op, shape, args.runs, args.device)
@@ -176,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         for form in FORMS:
             command = [sys.executable, __file__, "--form", form, "--op", op, "--runs", str(args.runs),
                        "--device", args.device, "--colwise-shape", args.colwise_shape,
-                       "--transpose-shape", args.transpose_shape]  # fmt: skip
+                       "--transpose-shape", args.transpose_shape,
+                       "--per-group-shape", args.per_group_shape]  # fmt: skip
             failed += subprocess.run(command).returncode != 0
     return 1 if failed else 0
 

@@ -1485,7 +1485,7 @@ def test_call_45_repeats_colwise_3d_poisoned_then_benches_it_keeping_the_log(tmp
 
 
 def test_the_h100_call_runs_both_arrival_forms_then_the_cooperative_kernels_gpu_tests(tmp_path):
-    """prepared_calls.sh h100: call 46, probe_coop_race with 10000 runs of each form (stubbed here beside a stub
+    """prepared_calls.sh h100: call 46, probe_coop_race with 6000 runs of each form (stubbed here beside a stub
     device_setup.sh), then the GPU tests of the cooperative kernels, in its own folder: env.txt, the probe's log and
     pytest's."""
     (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
@@ -1494,7 +1494,7 @@ def test_the_h100_call_runs_both_arrival_forms_then_the_cooperative_kernels_gpu_
     out, steps = _run_prepared_call(
         tmp_path, "h100", '$STEPS ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; esac'
     )
-    assert (tmp_path / "probe_args").read_text() == "--runs 10000"
+    assert (tmp_path / "probe_args").read_text() == "--runs 6000"
     [test_step] = (" ".join(step.split()) for step in steps)
     assert test_step == "tests tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop"
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
