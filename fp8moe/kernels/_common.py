@@ -119,7 +119,9 @@ def fold_amax(ptrs, amax, mask):
     cleared (0x7F800001..0x7FFFFFFF) lies above +inf (0x7F800000), so the max keeps NaN; clearing the sign bit makes
     that hold whatever sign a NaN carries. Exact and independent of the order the programs arrive in.
 
-    Relaxed: only a later launch reads the words, and the launch boundary orders them. The default (acq_rel) put a
+    Relaxed: a later launch reads the words, and the launch boundary orders them; in the cooperative kernels a
+    program that saw the slice's arrival count complete reads them, and fp8moe.kernels._coop.arrive orders every
+    warp's folds before the arrival (a barrier, then the release). The default (acq_rel) put a
     ``MEMBAR.ALL.GPU`` before every atomic (sm_90), which drains the program's loads in flight: the activation
     pair's amax kernel, one fold per tile, ran at 47% of DRAM bandwidth under Nsight Compute with membar among its
     top stalls (benchmarks/results/h200-s14-summary.md).
