@@ -118,6 +118,34 @@ def test_slices_shared_by_several_chunks_match_the_reference(fp8_dtype, pow2, op
 
 
 @pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
+def test_every_run_matches_the_reference_where_each_slices_amax_sits_in_its_last_chunk(op, device):
+    """Run after run on one input whose every slice has its amax, a spike of 1000 over N(0, 1), among its last 128
+    positions: in its last chunk, whose program takes the block's last ticket and most often arrives last, while the
+    others wait to read its fold. A fold that can land after the arrival announcing it (no barrier before a
+    one-thread arrival: the slice kernel compiled by Triton 3.6 until session 48, fp8moe.kernels._coop.arrive) makes
+    the chunks that read the amax without it cast every code about 250x too large. 40 runs of 8 x 512 slices of
+    16 chunks (columns) or 2-4 (rows) on a GPU; one in the interpreter, where the fold and the cast are two launches
+    (benchmarks/probe_coop_race.py runs thousands on larger shapes, with and without the barrier)."""
+    backend = backend_for(device)
+    gpu = backend.kind != "interpreter"
+    e, m, length = (8, 512, 4096) if gpu else (1, 8, 128)
+    assert 1 < op.chunks(backend, length) <= coop_limit(backend, torch.device(device))
+    gen = torch.Generator().manual_seed(5)
+    slices = torch.randn(e, m, length, generator=gen)
+    last = length - 1 - torch.randint(0, min(128, length), (e, m), generator=gen)
+    slices[torch.arange(e)[:, None], torch.arange(m)[None, :], last] = 1000.0
+    x = op.input_of(slices.to(torch.bfloat16))
+    q_ref, s_ref = (t.to(device) for t in op.reference(x, E4, False))
+    view = x.to(device)
+    with configs.forced_kernel(op.setting, "coop"):
+        for _ in range(40 if gpu else 1):
+            q, s = op.run(view, E4, False)
+            if not (torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)) and torch.equal(s, s_ref)):
+                assert_same_bits(q, q_ref, what="q")  # says where
+                assert_same_bits(s, s_ref, what="scales")
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda op: op.name)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
 def test_other_input_dtypes_and_a_strided_view_match_the_reference(dtype, op, device):
     x = op.input_of(_special_slices(3, 40, 77, dtype))
