@@ -54,6 +54,14 @@ from fp8moe.kernels._per_group import _per_group_rows_kernel  # noqa: E402
 from fp8moe.kernels._span import pack_k as span_pack_k  # noqa: E402
 
 _POINTERS = {"x_ptr": "*bf16", "q_ptr": "*fp8e4nv", "scales_ptr": "*fp32", "offs_ptr": "*i32"}
+#: The chunked per-group kernel's pointer arguments (fp8moe.kernels._group_chunks: two views of one offs).
+_CHUNKS_POINTERS = {
+    **dict.fromkeys(("x1_ptr", "x2_ptr"), "*bf16"),
+    **dict.fromkeys(("q1_ptr", "q2_ptr"), "*fp8e4nv"),
+    **dict.fromkeys(("scales1_ptr", "scales2_ptr"), "*fp32"),
+    "offs_ptr": "*i32",
+    "ws_ptr": "*i32",
+}
 
 
 #: The span kernel's config flags (fp8moe.kernels._span.quantize_group_span, _per_group.jagged_program) at their
@@ -294,28 +302,18 @@ def meetings() -> dict:
         op: _compile_coop(kernel, config, _coop.PHASE_FUSED, (unit, other, divisible, extra), None)
         for op, kernel, config, unit, other, divisible, extra in _coop_uses()
     }
-    tiles_pointers = {
-        "x_ptr": "*bf16",
-        "q_ptr": "*fp8e4nv",
-        "scales_ptr": "*fp32",
-        "offs_ptr": "*i32",
-        "ws_ptr": "*i32",
-    }
+    tiles_pointers = {**_POINTERS, "ws_ptr": "*i32"}
     compiled["tiles"] = compile_sm90(
         _group_tiles_kernel,
         {"LONG_COUNT": 0, "LONG_LIST": 1, "PHASE": int(_coop.PHASE_FUSED), "BLOCK_R": 64, "BLOCK_K": 128, "BLOCK_G": 64,
          "INT64_INDEX": False, "stride_xk": 1, **fp8},
         tiles_pointers, list(tiles_pointers), 4,
     )  # fmt: skip
-    chunks_pointers = {
-        **dict.fromkeys(("x1_ptr", "x2_ptr"), "*bf16"), **dict.fromkeys(("q1_ptr", "q2_ptr"), "*fp8e4nv"),
-        **dict.fromkeys(("scales1_ptr", "scales2_ptr"), "*fp32"), "offs_ptr": "*i32", "ws_ptr": "*i32",
-    }  # fmt: skip
     compiled["chunks"] = compile_sm90(
         _group_chunks_kernel,
         {"PHASE": int(_coop.PHASE_FUSED), "BLOCK_R": 64, "BLOCK_K": 64, "CHUNK_TILES": 8, "PROGRAMS_PER_SM": 4,
          "BLOCK_G": 16, "PACK_K": 4, "L2_HINTS": False, "INT64_INDEX": False, **fp8},
-        chunks_pointers, list(chunks_pointers), 4,
+        _CHUNKS_POINTERS, list(_CHUNKS_POINTERS), 4,
     )  # fmt: skip
     return {
         f"{op} {name}": meeting_order(kernel.asm[name], level)
@@ -374,13 +372,6 @@ def l2_hints() -> dict:
 
     from fp8moe.kernels._group_chunks import _group_chunks_kernel
 
-    pointers = {
-        **dict.fromkeys(("x1_ptr", "x2_ptr"), "*bf16"),
-        **dict.fromkeys(("q1_ptr", "q2_ptr"), "*fp8e4nv"),
-        **dict.fromkeys(("scales1_ptr", "scales2_ptr"), "*fp32"),
-        "offs_ptr": "*i32",
-        "ws_ptr": "*i32",
-    }
     result = {}
     for hints in (False, True):
         constants = {
@@ -388,7 +379,7 @@ def l2_hints() -> dict:
             "PACK_K": 4, "L2_HINTS": hints, "INT64_INDEX": False,
             **fp8_constexprs(torch.float8_e4m3fn, False, CAST_SATURATING_NATIVE),
         }  # fmt: skip
-        compiled = compile_sm90(_group_chunks_kernel, constants, pointers, list(pointers), 4)
+        compiled = compile_sm90(_group_chunks_kernel, constants, _CHUNKS_POINTERS, list(_CHUNKS_POINTERS), 4)
         result["on" if hints else "off"] = _l2_policy_counts(compiled)
     for colwise in (False, True):
         for level in (0, 1, 2):
