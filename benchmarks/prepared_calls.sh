@@ -608,14 +608,17 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
-      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere call 30's first half,
-      # Nsight Compute of the 3D ops read along N under the defaults. GPU_NAME overrides nvidia-smi's list (the
-      # tests run it without a GPU). Files: env.txt, then bench.{md,json} or ncu.{csv,md,err}.
+      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere call 46's first half,
+      # the slice kernel's arrival without and with its barrier, 2000 runs of each form (session 48). GPU_NAME
+      # overrides nvidia-smi's list (the tests run it without a GPU). Files: env.txt, then bench.{md,json} or
+      # race.log.
     if grep -q H200 <<<"${GPU_NAME:-$(nvidia-smi -L 2>/dev/null)}"; then
       STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     else
-      STEPS="profile" PROFILE_TIMEOUT=200 PROFILE_ARGS="--only 3d --select row_major" bash "$here/gpu_session.sh"
+      source "$here/device_setup.sh"
+      timeout 200 python3 "$here/probe_coop_race.py" --runs 2000 >"$OUT/race.log" 2>&1
+      echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     fi ;;
   *) echo "no prepared call $1: 1 to 46, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

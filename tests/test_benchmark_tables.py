@@ -1345,7 +1345,7 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> t
     """Run ``prepared_calls.sh <call>`` with a stub gpu_session.sh beside it: the stub appends the line
     ``stub_steps`` expands to (shell, e.g. "$STEPS") to a log, then runs in $OUT the shell of the rest of
     ``stub_steps`` after its first newline (the files the real steps would write), ``gpu`` standing for nvidia-smi's
-    list of GPUs. Returns ($OUT, the logged lines)."""
+    list of GPUs. Returns ($OUT, the logged lines: none where the call ran no gpu_session.sh step)."""
     import shutil
     import subprocess
 
@@ -1381,7 +1381,8 @@ def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> t
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return out, (tmp_path / "steps").read_text().splitlines()
+    logged = tmp_path / "steps"
+    return out, logged.read_text().splitlines() if logged.exists() else []  # no gpu_session.sh step: none logged
 
 
 def test_the_h200_call_benches_every_issue_11_point_under_the_defaults(tmp_path):
@@ -1594,22 +1595,28 @@ def test_call_28s_tiles_parse_and_its_first_is_colwise_3ds_tile_past_one_expert(
     ("gpu", "step", "files"),
     [
         ("GPU 0: NVIDIA H200 (UUID: GPU-0)", "bench --only per_group --compile none", ["bench.json", "bench.md"]),
-        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "profile --only 3d --select row_major",
-         ["ncu.csv", "ncu.md", "ncu.err"]),
+        ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "", ["race.log"]),
     ],
 )  # fmt: skip
-def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_profiles_the_3d_ops_elsewhere(
+def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_races_the_slice_kernel_elsewhere(
     tmp_path, gpu, step, files
 ):
     """prepared_calls.sh short, for a budget that fits one short call: on an H200 the per-group bench without
-    torch.compile (the bench's png and log dropped), on any other GPU Nsight Compute of the 3D ops read along N
-    (call 30's first half). Stub gpu_session.sh, as above, with nvidia-smi's list given."""
+    torch.compile (the bench's png and log dropped), on any other GPU probe_coop_race with 2000 runs of each form
+    (call 46's first half, stubbed beside a stub device_setup.sh). Stub gpu_session.sh, as above, with nvidia-smi's
+    list given."""
+    (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
+    (tmp_path / "probe_coop_race.py").write_text(
+        "import os, sys; open(os.path.join(os.environ['OUT'], 'race.log'), 'w').write(' '.join(sys.argv[1:]))\n"
+    )
     out, steps = _run_prepared_call(
-        tmp_path, "short", '$STEPS ${BENCH_ARGS:-} ${PROFILE_ARGS:-}\ncase "$STEPS" in bench) touch '
-        "bench.md bench.json bench.png bench.log ;; profile) touch ncu.csv ncu.md ncu.err ;; esac", gpu=gpu,
+        tmp_path, "short", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch '
+        "bench.md bench.json bench.png bench.log ;; esac", gpu=gpu,
     )  # fmt: skip
-    assert [" ".join(line.split()) for line in steps] == step.split("|")
+    assert [" ".join(line.split()) for line in steps] == ([step] if step else [])
     assert sorted(p.name for p in out.iterdir()) == sorted(["env.txt", *files])
+    if not step:
+        assert (out / "race.log").read_text() == "--runs 2000"
 
 
 def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):
