@@ -11,9 +11,11 @@ layout, long-slice lists, about 250 registers) made it 4-9x slower than the span
 (per-group-ledger.md rows 11). This probe is that design stripped to uniform long slices: a slice of SLICE tokens
 x BLOCK_N columns is cut into SLICE / CHUNK chunks, one program each, taken in ticket order (an atomic counter, so
 a slice's programs start together); each loads its chunk once, folds the chunk's amax into a workspace word per
-column (integer atomic max of the f32 bits), arrives, waits for the slice's other chunks
-(fp8moe.kernels._coop.wait_for_slice) and casts the chunk it still holds. Math as the stripped ceiling
-(benchmarks/transpose_ceiling.py: 448 / amax by ``div_rn``, saturating cast, transposed pointer stores).
+column (integer atomic max of the f32 bits), arrives (fp8moe.kernels._coop.arrive: a barrier, then the release;
+the arrival alone until session 48, so the timings before then are of a kernel without that barrier), waits for the
+slice's other chunks (fp8moe.kernels._coop.wait_for_slice) and casts the chunk it still holds. Math as the
+stripped ceiling (benchmarks/transpose_ceiling.py: 448 / amax by ``div_rn``, saturating cast, transposed pointer
+stores).
 
 Variants: ``op`` (fp8moe.ops.per_group_colwise_scales on the same x and uniform offs, autotuned: the baseline),
 ``coop<CHUNK>x<BLOCK_N>/w<W>`` (the cooperative kernel; its time includes zeroing its workspace, one memset), and
@@ -58,6 +60,7 @@ from fp8moe.kernels._coop import (
     PHASE_AMAX,
     PHASE_CAST,
     PHASE_FUSED,
+    arrive,
     coop_limit,
     device_multiprocessors,
     wait_for_slice,
@@ -92,7 +95,7 @@ def _coop_kernel(
     if PHASE != PHASE_CAST and MEET != MEET_NONE:
         tl.atomic_max(words, chunk_amax.to(tl.int32, bitcast=True), sem="relaxed")
         if PHASE == PHASE_FUSED:
-            tl.atomic_add(count, 1, sem="release")
+            arrive(count)
             if MEET == MEET_ALL and SLEEP > 0:
                 _wait_sleeping(count, CHUNKS, SLEEP)
             elif MEET == MEET_ALL:
@@ -229,7 +232,7 @@ def _fold_and_arrive(x, ws_ptr, item, items, BLOCK_N: tl.constexpr, PAD: tl.cons
     """Fold chunk x's column amax into item's words and arrive on its count (_coop_kernel's workspace)."""
     words = _amax_words(ws_ptr, item, items, BLOCK_N, PAD)
     tl.atomic_max(words, tl.max(tl.abs(x.to(tl.float32)), 0).to(tl.int32, bitcast=True), sem="relaxed")
-    tl.atomic_add(_count_ptr(ws_ptr, item, PAD), 1, sem="release")
+    arrive(_count_ptr(ws_ptr, item, PAD))
 
 
 #: How a chunk's programs meet (the kernel's MEET): not at all (each chunk casts with its own amax), by folding and
