@@ -114,7 +114,10 @@ def wait_for_slice(count_ptr, chunks):
     """Wait until all ``chunks`` programs of a slice have arrived. It spins on volatile loads, not atomics:
     read-modify-writes of the count would queue behind each other and the arrivals in the L2's atomic unit. Every
     thread spins; callers put a barrier after it, so that no thread reads the folded amax before all have seen the
-    count complete."""
+    count complete. The read is an acquire atomic on the amax words, made after the poll that saw the count
+    (control dependence, then the barrier) and so performed after the folds the arrivals released; the PTX memory
+    model would have the poll itself acquire (or a fence after it) to make that order formal, which costs an atomic
+    or a fence per program and is untimed."""
     seen = tl.load(count_ptr, volatile=True)
     while seen < chunks:
         seen = tl.load(count_ptr, volatile=True)
