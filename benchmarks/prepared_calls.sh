@@ -593,17 +593,18 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
     rm -f "$OUT/bench.png" ;;
   46) # the race session 48 found in the cooperative slice kernel as Triton 3.6 compiles it: no barrier between the
       # folds of warps 0 and 1 and warp 0's arrival (benchmarks/sass_counts.py --meetings). Both forms ("no-barrier",
-      # the code before session 48; "barrier", fp8moe.kernels._coop.arrive), 6000 runs each of colwise 3D on
+      # the code before session 48; "barrier", fp8moe.kernels._coop.arrive; "acquire", an acquire atomic on the
+      # count after the wait, the formal order: its cost), 4000 runs each of colwise 3D on
       # row-major input, the atomic transpose and the per-group colwise op at G = 16 long groups (the jagged launch),
       # on inputs where a missed fold changes most codes, each run against fp8ref byte for byte, then each form
-      # timed over 200 calls (benchmarks/probe_coop_race.py; about 3 minutes); then the GPU tests of the
+      # timed over 200 calls (benchmarks/probe_coop_race.py; 4-6 minutes); then the GPU tests of the
       # cooperative kernels. Files: env.txt, race.log, pytest.log.
     (
       source "$here/device_setup.sh"
-      timeout 300 python3 "$here/probe_coop_race.py" --runs 6000 >"$OUT/race.log" 2>&1
+      timeout 360 python3 "$here/probe_coop_race.py" --runs 4000 >"$OUT/race.log" 2>&1
       echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     )
-    STEPS="tests" TEST_TIMEOUT=150 TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop" \
+    STEPS="tests" TEST_TIMEOUT=120 TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop" \
       bash "$here/gpu_session.sh" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
@@ -617,7 +618,7 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     else
       source "$here/device_setup.sh"
-      timeout 200 python3 "$here/probe_coop_race.py" --runs 2000 >"$OUT/race.log" 2>&1
+      timeout 200 python3 "$here/probe_coop_race.py" --runs 2000 --forms no-barrier,barrier >"$OUT/race.log" 2>&1
       echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     fi ;;
   *) echo "no prepared call $1: 1 to 46, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;

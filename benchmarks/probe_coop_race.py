@@ -17,9 +17,11 @@ did not repeat (benchmarks/results/s47-summary.md, section 2). Session 48 put th
 (fp8moe.kernels._coop.arrive).
 
 Forms: "barrier" is the kernel as it is; "no-barrier" replaces fp8moe.kernels._coop_slices.arrive with the release
-atomic alone, the code before session 48. Each (form, op) runs in a process of its own: Triton keys a kernel's
-compiled code on the helpers it calls, so the form is set before anything compiles, and the other form's code is
-never reused.
+atomic alone, the code before session 48; "acquire" is the kernel with one acquire atomic on the count after the
+wait (thread 0's; Triton 3.6 compiles it to atom.acquire.max, the same 141 registers for colwise 3D's tile), the
+order the PTX memory model makes formal (SPEC §10.2, "Arrival order"): what that costs. Each (form, op) runs in a
+process of its own: Triton keys a kernel's compiled code on the helpers it calls, so the form is set before anything
+compiles, and the other form's code is never reused.
 
 Inputs: x ~ N(0, 1) in bf16 (E, K, N), row-major, and in every slice one spike of 1000 at a position drawn at random
 among the last 128 of the slice's reduced axis (K for colwise 3D, whose slices are the columns (e, n); N for the
@@ -51,7 +53,7 @@ import triton.language as tl
 
 from fp8ref import ops as ref_ops
 
-FORMS = ("no-barrier", "barrier")
+FORMS = ("no-barrier", "barrier", "acquire")
 #: op name -> (the fp8moe call, the fp8ref call, the reduced axis of x's (E, K, N); None: jagged, x (Ktot, N) with G
 #: uniform groups along Ktot)
 OPS = {  # in the order the parent runs them: colwise 3D, where session 47 saw bytes differ, first
@@ -74,6 +76,16 @@ SPIKE_SPAN = 128
 def _arrival_alone(count_ptr):
     """fp8moe.kernels._coop.arrive without its barrier: the slice kernel's arrival before session 48."""
     tl.atomic_add(count_ptr, 1, sem="release")
+
+
+@triton.jit
+def _wait_then_acquire(count_ptr, chunks):
+    """fp8moe.kernels._coop.wait_for_slice, then one acquire atomic on the count (thread 0's, the barrier after the
+    wait passing its order on): the formal order of the amax read after the arrivals, the "acquire" form."""
+    seen = tl.load(count_ptr, volatile=True)
+    while seen < chunks:
+        seen = tl.load(count_ptr, volatile=True)
+    tl.atomic_max(count_ptr, 0, sem="acquire")
 
 
 def spiked_input(shape: tuple[int, int, int], reduced: int, device: str, seed: int = 0) -> torch.Tensor:
@@ -154,6 +166,8 @@ def run_form(form: str, op: str, shape: tuple[int, int, int], runs: int, device:
 
     if form == "no-barrier":
         _coop_slices.arrive = _arrival_alone
+    elif form == "acquire":
+        _coop_slices.wait_for_slice = _wait_then_acquire
     call, reference, _ = OPS[op]
     args = op_inputs(op, shape, device)
     expected = reference(*args)
@@ -180,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         "--per-group-shape", default="65536,2048,16", help="Ktot,N,G of per_group_colwise_scales (the jagged coop)"
     )
     parser.add_argument("--form", choices=FORMS, help="run this form of one op here (the parent runs each so)")
+    parser.add_argument("--forms", default=",".join(FORMS), help="the forms the parent runs, in order")
     parser.add_argument("--op", choices=tuple(OPS))
     args = parser.parse_args(argv)
     shapes = {
@@ -192,8 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         summary = run_form(args.form, args.op, shape, args.runs, args.device)
         return 1 if args.form == "barrier" and summary["differing_runs"] else 0  # the kernel as it ships
     failed = 0
+    forms = args.forms.split(",")
+    unknown = set(forms) - set(FORMS)
+    if unknown:
+        parser.error(f"unknown forms {sorted(unknown)}: choose from {FORMS}")
     for op in OPS:
-        for form in FORMS:
+        for form in forms:
             command = [sys.executable, __file__, "--form", form, "--op", op, "--runs", str(args.runs),
                        "--device", args.device, "--colwise-shape", args.colwise_shape,
                        "--transpose-shape", args.transpose_shape,

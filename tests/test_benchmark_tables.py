@@ -1486,7 +1486,7 @@ def test_call_45_repeats_colwise_3d_poisoned_then_benches_it_keeping_the_log(tmp
 
 
 def test_the_h100_call_runs_both_arrival_forms_then_the_cooperative_kernels_gpu_tests(tmp_path):
-    """prepared_calls.sh h100: call 46, probe_coop_race with 6000 runs of each form (stubbed here beside a stub
+    """prepared_calls.sh h100: call 46, probe_coop_race with 4000 runs of each form (stubbed here beside a stub
     device_setup.sh), then the GPU tests of the cooperative kernels, in its own folder: env.txt, the probe's log and
     pytest's."""
     (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
@@ -1495,7 +1495,7 @@ def test_the_h100_call_runs_both_arrival_forms_then_the_cooperative_kernels_gpu_
     out, steps = _run_prepared_call(
         tmp_path, "h100", '$STEPS ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; esac'
     )
-    assert (tmp_path / "probe_args").read_text() == "--runs 6000"
+    assert (tmp_path / "probe_args").read_text() == "--runs 4000"
     [test_step] = (" ".join(step.split()) for step in steps)
     assert test_step == "tests tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop"
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
@@ -1616,7 +1616,7 @@ def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_races_the_slice
     assert [" ".join(line.split()) for line in steps] == ([step] if step else [])
     assert sorted(p.name for p in out.iterdir()) == sorted(["env.txt", *files])
     if not step:
-        assert (out / "race.log").read_text() == "--runs 2000"
+        assert (out / "race.log").read_text() == "--runs 2000 --forms no-barrier,barrier"
 
 
 def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):
