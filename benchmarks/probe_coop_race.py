@@ -51,6 +51,7 @@ import fp8moe  # before triton: without a GPU it turns the interpreter on first
 import triton
 import triton.language as tl
 
+from fp8moe.kernels._coop import wait_for_slice
 from fp8ref import ops as ref_ops
 
 FORMS = ("no-barrier", "barrier", "acquire")
@@ -82,9 +83,7 @@ def _arrival_alone(count_ptr):
 def _wait_then_acquire(count_ptr, chunks):
     """fp8moe.kernels._coop.wait_for_slice, then one acquire atomic on the count (thread 0's, the barrier after the
     wait passing its order on): the formal order of the amax read after the arrivals, the "acquire" form."""
-    seen = tl.load(count_ptr, volatile=True)
-    while seen < chunks:
-        seen = tl.load(count_ptr, volatile=True)
+    wait_for_slice(count_ptr, chunks)
     tl.atomic_max(count_ptr, 0, sem="acquire")
 
 

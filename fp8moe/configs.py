@@ -921,8 +921,10 @@ def _coop_table(
 #: experts and 1.02-1.04x at all three with 128 (h100-s47-call42-configs.md); a rule that dropped the cap from 128
 #: experts ran the bench's (128, 5120, 8192) at 78% of copy and its output was marked not bitwise
 #: (h100-s47-call44-bench.md), which three runs of that tile on the same inputs on another H100 did not repeat
-#: (h100-s47-call45-repeat.log, outputs not poisoned): unexplained, so the cap stays at every E
-#: (benchmarks/results/s47-summary.md). The H200 is untimed. The earlier choices (the uncapped tile at one expert
+#: (h100-s47-call45-repeat.log, outputs not poisoned), so the cap stays at every E (benchmarks/results/s47-summary.md).
+#: Session 48 found a race that fits that row: the slice kernel, as Triton 3.6 compiles it, had no barrier between
+#: its warps' amax folds and its arrival (fp8moe.kernels._coop.arrive, benchmarks/results/s48-summary.md); the
+#: fixed kernel has not run on a GPU yet. The H200 is untimed. The earlier choices (the uncapped tile at one expert
 #: until session 45) and their runs: docs/SPEC.md §10.2 and benchmarks/results/per-group-ledger.md.
 COOP_COLUMNS_CUDA = (
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
