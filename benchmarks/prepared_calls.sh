@@ -48,11 +48,12 @@
 #   bash benchmarks/prepared_calls.sh 43  # unaligned group edges cast after the op by a kernel of their own (3 min)
 #   bash benchmarks/prepared_calls.sh 44  # the edge kernel writing whole sectors and lines; colwise 3D's new cap rule
 #   bash benchmarks/prepared_calls.sh 45  # colwise 3D uncapped at (128, 5120, 8192), outputs poisoned: bitwise? (5 min)
-#   bash benchmarks/prepared_calls.sh 46  # the slice kernel's arrival without and with its barrier: races? (5 min)
+#   bash benchmarks/prepared_calls.sh 46  # the slice kernel's arrival without and with its barrier: races? (s49)
+#   bash benchmarks/prepared_calls.sh 47  # call 46's race at session 47's point, both tiles; the 3D bench (8 min)
 #   bash benchmarks/prepared_calls.sh h200      # 41 in one device call (6-8 minutes; the H200's standing on issue #11)
 #   bash benchmarks/prepared_calls.sh h200-3d   # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
-#   bash benchmarks/prepared_calls.sh h100      # 46 in one device call (about 5 minutes; any sm_90 GPU)
+#   bash benchmarks/prepared_calls.sh h100      # 47 in one device call (about 8 minutes; any sm_90 GPU)
 #   bash benchmarks/prepared_calls.sh short     # one short call for a low budget (3 minutes; by the GPU it gets)
 #
 # Label the files by the device they ran on (h200-s<N>-call<M>-..., h100-...).
@@ -134,7 +135,7 @@ case "${1:-}" in
   h200) waiting="41" ;;
   h200-3d) waiting="18 19" ;;
   h200-pdl) waiting="12 11" ;;
-  h100) waiting="46" ;;
+  h100) waiting="47" ;;
   *) waiting="" ;;
 esac
 if [ -n "$waiting" ]; then
@@ -150,7 +151,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 46, h200, h200-3d, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 47, h200, h200-3d, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -606,20 +607,37 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
     )
     STEPS="tests" TEST_TIMEOUT=120 TEST_PATHS="tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop" \
       bash "$here/gpu_session.sh" ;;
+  47) # call 46 ran in session 49 on an H100 (h100-s49-call46-race.log): no form differed in 4000 runs of each use,
+      # the barrier cost nothing measurable. Its colwise point was (16, 8192, 5120) under the capped tile; session
+      # 47's not-bitwise row was (128, 5120, 8192) under the uncapped one. The race there, both tiles forced, the
+      # code before session 48 and as it ships, 1000 runs each on the probe's spiked inputs (drawn on the GPU; four
+      # processes, 1-2 minutes each), then the bench at the four 3D points on row-major input under the defaults,
+      # with its log (session 47's had the failed check's lines deleted). Files: env.txt, race.log,
+      # bench.{md,json,log}.
+    (
+      source "$here/device_setup.sh"
+      timeout 330 python3 "$here/probe_coop_race.py" --ops colwise_3d --colwise-shape 128,5120,8192 \
+        --colwise-tiles 256x64/w4,256x64/w4/r128 --forms no-barrier,barrier --runs 1000 >"$OUT/race.log" 2>&1
+      echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    )
+    STEPS="bench" BENCH_TIMEOUT=150 BENCH_ARGS="--only colwise_3d --select row_major --compile none" \
+      bash "$here/gpu_session.sh"
+    rm -f "$OUT/bench.png" ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
-      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere call 46's first half,
-      # the slice kernel's arrival without and with its barrier, 2000 runs of each form (session 48). GPU_NAME
-      # overrides nvidia-smi's list (the tests run it without a GPU). Files: env.txt, then bench.{md,json} or
-      # race.log.
+      # is session 33's, before the jagged cooperative kernel took the long groups); elsewhere call 47's first half,
+      # the slice kernel's arrival without and with its barrier at session 47's not-bitwise point, both tiles, 500
+      # runs each. GPU_NAME overrides nvidia-smi's list (the tests run it without a GPU). Files: env.txt, then
+      # bench.{md,json} or race.log.
     if grep -q H200 <<<"${GPU_NAME:-$(nvidia-smi -L 2>/dev/null)}"; then
       STEPS="bench" BENCH_TIMEOUT=200 BENCH_ARGS="--only per_group --compile none" bash "$here/gpu_session.sh"
       rm -f "$OUT/bench.png" "$OUT/bench.log"
     else
       source "$here/device_setup.sh"
-      timeout 200 python3 "$here/probe_coop_race.py" --runs 2000 --forms no-barrier,barrier >"$OUT/race.log" 2>&1
+      timeout 200 python3 "$here/probe_coop_race.py" --ops colwise_3d --colwise-shape 128,5120,8192 \
+        --colwise-tiles 256x64/w4,256x64/w4/r128 --forms no-barrier,barrier --runs 500 >"$OUT/race.log" 2>&1
       echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     fi ;;
-  *) echo "no prepared call $1: 1 to 46, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 47, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -5,6 +5,8 @@ the barrier.
     python benchmarks/probe_coop_race.py                      # both forms, three ops, 3000 runs each (GPU)
     python benchmarks/probe_coop_race.py --runs 2 --device cpu --colwise-shape 1,1024,32 \
         --transpose-shape 2,16,512 --per-group-shape 4096,16,2             # a smoke run (interpreter)
+    python benchmarks/probe_coop_race.py --ops colwise_3d --colwise-shape 128,5120,8192 --forms no-barrier,barrier \
+        --colwise-tiles 256x64/w4,256x64/w4/r128 --runs 1000    # session 47's point, its two tiles forced (GPU)
 
 Why: in the fused launch of fp8moe.kernels._coop_slices (colwise 3D on row-major input; the atomic transpose; the
 per-group ops' jagged "coop" launch) the threads that hold the reduced amax fold it into the workspace, in warps 0 and
@@ -39,6 +41,7 @@ form, the kernel as it ships, differs in any run (or a process fails).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -89,17 +92,20 @@ def _wait_then_acquire(count_ptr, chunks):
 
 def spiked_input(shape: tuple[int, int, int], reduced: int, device: str, seed: int = 0) -> torch.Tensor:
     """x (E, K, N) bf16, row-major: N(0, 1) with one SPIKE per slice along axis ``reduced``, at a random one of its
-    last SPIKE_SPAN positions (all of them where the axis is shorter)."""
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(shape, generator=generator).to(torch.bfloat16)
+    last SPIKE_SPAN positions (all of them where the axis is shorter). Drawn on ``device`` (the 5.4 G elements of
+    (128, 5120, 8192) would take minutes on the host), so the draws depend on the device."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(shape, generator=generator, device=device, dtype=torch.bfloat16)
     e, k, n = shape
     length = shape[reduced]
-    at = length - 1 - torch.randint(0, min(SPIKE_SPAN, length), (e, n if reduced == 1 else k), generator=generator)
+    span = min(SPIKE_SPAN, length)
+    at = length - 1 - torch.randint(0, span, (e, n if reduced == 1 else k), generator=generator, device=device)
+    experts = torch.arange(e, device=device)[:, None]
     if reduced == 1:  # slices (e, n) along K
-        x[torch.arange(e)[:, None], at, torch.arange(n)[None, :]] = SPIKE
+        x[experts, at, torch.arange(n, device=device)[None, :]] = SPIKE
     else:  # slices (e, k) along N
-        x[torch.arange(e)[:, None], torch.arange(k)[None, :], at] = SPIKE
-    return x.to(device)
+        x[experts, torch.arange(k, device=device)[None, :], at] = SPIKE
+    return x
 
 
 def op_inputs(op: str, shape: tuple[int, ...], device: str) -> tuple:
@@ -111,9 +117,9 @@ def op_inputs(op: str, shape: tuple[int, ...], device: str) -> tuple:
         return (spiked_input(shape, reduced, device),)
     ktot, n, groups = shape
     # G experts of Ktot / G tokens each: as (G, Ktot / G, N) the slices run along axis 1
-    x = spiked_input((groups, ktot // groups, n), 1, "cpu").reshape(ktot, n)
-    offs = torch.arange(1, groups + 1, dtype=torch.int32) * (ktot // groups)
-    return x.to(device), offs.to(device)
+    x = spiked_input((groups, ktot // groups, n), 1, device).reshape(ktot, n)
+    offs = torch.arange(1, groups + 1, dtype=torch.int32, device=device) * (ktot // groups)
+    return x, offs
 
 
 def differing(out, expected) -> tuple[int, int]:
@@ -158,9 +164,12 @@ def time_calls(call, calls: int) -> float:
     return round(start.elapsed_time(end) * 1000 / calls, 1)
 
 
-def run_form(form: str, op: str, shape: tuple[int, int, int], runs: int, device: str, timed: int = 200) -> dict:
+def run_form(
+    form: str, op: str, shape: tuple[int, int, int], runs: int, device: str, tile: str = "", timed: int = 200
+) -> dict:
     """``runs`` calls of ``op`` in ``form`` (this process: nothing of the slice kernel may have compiled yet), then
-    ``timed`` calls timed back to back on a GPU: each form's cost beside the other's, one machine."""
+    ``timed`` calls timed back to back on a GPU: each form's cost beside the other's, one machine. ``tile``: colwise
+    3D's cooperative tile forced (a COOP_COLUMNS candidate as fp8moe.configs.describe names it; "" for the rule's)."""
     from fp8moe.kernels import _coop_slices
 
     if form == "no-barrier":
@@ -170,17 +179,35 @@ def run_form(form: str, op: str, shape: tuple[int, int, int], runs: int, device:
     call, reference, _ = OPS[op]
     args = op_inputs(op, shape, device)
     expected = reference(*args)
+    labels = {"form": form, "op": op, **({"tile": tile} if tile else {})}
     bad = 0
-    for attempt in range(runs):
-        codes, scales = differing(call(*args), expected)
-        if codes or scales:
-            bad += 1
-            print(json.dumps({"form": form, "op": op, "run": attempt, "codes": codes, "scales": scales}), flush=True)
-    summary = {"form": form, "op": op, "shape": list(shape), "runs": runs, "differing_runs": bad,
-               "us_per_call": time_calls(lambda: call(*args), timed) if device != "cpu" else None,
+    with forced_columns_tile(tile):
+        for attempt in range(runs):
+            codes, scales = differing(call(*args), expected)
+            if codes or scales:
+                bad += 1
+                print(json.dumps({**labels, "run": attempt, "codes": codes, "scales": scales}), flush=True)
+        us = time_calls(lambda: call(*args), timed) if device != "cpu" else None
+    summary = {**labels, "shape": list(shape), "runs": runs, "differing_runs": bad, "us_per_call": us,
                "meeting": compiled_meetings()}  # fmt: skip
     print(json.dumps(summary), flush=True)
     return summary
+
+
+def forced_columns_tile(tile: str):
+    """Colwise 3D's cooperative tile (COOP_COLUMNS) forced to ``tile`` inside the block (tune_configs.forced); a
+    null context for ""."""
+    if not tile:
+        return contextlib.nullcontext()
+    from tune_configs import forced
+
+    from fp8moe import configs
+
+    named = [i for i, cfg in enumerate(configs.COOP_COLUMNS.cuda) if configs.describe(cfg) == tile]
+    if not named:
+        known = [configs.describe(cfg) for cfg in configs.COOP_COLUMNS.cuda]
+        raise SystemExit(f"no COOP_COLUMNS tile {tile!r}: the CUDA list holds {known}")
+    return forced({configs.COOP_COLUMNS.name}, named[0])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--form", choices=FORMS, help="run this form of one op here (the parent runs each so)")
     parser.add_argument("--forms", default=",".join(FORMS), help="the forms the parent runs, in order")
     parser.add_argument("--op", choices=tuple(OPS))
+    parser.add_argument("--ops", default=",".join(OPS), help="the ops the parent runs, in order")
+    parser.add_argument(
+        "--colwise-tiles", default="", help="colwise 3D's cooperative tiles to force, one process each ('': the rule's)"
+    )
+    parser.add_argument("--tile", default="", help="the tile this process forces (the parent passes it)")
     args = parser.parse_args(argv)
     shapes = {
         "colwise_3d": args.colwise_shape,
@@ -203,20 +235,21 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.form:
         shape = tuple(int(d) for d in shapes[args.op].split(","))
-        summary = run_form(args.form, args.op, shape, args.runs, args.device)
+        summary = run_form(args.form, args.op, shape, args.runs, args.device, args.tile)
         return 1 if args.form == "barrier" and summary["differing_runs"] else 0  # the kernel as it ships
+    forms, ops = args.forms.split(","), args.ops.split(",")
+    for chosen, known, what in ((forms, FORMS, "forms"), (ops, tuple(OPS), "ops")):
+        if set(chosen) - set(known):
+            parser.error(f"unknown {what} {sorted(set(chosen) - set(known))}: choose from {known}")
     failed = 0
-    forms = args.forms.split(",")
-    unknown = set(forms) - set(FORMS)
-    if unknown:
-        parser.error(f"unknown forms {sorted(unknown)}: choose from {FORMS}")
-    for op in OPS:
-        for form in forms:
-            command = [sys.executable, __file__, "--form", form, "--op", op, "--runs", str(args.runs),
-                       "--device", args.device, "--colwise-shape", args.colwise_shape,
-                       "--transpose-shape", args.transpose_shape,
-                       "--per-group-shape", args.per_group_shape]  # fmt: skip
-            failed += subprocess.run(command).returncode != 0
+    for op in ops:
+        for tile in args.colwise_tiles.split(",") if op == "colwise_3d" else [""]:
+            for form in forms:
+                command = [sys.executable, __file__, "--form", form, "--op", op, "--runs", str(args.runs),
+                           "--device", args.device, "--colwise-shape", args.colwise_shape,
+                           "--transpose-shape", args.transpose_shape,
+                           "--per-group-shape", args.per_group_shape, "--tile", tile]  # fmt: skip
+                failed += subprocess.run(command).returncode != 0
     return 1 if failed else 0
 
 

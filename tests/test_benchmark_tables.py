@@ -1336,9 +1336,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "47"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "48"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 47: 1 to 46, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 48: 1 to 47, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1485,21 +1485,48 @@ def test_call_45_repeats_colwise_3d_poisoned_then_benches_it_keeping_the_log(tmp
     assert kept == {"env.txt", "repeat.log", "bench.md", "bench.json", "bench.log"}
 
 
-def test_the_h100_call_runs_both_arrival_forms_then_the_cooperative_kernels_gpu_tests(tmp_path):
-    """prepared_calls.sh h100: call 46, probe_coop_race with 4000 runs of each form (stubbed here beside a stub
-    device_setup.sh), then the GPU tests of the cooperative kernels, in its own folder: env.txt, the probe's log and
-    pytest's."""
+def _stub_race_probe(tmp_path) -> Path:
+    """A stub device_setup.sh and probe_coop_race.py beside the copied prepared_calls.sh: the probe writes its
+    arguments to the returned file."""
+    args = tmp_path / "probe_args"
     (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
-    (tmp_path / "probe_coop_race.py").write_text(f"import sys; open({str(tmp_path / 'probe_args')!r}, 'w').write("
-                                                 "' '.join(sys.argv[1:]))\n")  # fmt: skip
-    out, steps = _run_prepared_call(
-        tmp_path, "h100", '$STEPS ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; esac'
+    (tmp_path / "probe_coop_race.py").write_text(
+        f"import sys; open({str(args)!r}, 'w').write(' '.join(sys.argv[1:]))\n"
     )
-    assert (tmp_path / "probe_args").read_text() == "--runs 4000"
+    return args
+
+
+def test_call_46_runs_every_arrival_form_then_the_cooperative_kernels_gpu_tests(tmp_path):
+    """prepared_calls.sh 46 (ran in session 49): probe_coop_race with 4000 runs of each form (stubbed), then the GPU
+    tests of the cooperative kernels: env.txt, the probe's log and pytest's."""
+    args = _stub_race_probe(tmp_path)
+    out, steps = _run_prepared_call(
+        tmp_path, "46", '$STEPS ${TEST_PATHS:-}\ncase "$STEPS" in tests) touch pytest.log ;; esac'
+    )
+    assert args.read_text() == "--runs 4000"
     [test_step] = (" ".join(step.split()) for step in steps)
     assert test_step == "tests tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop"
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "pytest.log", "race.log"]
+
+
+def test_the_h100_call_races_session_47s_point_under_both_tiles_then_benches_the_3d_points(tmp_path):
+    """prepared_calls.sh h100: call 47, probe_coop_race at (128, 5120, 8192) with colwise 3D's two tiles forced and
+    the forms before and after session 48 (stubbed), then the 3D bench on row-major input with its log kept, in its
+    own folder."""
+    args = _stub_race_probe(tmp_path)
+    out, steps = _run_prepared_call(
+        tmp_path, "h100", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch bench.md bench.json bench.png '
+        "bench.log ;; esac",
+    )  # fmt: skip
+    assert args.read_text().split() == [
+        "--ops", "colwise_3d", "--colwise-shape", "128,5120,8192", "--colwise-tiles", "256x64/w4,256x64/w4/r128",
+        "--forms", "no-barrier,barrier", "--runs", "1000",
+    ]  # fmt: skip
+    listed = {fp8moe.configs.describe(cfg) for cfg in fp8moe.configs.COOP_COLUMNS.cuda}
+    assert {"256x64/w4", "256x64/w4/r128"} <= listed  # the probe refuses a tile not in the list: a lost device call
+    assert [" ".join(step.split()) for step in steps] == ["bench --only colwise_3d --select row_major --compile none"]
     kept = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
-    assert kept == {"call46/env.txt", "call46/race.log", "call46/pytest.log"}
+    assert kept == {"call47/env.txt", "call47/race.log", "call47/bench.md", "call47/bench.json", "call47/bench.log"}
 
 
 def test_call_42_forces_colwise_3ds_tile_capped_and_uncapped_between_two_3d_points(tmp_path):
@@ -1602,13 +1629,9 @@ def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_races_the_slice
     tmp_path, gpu, step, files
 ):
     """prepared_calls.sh short, for a budget that fits one short call: on an H200 the per-group bench without
-    torch.compile (the bench's png and log dropped), on any other GPU probe_coop_race with 2000 runs of each form
-    (call 46's first half, stubbed beside a stub device_setup.sh). Stub gpu_session.sh, as above, with nvidia-smi's
-    list given."""
-    (tmp_path / "device_setup.sh").write_text('touch "$OUT/env.txt"\n')
-    (tmp_path / "probe_coop_race.py").write_text(
-        "import os, sys; open(os.path.join(os.environ['OUT'], 'race.log'), 'w').write(' '.join(sys.argv[1:]))\n"
-    )
+    torch.compile (the bench's png and log dropped), on any other GPU call 47's race at 500 runs of each form and
+    tile (stubbed beside a stub device_setup.sh). Stub gpu_session.sh, as above, with nvidia-smi's list given."""
+    args = _stub_race_probe(tmp_path)
     out, steps = _run_prepared_call(
         tmp_path, "short", '$STEPS ${BENCH_ARGS:-}\ncase "$STEPS" in bench) touch '
         "bench.md bench.json bench.png bench.log ;; esac", gpu=gpu,
@@ -1616,7 +1639,9 @@ def test_the_short_call_benches_the_per_group_ops_on_an_h200_and_races_the_slice
     assert [" ".join(line.split()) for line in steps] == ([step] if step else [])
     assert sorted(p.name for p in out.iterdir()) == sorted(["env.txt", *files])
     if not step:
-        assert (out / "race.log").read_text() == "--runs 2000 --forms no-barrier,barrier"
+        assert args.read_text().split()[-6:] == [
+            "--colwise-tiles", "256x64/w4,256x64/w4/r128", "--forms", "no-barrier,barrier", "--runs", "500"
+        ]  # fmt: skip
 
 
 def test_the_host_call_keeps_the_split_and_the_points_each_in_its_own_file(tmp_path):

@@ -117,7 +117,8 @@ def wait_for_slice(count_ptr, chunks):
     count complete. The read is an acquire atomic on the amax words, made after the poll that saw the count
     (control dependence, then the barrier) and so performed after the folds the arrivals released; the PTX memory
     model would have the poll itself acquire (or a fence after it) to make that order formal, which costs an atomic
-    or a fence per program and is untimed (benchmarks/probe_coop_race.py's "acquire" form times it)."""
+    or a fence per program: 1.000-1.007x the time on an H100 (session 49, benchmarks/probe_coop_race.py's "acquire"
+    form), not taken until the GPU suite runs under it."""
     seen = tl.load(count_ptr, volatile=True)
     while seen < chunks:
         seen = tl.load(count_ptr, volatile=True)
