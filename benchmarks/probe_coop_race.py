@@ -194,6 +194,17 @@ def run_form(
     return summary
 
 
+def columns_tile_index(tile: str) -> int:
+    """The index of ``tile`` (as fp8moe.configs.describe names it) in colwise 3D's CUDA list of cooperative tiles;
+    SystemExit naming the list where it is not there."""
+    from fp8moe import configs
+
+    named = [configs.describe(cfg) for cfg in configs.COOP_COLUMNS.cuda]
+    if tile not in named:
+        raise SystemExit(f"no COOP_COLUMNS tile {tile!r}: the CUDA list holds {named}")
+    return named.index(tile)
+
+
 def forced_columns_tile(tile: str):
     """Colwise 3D's cooperative tile (COOP_COLUMNS) forced to ``tile`` inside the block (tune_configs.forced); a
     null context for ""."""
@@ -203,11 +214,7 @@ def forced_columns_tile(tile: str):
 
     from fp8moe import configs
 
-    named = [i for i, cfg in enumerate(configs.COOP_COLUMNS.cuda) if configs.describe(cfg) == tile]
-    if not named:
-        known = [configs.describe(cfg) for cfg in configs.COOP_COLUMNS.cuda]
-        raise SystemExit(f"no COOP_COLUMNS tile {tile!r}: the CUDA list holds {known}")
-    return forced({configs.COOP_COLUMNS.name}, named[0])
+    return forced({configs.COOP_COLUMNS.name}, columns_tile_index(tile))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,9 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     for chosen, known, what in ((forms, FORMS, "forms"), (ops, tuple(OPS), "ops")):
         if set(chosen) - set(known):
             parser.error(f"unknown {what} {sorted(set(chosen) - set(known))}: choose from {known}")
+    tiles = args.colwise_tiles.split(",")
+    for tile in filter(None, tiles):
+        columns_tile_index(tile)  # before any process starts: a misspelt tile would cost a device call
     failed = 0
     for op in ops:
-        for tile in args.colwise_tiles.split(",") if op == "colwise_3d" else [""]:
+        for tile in tiles if op == "colwise_3d" else [""]:
             for form in forms:
                 command = [sys.executable, __file__, "--form", form, "--op", op, "--runs", str(args.runs),
                            "--device", args.device, "--colwise-shape", args.colwise_shape,

@@ -1013,6 +1013,17 @@ def test_the_race_probe_spikes_each_slice_once_and_counts_the_bytes_a_missed_fol
     assert scales == 8, scales
 
 
+def test_the_race_probe_refuses_a_tile_not_in_colwise_3ds_list_before_any_run(capsys):
+    """probe_coop_race --colwise-tiles: every tile is looked up in COOP_COLUMNS' CUDA list before the first process
+    starts, so a misspelt tile ends the call at once (naming the list) instead of after the tiles before it ran."""
+    probe = pytest.importorskip("probe_coop_race")
+    cuda_tiles = fp8moe.configs.COOP_COLUMNS.cuda
+    assert fp8moe.configs.describe(cuda_tiles[probe.columns_tile_index("256x64/w4/r128")]) == "256x64/w4/r128"
+    with pytest.raises(SystemExit, match=r"no COOP_COLUMNS tile '256x64/w5'.*256x64/w4/r128"):
+        probe.main(["--device", "cpu", "--ops", "colwise_3d", "--colwise-tiles", "256x64/w4,256x64/w5"])
+    assert capsys.readouterr().out == ""  # no process ran
+
+
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail():
     """Integers in [-6, 6] with a 7 in every (group, column): the ceiling's scale 448 / 7 = 64 makes every scaled
