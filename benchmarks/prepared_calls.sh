@@ -599,7 +599,8 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
       # row-major input, the atomic transpose and the per-group colwise op at G = 16 long groups (the jagged launch),
       # on inputs where a missed fold changes most codes, each run against fp8ref byte for byte, then each form
       # timed over 200 calls (benchmarks/probe_coop_race.py; 4-6 minutes); then the GPU tests of the
-      # cooperative kernels. Files: env.txt, race.log, pytest.log.
+      # cooperative kernels. Files: env.txt, race.log, pytest.log. Ran in session 49 on an H100
+      # (h100-s49-call46-*: no run differed in any form).
     (
       source "$here/device_setup.sh"
       timeout 360 python3 "$here/probe_coop_race.py" --runs 4000 >"$OUT/race.log" 2>&1
