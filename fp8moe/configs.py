@@ -923,9 +923,12 @@ def _coop_table(
 #: (h100-s47-call44-bench.md), which three runs of that tile on the same inputs on another H100 did not repeat
 #: (h100-s47-call45-repeat.log, outputs not poisoned), so the cap stays at every E (benchmarks/results/s47-summary.md).
 #: Session 48 found a race that fits that row: the slice kernel, as Triton 3.6 compiles it, had no barrier between
-#: its warps' amax folds and its arrival (fp8moe.kernels._coop.arrive, benchmarks/results/s48-summary.md); the
-#: fixed kernel has not run on a GPU yet. The H200 is untimed. The earlier choices (the uncapped tile at one expert
-#: until session 45) and their runs: docs/SPEC.md §10.2 and benchmarks/results/per-group-ledger.md.
+#: its warps' amax folds and its arrival (fp8moe.kernels._coop.arrive, benchmarks/results/s48-summary.md). On an
+#: H100 in session 49 4000 runs of each use without the barrier never differed, at (16, 8192, 5120) under this capped
+#: tile, and the fixed kernel passed the whole GPU suite (s49-summary.md): whether the race caused that row is for
+#: prepared call 47, the race at (128, 5120, 8192) under both tiles. The H200 is untimed. The earlier choices (the
+#: uncapped tile at one expert until session 45) and their runs: docs/SPEC.md §10.2 and
+#: benchmarks/results/per-group-ledger.md.
 COOP_COLUMNS_CUDA = (
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4),
     triton.Config({"BLOCK_L": 256, "BLOCK_M": 64}, num_warps=4, maxnreg=128),

@@ -1022,6 +1022,9 @@ def test_the_race_probe_refuses_a_tile_not_in_colwise_3ds_list_before_any_run(ca
     with pytest.raises(SystemExit, match=r"no COOP_COLUMNS tile '256x64/w5'.*256x64/w4/r128"):
         probe.main(["--device", "cpu", "--ops", "colwise_3d", "--colwise-tiles", "256x64/w4,256x64/w5"])
     assert capsys.readouterr().out == ""  # no process ran
+    with pytest.raises(SystemExit):  # argparse's error: an op the probe does not know
+        probe.main(["--device", "cpu", "--ops", "colwise_3d,colwise_4d"])
+    assert "unknown ops ['colwise_4d']" in capsys.readouterr().err
 
 
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
