@@ -50,6 +50,7 @@
 #   bash benchmarks/prepared_calls.sh 45  # colwise 3D uncapped at (128, 5120, 8192), outputs poisoned: bitwise? (5 min)
 #   bash benchmarks/prepared_calls.sh 46  # the slice kernel's arrival without and with its barrier: races? (s49)
 #   bash benchmarks/prepared_calls.sh 47  # call 46's race at session 47's point, both tiles; the 3D bench (8 min)
+#   bash benchmarks/prepared_calls.sh 48  # the formal order by acquiring polls: raced and timed beside the kernel (s50)
 #   bash benchmarks/prepared_calls.sh h200      # 41 in one device call (6-8 minutes; the H200's standing on issue #11)
 #   bash benchmarks/prepared_calls.sh h200-3d   # 18 then 19 in one device call (about 8 minutes; waits for an H200)
 #   bash benchmarks/prepared_calls.sh h200-pdl  # 12 then 11 in one device call (about 7 minutes; waits for an H200)
@@ -151,7 +152,7 @@ if [ -n "$waiting" ]; then
   exit 0
 fi
 
-case "${1:?which call: 1 to 47, h200, h200-3d, h200-pdl, h100 or short}" in
+case "${1:?which call: 1 to 48, h200, h200-3d, h200-pdl, h100 or short}" in
   1)  # 9 per-group candidates at the 14 rowwise and colwise size points, 6 dual ones at its 7: 168 forced runs,
       # each checked bitwise (154 took 113 s on the H200 in session 29). Files: env.txt, configs.md, tune.log.
     STEPS="tune" TUNE_TIMEOUT=480 TUNE_ARGS="--points sizes --replace $(printf -- '--candidates %s ' $hints)" \
@@ -624,6 +625,24 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
     STEPS="bench" BENCH_TIMEOUT=150 BENCH_ARGS="--only colwise_3d --select row_major --compile none" \
       bash "$here/gpu_session.sh"
     rm -f "$OUT/bench.png" ;;
+  48) # session 50: the slice kernel's meeting in the order the PTX memory model makes formal, at no instruction
+      # added. The kernel as it ships polls the count with volatile loads and reads the folded amax by an acquire
+      # atomic after a barrier; formally the poll that sees the count complete must itself acquire (SPEC §10.2,
+      # "Arrival order"). Call 46's "acquire" form adds an atomic per program for it, 1.000-1.007x the time on an
+      # H100 (h100-s49-call46-race.log), not taken: the atomic transpose clears 85% of copy by 0.2 points at
+      # (1, 8192, 5120). "poll-acquire" (benchmarks/arrival_forms.py) makes every poll an acquire load instead:
+      # the same registers, atomics and memory barriers in every phase under Triton 3.6 and 3.9, an L1 invalidate
+      # after each poll (tests/test_kernel_instructions.py). At call 46's three uses, 2000 runs each of the kernel
+      # as it ships, poll-acquire and acquire, then the first two again (drift between processes), each run against
+      # fp8ref byte for byte and each form timed over 200 calls back to back (15 processes, 4-6 minutes). If
+      # poll-acquire costs no more than the run-to-run spread of the shipping form, it becomes fp8moe's wait on
+      # CUDA after a whole GPU suite under it (call 22). Files: env.txt, race.log.
+    (
+      source "$here/device_setup.sh"
+      timeout 420 python3 "$here/probe_coop_race.py" --forms barrier,poll-acquire,acquire,barrier,poll-acquire \
+        --runs 2000 >"$OUT/race.log" 2>&1
+      echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
+    ) ;;
   short) # the call for a budget that fits one short call (session 41 spent 1537 of its 1800 device-seconds on
       # starts that failed, and a start costs 90-180 s): what matters most on the GPU it gets. On an H200 the per-group
       # bench under today's defaults with its copy rows and no torch.compile (every H200 timing of the per-group ops
@@ -640,5 +659,5 @@ deferred_edges_w32,deferred_edges_w128,edge_chunks_alone,edge_chunks_w32_alone,e
         --colwise-tiles 256x64/w4,256x64/w4/r128 --forms no-barrier,barrier --runs 500 >"$OUT/race.log" 2>&1
       echo "race exit $? after ${SECONDS}s" >>"$OUT/env.txt"
     fi ;;
-  *) echo "no prepared call $1: 1 to 47, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
+  *) echo "no prepared call $1: 1 to 48, h200, h200-3d, h200-pdl, h100 or short" >&2; exit 2 ;;
 esac

@@ -2,7 +2,7 @@
 missed fold changes bytes: does the race session 48 found in Triton 3.6's code show on the GPU, and is it gone with
 the barrier.
 
-    python benchmarks/probe_coop_race.py                      # both forms, three ops, 3000 runs each (GPU)
+    python benchmarks/probe_coop_race.py                      # every form, three ops, 3000 runs each (GPU)
     python benchmarks/probe_coop_race.py --runs 2 --device cpu --colwise-shape 1,1024,32 \
         --transpose-shape 2,16,512 --per-group-shape 4096,16,2             # a smoke run (interpreter)
     python benchmarks/probe_coop_race.py --ops colwise_3d --colwise-shape 128,5120,8192 --forms no-barrier,barrier \
@@ -18,12 +18,13 @@ small an amax. Session 47's bench once marked colwise 3D at (128, 5120, 8192) no
 did not repeat (benchmarks/results/s47-summary.md, section 2). Session 48 put the barrier in
 (fp8moe.kernels._coop.arrive).
 
-Forms: "barrier" is the kernel as it is; "no-barrier" replaces fp8moe.kernels._coop_slices.arrive with the release
-atomic alone, the code before session 48; "acquire" is the kernel with one acquire atomic on the count after the
-wait (thread 0's; Triton 3.6 compiles it to atom.acquire.max, the same 141 registers for colwise 3D's tile), the
-order the PTX memory model makes formal (SPEC §10.2, "Arrival order"): what that costs. Each (form, op) runs in a
-process of its own: Triton keys a kernel's compiled code on the helpers it calls, so the form is set before anything
-compiles, and the other form's code is never reused.
+Forms (benchmarks/arrival_forms.py): "barrier" is the kernel as it is; "no-barrier" the code before session 48;
+"acquire" adds one acquire atomic on the count after the wait (Triton 3.6 compiles it to atom.acquire.max, the same
+141 registers for colwise 3D's tile), the order the PTX memory model makes formal (SPEC §10.2, "Arrival order"):
+what that costs; "poll-acquire" (session 50) makes every poll of the count an acquire load instead, with no
+instruction added (CUDA only: the probe refuses it in the interpreter). Each (form, op) runs in a process of its
+own: Triton keys a kernel's compiled code on the helpers it calls, so the form is set before anything compiles, and
+the other forms' code is never reused.
 
 Inputs: x ~ N(0, 1) in bf16 (E, K, N), row-major, and in every slice one spike of 1000 at a position drawn at random
 among the last 128 of the slice's reduced axis (K for colwise 3D, whose slices are the columns (e, n); N for the
@@ -51,13 +52,11 @@ import torch
 import fp8moe  # before triton: without a GPU it turns the interpreter on first
 
 # isort: split
-import triton
-import triton.language as tl
+import arrival_forms  # benchmarks/, this script's folder
+from arrival_forms import CUDA_ONLY_FORMS, FORMS
 
-from fp8moe.kernels._coop import wait_for_slice
 from fp8ref import ops as ref_ops
 
-FORMS = ("no-barrier", "barrier", "acquire")
 #: op name -> (the fp8moe call, the fp8ref call, the reduced axis of x's (E, K, N); None: jagged, x (Ktot, N) with G
 #: uniform groups along Ktot)
 OPS = {  # in the order the parent runs them: colwise 3D, where session 47 saw bytes differ, first
@@ -74,20 +73,6 @@ SPIKE = 1000.0
 #: least 128 long), whose program takes the last ticket of the slice block and so most often arrives last, while the
 #: block's other programs poll. Its late fold is the one they would miss.
 SPIKE_SPAN = 128
-
-
-@triton.jit
-def _arrival_alone(count_ptr):
-    """fp8moe.kernels._coop.arrive without its barrier: the slice kernel's arrival before session 48."""
-    tl.atomic_add(count_ptr, 1, sem="release")
-
-
-@triton.jit
-def _wait_then_acquire(count_ptr, chunks):
-    """fp8moe.kernels._coop.wait_for_slice, then one acquire atomic on the count (thread 0's, the barrier after the
-    wait passing its order on): the formal order of the amax read after the arrivals, the "acquire" form."""
-    wait_for_slice(count_ptr, chunks)
-    tl.atomic_max(count_ptr, 0, sem="acquire")
 
 
 def spiked_input(shape: tuple[int, int, int], reduced: int, device: str, seed: int = 0) -> torch.Tensor:
@@ -170,12 +155,9 @@ def run_form(
     """``runs`` calls of ``op`` in ``form`` (this process: nothing of the slice kernel may have compiled yet), then
     ``timed`` calls timed back to back on a GPU: each form's cost beside the other's, one machine. ``tile``: colwise
     3D's cooperative tile forced (a COOP_COLUMNS candidate as fp8moe.configs.describe names it; "" for the rule's)."""
-    from fp8moe.kernels import _coop_slices
-
-    if form == "no-barrier":
-        _coop_slices.arrive = _arrival_alone
-    elif form == "acquire":
-        _coop_slices.wait_for_slice = _wait_then_acquire
+    if form in CUDA_ONLY_FORMS and device == "cpu":
+        raise SystemExit(f"form {form!r} polls with inline PTX, which the interpreter cannot run: run it on a GPU")
+    arrival_forms.apply(form)
     call, reference, _ = OPS[op]
     args = op_inputs(op, shape, device)
     expected = reference(*args)
@@ -227,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         "--per-group-shape", default="65536,2048,16", help="Ktot,N,G of per_group_colwise_scales (the jagged coop)"
     )
     parser.add_argument("--form", choices=FORMS, help="run this form of one op here (the parent runs each so)")
-    parser.add_argument("--forms", default=",".join(FORMS), help="the forms the parent runs, in order")
+    parser.add_argument(
+        "--forms", default="", help="the forms the parent runs, in order (default: all, those the device can run)"
+    )
     parser.add_argument("--op", choices=tuple(OPS))
     parser.add_argument("--ops", default=",".join(OPS), help="the ops the parent runs, in order")
     parser.add_argument(
@@ -244,10 +228,13 @@ def main(argv: list[str] | None = None) -> int:
         shape = tuple(int(d) for d in shapes[args.op].split(","))
         summary = run_form(args.form, args.op, shape, args.runs, args.device, args.tile)
         return 1 if args.form == "barrier" and summary["differing_runs"] else 0  # the kernel as it ships
-    forms, ops = args.forms.split(","), args.ops.split(",")
+    runnable = [form for form in FORMS if args.device != "cpu" or form not in CUDA_ONLY_FORMS]
+    forms, ops = (args.forms.split(",") if args.forms else runnable), args.ops.split(",")
     for chosen, known, what in ((forms, FORMS, "forms"), (ops, tuple(OPS), "ops")):
         if set(chosen) - set(known):
             parser.error(f"unknown {what} {sorted(set(chosen) - set(known))}: choose from {known}")
+    if args.device == "cpu" and set(forms) & set(CUDA_ONLY_FORMS):
+        parser.error(f"forms {sorted(set(forms) & set(CUDA_ONLY_FORMS))} need a CUDA GPU (inline PTX)")
     tiles = args.colwise_tiles.split(",")
     for tile in filter(None, tiles):
         columns_tile_index(tile)  # before any process starts: a misspelt tile would cost a device call

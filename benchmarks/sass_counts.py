@@ -10,6 +10,7 @@
     python benchmarks/sass_counts.py --long-slices          # probe_long_slices.py's kernels: cp.async, shared memory
     python benchmarks/sass_counts.py --coop-slices          # the cooperative slice kernel: registers, barriers
     python benchmarks/sass_counts.py --meetings             # every cooperative kernel's arrivals and waits
+    python benchmarks/sass_counts.py --meetings --wait-form poll-acquire  # under a form of arrival_forms.py
 
 Compiles fp8moe's per-group kernel (fp8moe/kernels/_per_group.py) with the installed Triton for an NVIDIA sm_90
 target, disassembles it with the cuobjdump Triton ships, and prints per loop (a backward branch) its instruction
@@ -41,6 +42,7 @@ _package = types.ModuleType("fp8moe")
 _package.__path__ = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fp8moe")]
 sys.modules.setdefault("fp8moe", _package)
 
+import arrival_forms  # noqa: E402  (benchmarks/ too)
 import torch  # noqa: E402
 import triton  # noqa: E402
 from meeting_order import meeting_order  # noqa: E402  (benchmarks/ too)
@@ -672,9 +674,16 @@ def main(argv: list[str] | None = None) -> int:
         "--meetings", action="store_true", help="how each cooperative kernel's programs meet: barriers (JSON)"
     )
     parser.add_argument(
+        "--wait-form",
+        choices=arrival_forms.FORMS,
+        default="barrier",
+        help="with --coop-slices or --meetings: the slice kernel's meeting in this form (benchmarks/arrival_forms.py)",
+    )
+    parser.add_argument(
         "--gap-group", type=int, default=128, help="with --gap: tokens per group, the one-read tile's token extent"
     )
     args = parser.parse_args(argv)
+    arrival_forms.apply(args.wait_form)
     if args.candidates:
         print(json.dumps(candidate_registers(args.candidates)))
         return 0

@@ -1027,6 +1027,26 @@ def test_the_race_probe_refuses_a_tile_not_in_colwise_3ds_list_before_any_run(ca
     assert "unknown ops ['colwise_4d']" in capsys.readouterr().err
 
 
+def test_the_race_probe_refuses_the_inline_ptx_form_in_the_interpreter_before_any_run(capsys):
+    """probe_coop_race's "poll-acquire" form polls with inline PTX, which the interpreter cannot run: asked for on
+    the CPU the parent refuses it before the first process starts, and so does a child given it; a form
+    benchmarks/arrival_forms.py does not know is refused before anything is replaced."""
+    probe = pytest.importorskip("probe_coop_race")
+    import arrival_forms
+
+    assert "poll-acquire" in arrival_forms.CUDA_ONLY_FORMS
+    assert "poll-acquire" in probe.FORMS
+    with pytest.raises(SystemExit):
+        probe.main(["--device", "cpu", "--ops", "transpose_atomic", "--forms", "barrier,poll-acquire"])
+    captured = capsys.readouterr()
+    assert "forms ['poll-acquire'] need a CUDA GPU" in captured.err
+    assert captured.out == ""  # no process ran
+    with pytest.raises(SystemExit, match="inline PTX"):
+        probe.run_form("poll-acquire", "transpose_atomic", (2, 16, 512), 1, "cpu")
+    with pytest.raises(ValueError, match="unknown arrival form 'polled'"):
+        arrival_forms.apply("polled")
+
+
 @needs_interpreter  # the GPU runs the script itself, which checks every variant before timing it
 def test_one_read_gap_variants_all_write_what_they_must_and_the_check_can_fail():
     """Integers in [-6, 6] with a 7 in every (group, column): the ceiling's scale 448 / 7 = 64 makes every scaled
@@ -1350,9 +1370,9 @@ def test_the_prepared_device_calls_time_each_tile_beside_its_hinted_twins_and_re
     listed_plain = {configs.describe(c) for k in (configs.PER_GROUP, configs.PER_GROUP_DUAL) for c in k.cuda}
     assert {tile for tile in listed_plain if "/ev" not in tile} <= timed_plain
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "prepared_calls.sh"
-    refused = subprocess.run(["bash", str(script), "48"], capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(["bash", str(script), "49"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused
-    assert "no prepared call 48: 1 to 47, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
+    assert "no prepared call 49: 1 to 48, h200, h200-3d, h200-pdl, h100 or short" in refused.stderr
 
 
 def _run_prepared_call(tmp_path, call: str, stub_steps: str, gpu: str = "") -> tuple[Path, list[str]]:
@@ -1521,6 +1541,20 @@ def test_call_46_runs_every_arrival_form_then_the_cooperative_kernels_gpu_tests(
     [test_step] = (" ".join(step.split()) for step in steps)
     assert test_step == "tests tests/test_kernels_coop_slices.py tests/test_kernels_dense.py -k coop"
     assert sorted(p.name for p in out.iterdir()) == ["env.txt", "pytest.log", "race.log"]
+
+
+def test_call_48_races_and_times_the_acquiring_polls_beside_the_kernel_as_it_ships(tmp_path):
+    """prepared_calls.sh 48: probe_coop_race (stubbed) at its three default uses, the kernel as it ships, the
+    poll-acquire form and the acquire form, then the first two again; every form one the probe knows."""
+    args = _stub_race_probe(tmp_path)
+    out, steps = _run_prepared_call(tmp_path, "48", "$STEPS")
+    forms = "barrier,poll-acquire,acquire,barrier,poll-acquire"
+    assert args.read_text().split() == ["--forms", forms, "--runs", "2000"]
+    import arrival_forms
+
+    assert set(forms.split(",")) <= set(arrival_forms.FORMS)
+    assert steps == []
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "race.log"]
 
 
 def test_the_h100_call_races_session_47s_point_under_both_tiles_then_benches_the_3d_points(tmp_path):

@@ -33,6 +33,7 @@ which the interpreter this process runs has replaced):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -70,6 +71,12 @@ def _sass_counts(*args: str) -> dict:
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@functools.cache
+def _coop_slices_counts() -> dict:
+    """benchmarks/sass_counts.py --coop-slices (about 20 s of compiling), once per process."""
+    return _sass_counts("--coop-slices")
 
 
 def _views(cast_mode: int, pack: int | None = None) -> dict:
@@ -335,7 +342,7 @@ def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_each_use_and_f
     eight). Colwise 3D runs the jagged kernel (its experts uniform groups, "columns") since session 39;
     "columns-dense" is its dense launch before (153), and "columns fused r128" the fused launch capped at 128
     registers: four programs per SM, few spills; so is "groups fused r128" (fp8moe.configs.GROUP_COOP_CAP)."""
-    phases = _sass_counts("--coop-slices")
+    phases = _coop_slices_counts()
     uses = ("columns", "columns-dense", "transpose", "groups")
     jagged = {"columns long", "groups long", "columns fused r128", "groups fused r128", "transpose-uniform fused"}
     assert set(phases) == {f"{use} {phase}" for use in uses for phase in ("fused", "fold", "cast")} | jagged
@@ -379,6 +386,31 @@ def test_every_cooperative_kernel_arrives_after_a_barrier_and_reads_after_one():
         assert counts["reads_after_poll_barrier"] == counts["reads_after_poll"], (name, counts)
 
 
+def test_the_poll_acquire_form_orders_every_read_after_an_acquire_at_no_register_or_atomic():
+    """benchmarks/arrival_forms.py's "poll-acquire" form (session 50, raced and timed by prepared call 48): every
+    poll of the count an acquire load, so that the poll that sees the count complete acquires what the arrivals
+    released, the order the PTX memory model makes formal. Compiled for sm_90, each use of the slice kernel reads
+    the folded amax after an acquiring poll only in that form (the kernel as it ships polls with volatile loads, so
+    the count can tell them apart), keeps its barriers, and takes the registers, atomics and memory barriers of the
+    kernel as it ships in every phase: its cost, if any, is the loads' own (each acquire load also invalidates the
+    L1, which the kernel does not read x through: x is held in registers across the wait)."""
+    slice_uses = ("columns", "columns-dense", "transpose", "groups", "transpose-uniform")
+    shipped, acquiring = _sass_counts("--meetings"), _sass_counts("--meetings", "--wait-form", "poll-acquire")
+    for use in slice_uses:
+        for level in ("ttgir", "ptx"):
+            name = f"{use} {level}"
+            assert shipped[name]["reads_after_acquire"] == 0, (name, shipped[name])
+            counts = acquiring[name]
+            assert counts["reads_after_acquire"] == counts["reads_after_poll"] >= 1, (name, counts)
+            assert counts["reads_after_poll_barrier"] == counts["reads_after_poll"], (name, counts)
+            assert counts["arrivals_after_barrier"] == counts["arrivals"] >= 1, (name, counts)
+    plain, polled = _coop_slices_counts(), _sass_counts("--coop-slices", "--wait-form", "poll-acquire")
+    assert set(polled) == set(plain)
+    for phase, counts in plain.items():
+        for key in ("registers", "programs_per_sm", "ATOM", "RED", "MEMBAR", "STL"):
+            assert polled[phase][key] == counts[key], (phase, key, counts, polled[phase])
+
+
 def test_the_meeting_reader_finds_an_arrival_or_a_read_without_its_barrier():
     """benchmarks/meeting_order.py on text of its own: the slice kernel's fold and arrival as Triton 3.6 compiled them
     before session 48 (no barrier between) count as an arrival without one, a barrier between makes it count, and a
@@ -393,10 +425,15 @@ def test_the_meeting_reader_finds_an_arrival_or_a_read_without_its_barrier():
     tt_arrive = "%28 = tt.atomic_rmw add, release, gpu, %count, %c1_i32, %true : (!tt.ptr<i32>, i32, i1) -> i32"
     tt_poll = "%seen = tt.load %count {isVolatile = true} : !tt.ptr<i32>"
     tt_read = "%folded = tt.atomic_rmw max, acquire, gpu, %words, %cst, %20 : (tensor<64x!tt.ptr<i32>>)"
-    for level, (fold, arrive, poll, read, barrier) in enumerate(
+    ptx_acquiring = "ld.acquire.gpu.global.b32 %r6, [%rd2];"
+    tt_acquiring = (
+        '%seen = tt.elementwise_inline_asm "ld.acquire.gpu.global.b32 $0, [$1];" {constraints = "=r,l", '
+        "packed_element = 1 : i32, pure = false} %count_ptr : !tt.ptr<i32> -> i32"
+    )
+    for level, (fold, arrive, poll, acquiring, read, barrier) in enumerate(
         (
-            (tt_fold, tt_arrive, tt_poll, tt_read, "ttg.barrier all"),
-            (ptx_fold, ptx_arrive, ptx_poll, ptx_read, "bar.sync 0;"),
+            (tt_fold, tt_arrive, tt_poll, tt_acquiring, tt_read, "ttg.barrier all"),
+            (ptx_fold, ptx_arrive, ptx_poll, ptx_acquiring, ptx_read, "bar.sync 0;"),
         )
     ):
         racy = meeting_order("\n".join((fold, arrive, poll, poll, read)), level)
@@ -405,6 +442,7 @@ def test_the_meeting_reader_finds_an_arrival_or_a_read_without_its_barrier():
             "arrivals_after_barrier": 0,
             "reads_after_poll": 1,
             "reads_after_poll_barrier": 0,
+            "reads_after_acquire": 0,
         }
         ordered = meeting_order("\n".join((fold, barrier, arrive, poll, poll, barrier, read)), level)
         assert ordered == {
@@ -412,7 +450,13 @@ def test_the_meeting_reader_finds_an_arrival_or_a_read_without_its_barrier():
             "arrivals_after_barrier": 1,
             "reads_after_poll": 1,
             "reads_after_poll_barrier": 1,
+            "reads_after_acquire": 0,
         }
         # a barrier before the fold orders nothing after it
         late = meeting_order("\n".join((barrier, fold, arrive)), level)
         assert late["arrivals_after_barrier"] == 0, late
+        # the poll-acquire form: the read counts as ordered by an acquire only where the last poll before it acquires
+        acquired = meeting_order("\n".join((fold, barrier, arrive, acquiring, acquiring, barrier, read)), level)
+        assert acquired["reads_after_acquire"] == acquired["reads_after_poll_barrier"] == 1, acquired
+        volatile_last = meeting_order("\n".join((arrive, acquiring, poll, barrier, read)), level)
+        assert volatile_last["reads_after_acquire"] == 0, volatile_last

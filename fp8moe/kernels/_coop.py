@@ -118,7 +118,8 @@ def wait_for_slice(count_ptr, chunks):
     (control dependence, then the barrier) and so performed after the folds the arrivals released; the PTX memory
     model would have the poll itself acquire (or a fence after it) to make that order formal, which costs an atomic
     or a fence per program: 1.000-1.007x the time on an H100 (session 49, benchmarks/probe_coop_race.py's "acquire"
-    form), not taken until the GPU suite runs under it."""
+    form), not taken until the GPU suite runs under it. Polls that are acquire loads (inline PTX on CUDA; the
+    "poll-acquire" form of benchmarks/arrival_forms.py) would give it with no instruction added: untimed."""
     seen = tl.load(count_ptr, volatile=True)
     while seen < chunks:
         seen = tl.load(count_ptr, volatile=True)
