@@ -14,7 +14,7 @@ import re
 
 #: How the programs of a cooperative launch meet, as (TTGIR, PTX) patterns: a fold of a partial amax (an atomic max
 #: that does not acquire), a barrier of the program's threads, an arrival (an atomic add that releases), a poll of
-#: the count (a volatile load, or an acquire load written as inline PTX: benchmarks/probe_coop_race.py's
+#: the count (a volatile load, or an acquire load written as inline PTX: benchmarks/arrival_forms.py's
 #: "poll-acquire" form) and a read of the folded amax (an atomic max that acquires).
 _MEETING_PATTERNS = {
     "fold": (

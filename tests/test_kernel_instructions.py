@@ -28,7 +28,9 @@ which the interpreter this process runs has replaced):
 - the cooperative slice kernel compiles in every phase for each of its uses, folds relaxed and keeps two programs
   per SM or more;
 - every cooperative kernel puts a barrier between its warps' folds and its one thread's arrival, and between the
-  wait and the read of the folded amax (benchmarks/meeting_order.py).
+  wait and the read of the folded amax (benchmarks/meeting_order.py);
+- the slice kernel's "poll-acquire" form (benchmarks/arrival_forms.py) reads the amax after an acquiring poll at the
+  registers, atomics and memory barriers of the kernel as it ships.
 """
 
 from __future__ import annotations
