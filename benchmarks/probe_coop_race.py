@@ -155,8 +155,9 @@ def run_form(
     """``runs`` calls of ``op`` in ``form`` (this process: nothing of the slice kernel may have compiled yet), then
     ``timed`` calls timed back to back on a GPU: each form's cost beside the other's, one machine. ``tile``: colwise
     3D's cooperative tile forced (a COOP_COLUMNS candidate as fp8moe.configs.describe names it; "" for the rule's)."""
-    if form in CUDA_ONLY_FORMS and device == "cpu":
-        raise SystemExit(f"form {form!r} polls with inline PTX, which the interpreter cannot run: run it on a GPU")
+    refused = interpreter_refuses([form], device)
+    if refused:
+        raise SystemExit(refused)
     arrival_forms.apply(form)
     call, reference, _ = OPS[op]
     args = op_inputs(op, shape, device)
@@ -174,6 +175,15 @@ def run_form(
                "meeting": compiled_meetings()}  # fmt: skip
     print(json.dumps(summary), flush=True)
     return summary
+
+
+def interpreter_refuses(forms, device: str) -> str:
+    """Why the forms among ``forms`` that poll with inline PTX (CUDA_ONLY_FORMS) cannot run on ``device``: the CPU,
+    where the interpreter runs no inline PTX; "" where every form can."""
+    cuda_only = sorted(set(forms) & set(CUDA_ONLY_FORMS))
+    if device != "cpu" or not cuda_only:
+        return ""
+    return f"forms {cuda_only} poll with inline PTX, which the interpreter cannot run: they need a CUDA GPU"
 
 
 def columns_tile_index(tile: str) -> int:
@@ -228,13 +238,14 @@ def main(argv: list[str] | None = None) -> int:
         shape = tuple(int(d) for d in shapes[args.op].split(","))
         summary = run_form(args.form, args.op, shape, args.runs, args.device, args.tile)
         return 1 if args.form == "barrier" and summary["differing_runs"] else 0  # the kernel as it ships
-    runnable = [form for form in FORMS if args.device != "cpu" or form not in CUDA_ONLY_FORMS]
+    runnable = [form for form in FORMS if not interpreter_refuses([form], args.device)]
     forms, ops = (args.forms.split(",") if args.forms else runnable), args.ops.split(",")
     for chosen, known, what in ((forms, FORMS, "forms"), (ops, tuple(OPS), "ops")):
         if set(chosen) - set(known):
             parser.error(f"unknown {what} {sorted(set(chosen) - set(known))}: choose from {known}")
-    if args.device == "cpu" and set(forms) & set(CUDA_ONLY_FORMS):
-        parser.error(f"forms {sorted(set(forms) & set(CUDA_ONLY_FORMS))} need a CUDA GPU (inline PTX)")
+    refused = interpreter_refuses(forms, device=args.device)
+    if refused:
+        parser.error(refused)
     tiles = args.colwise_tiles.split(",")
     for tile in filter(None, tiles):
         columns_tile_index(tile)  # before any process starts: a misspelt tile would cost a device call

@@ -66,19 +66,15 @@ pytestmark = pytest.mark.skipif(
 MAX_INSTRUCTIONS_PER_ELEMENT = 9.0
 
 
+@functools.cache
 def _sass_counts(*args: str) -> dict:
-    """The JSON benchmarks/sass_counts.py prints with ``args``, run in a process without the interpreter."""
+    """The JSON benchmarks/sass_counts.py prints with ``args``, run in a process without the interpreter; once per
+    test process for the same ``args`` (each run compiles for sm_90, up to about 20 s). Callers only read it."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     command = [sys.executable, "benchmarks/sass_counts.py", *args]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-@functools.cache
-def _coop_slices_counts() -> dict:
-    """benchmarks/sass_counts.py --coop-slices (about 20 s of compiling), once per process."""
-    return _sass_counts("--coop-slices")
 
 
 def _views(cast_mode: int, pack: int | None = None) -> dict:
@@ -344,7 +340,7 @@ def test_the_cooperative_slice_kernel_compiles_in_every_phase_for_each_use_and_f
     eight). Colwise 3D runs the jagged kernel (its experts uniform groups, "columns") since session 39;
     "columns-dense" is its dense launch before (153), and "columns fused r128" the fused launch capped at 128
     registers: four programs per SM, few spills; so is "groups fused r128" (fp8moe.configs.GROUP_COOP_CAP)."""
-    phases = _coop_slices_counts()
+    phases = _sass_counts("--coop-slices")
     uses = ("columns", "columns-dense", "transpose", "groups")
     jagged = {"columns long", "groups long", "columns fused r128", "groups fused r128", "transpose-uniform fused"}
     assert set(phases) == {f"{use} {phase}" for use in uses for phase in ("fused", "fold", "cast")} | jagged
@@ -406,7 +402,7 @@ def test_the_poll_acquire_form_orders_every_read_after_an_acquire_at_no_register
             assert counts["reads_after_acquire"] == counts["reads_after_poll"] >= 1, (name, counts)
             assert counts["reads_after_poll_barrier"] == counts["reads_after_poll"], (name, counts)
             assert counts["arrivals_after_barrier"] == counts["arrivals"] >= 1, (name, counts)
-    plain, polled = _coop_slices_counts(), _sass_counts("--coop-slices", "--wait-form", "poll-acquire")
+    plain, polled = _sass_counts("--coop-slices"), _sass_counts("--coop-slices", "--wait-form", "poll-acquire")
     assert set(polled) == set(plain)
     for phase, counts in plain.items():
         for key in ("registers", "programs_per_sm", "ATOM", "RED", "MEMBAR", "STL"):
